@@ -1,0 +1,522 @@
+// Package jcs implements the JSON Canonicalization Scheme of RFC 8785.
+//
+// Canonical bytes are produced from any I-JSON text (RFC 7493):
+//
+//   - no insignificant whitespace;
+//   - object members sorted by their names compared as arrays of UTF-16 code
+//     units (RFC 8785 §3.2.3), which differs from UTF-8 byte order only for
+//     characters beyond the Basic Multilingual Plane;
+//   - strings written as ECMAScript's JSON.stringify writes them: only '"',
+//     '\\' and the C0 controls are escaped, using \b \t \n \f \r where they
+//     exist and lowercase \u00xx otherwise; everything else, U+007F, U+2028
+//     and U+2029 included, is written as raw UTF-8;
+//   - numbers parsed as IEEE 754 double precision and written with the
+//     ECMAScript Number-to-String algorithm (ECMA-262 §7.1.12.1): the shortest
+//     digit string that round-trips, in plain notation for decimal exponents
+//     in [-6, 21) and exponential notation ("1e+21", "1.5e-7") otherwise;
+//     negative zero is written "0".
+//
+// Input that I-JSON forbids is rejected rather than repaired: duplicate member
+// names, invalid UTF-8, escaped lone surrogates, numbers that overflow to
+// infinity, and trailing data after the top-level value. Nesting is bounded by
+// MaxDepth.
+package jcs
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// MaxDepth bounds the nesting of arrays and objects accepted by Transform, so
+// that hostile input cannot exhaust the stack.
+const MaxDepth = 1000
+
+// SyntaxError reports input that is not I-JSON. Offset is the 0-based byte
+// offset of the problem; Line and Col are 1-based (Col counts bytes).
+type SyntaxError struct {
+	Offset int
+	Line   int
+	Col    int
+	Msg    string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("%d:%d: %s", e.Line, e.Col, e.Msg)
+}
+
+// Transform returns the RFC 8785 canonical form of the JSON text in.
+// Leading and trailing whitespace around the single top-level value is
+// allowed; anything else that is not I-JSON yields a *SyntaxError.
+func Transform(in []byte) ([]byte, error) {
+	p := parser{in: in}
+	p.skipWS()
+	out := make([]byte, 0, len(in))
+	out, err := p.value(out, 0)
+	if err != nil {
+		return nil, err
+	}
+	p.skipWS()
+	if p.pos != len(p.in) {
+		return nil, p.errf("unexpected data after the top-level value")
+	}
+	return out, nil
+}
+
+// Marshal encodes v with encoding/json and returns its canonical form.
+// Precondition: v contains no float that is NaN or infinite and no value
+// whose encoding is not I-JSON.
+func Marshal(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return Transform(raw)
+}
+
+// IsCanonical reports whether in is exactly its own canonical form.
+func IsCanonical(in []byte) bool {
+	out, err := Transform(in)
+	return err == nil && bytes.Equal(out, in)
+}
+
+type parser struct {
+	in  []byte
+	pos int
+}
+
+func (p *parser) errf(format string, args ...any) error {
+	line, col := 1, 1
+	for _, b := range p.in[:min(p.pos, len(p.in))] {
+		if b == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return &SyntaxError{Offset: p.pos, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (p *parser) skipWS() {
+	for p.pos < len(p.in) {
+		switch p.in[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) value(out []byte, depth int) ([]byte, error) {
+	if p.pos >= len(p.in) {
+		return nil, p.errf("unexpected end of input")
+	}
+	switch c := p.in[p.pos]; {
+	case c == '{':
+		return p.object(out, depth+1)
+	case c == '[':
+		return p.array(out, depth+1)
+	case c == '"':
+		s, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		return AppendString(out, s), nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number(out)
+	case c == 't':
+		return p.literal(out, "true")
+	case c == 'f':
+		return p.literal(out, "false")
+	case c == 'n':
+		return p.literal(out, "null")
+	default:
+		return nil, p.errf("invalid character %q looking for a value", c)
+	}
+}
+
+func (p *parser) literal(out []byte, lit string) ([]byte, error) {
+	if !bytes.HasPrefix(p.in[p.pos:], []byte(lit)) {
+		return nil, p.errf("invalid literal")
+	}
+	p.pos += len(lit)
+	return append(out, lit...), nil
+}
+
+type member struct {
+	key   string
+	value []byte
+}
+
+func (p *parser) object(out []byte, depth int) ([]byte, error) {
+	if depth > MaxDepth {
+		return nil, p.errf("nesting deeper than %d", MaxDepth)
+	}
+	p.pos++ // '{'
+	p.skipWS()
+	var members []member
+	if p.pos < len(p.in) && p.in[p.pos] == '}' {
+		p.pos++
+		return append(out, '{', '}'), nil
+	}
+	seen := make(map[string]struct{})
+	for {
+		p.skipWS()
+		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
+			return nil, p.errf("expected a member name")
+		}
+		keyPos := p.pos
+		key, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := seen[key]; dup {
+			p.pos = keyPos
+			return nil, p.errf("duplicate member name %q", key)
+		}
+		seen[key] = struct{}{}
+		p.skipWS()
+		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
+			return nil, p.errf("expected ':' after member name")
+		}
+		p.pos++
+		p.skipWS()
+		v, err := p.value(nil, depth)
+		if err != nil {
+			return nil, err
+		}
+		members = append(members, member{key, v})
+		p.skipWS()
+		if p.pos >= len(p.in) {
+			return nil, p.errf("unexpected end of input in object")
+		}
+		if p.in[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.in[p.pos] == '}' {
+			p.pos++
+			break
+		}
+		return nil, p.errf("expected ',' or '}' in object")
+	}
+	slices.SortFunc(members, func(a, b member) int { return CompareKeys(a.key, b.key) })
+	out = append(out, '{')
+	for i, m := range members {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = AppendString(out, m.key)
+		out = append(out, ':')
+		out = append(out, m.value...)
+	}
+	return append(out, '}'), nil
+}
+
+func (p *parser) array(out []byte, depth int) ([]byte, error) {
+	if depth > MaxDepth {
+		return nil, p.errf("nesting deeper than %d", MaxDepth)
+	}
+	p.pos++ // '['
+	p.skipWS()
+	out = append(out, '[')
+	if p.pos < len(p.in) && p.in[p.pos] == ']' {
+		p.pos++
+		return append(out, ']'), nil
+	}
+	for i := 0; ; i++ {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		p.skipWS()
+		var err error
+		out, err = p.value(out, depth)
+		if err != nil {
+			return nil, err
+		}
+		p.skipWS()
+		if p.pos >= len(p.in) {
+			return nil, p.errf("unexpected end of input in array")
+		}
+		if p.in[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.in[p.pos] == ']' {
+			p.pos++
+			return append(out, ']'), nil
+		}
+		return nil, p.errf("expected ',' or ']' in array")
+	}
+}
+
+// str parses a JSON string starting at the opening quote.
+func (p *parser) str() (string, error) {
+	p.pos++ // opening quote
+	var b []byte
+	start := p.pos
+	for {
+		if p.pos >= len(p.in) {
+			return "", p.errf("unterminated string")
+		}
+		c := p.in[p.pos]
+		switch {
+		case c == '"':
+			b = append(b, p.in[start:p.pos]...)
+			p.pos++
+			return string(b), nil
+		case c == '\\':
+			b = append(b, p.in[start:p.pos]...)
+			r, err := p.escape()
+			if err != nil {
+				return "", err
+			}
+			b = utf8.AppendRune(b, r)
+			start = p.pos
+		case c < 0x20:
+			return "", p.errf("control character %#02x in string", c)
+		case c < utf8.RuneSelf:
+			p.pos++
+		default:
+			r, size := utf8.DecodeRune(p.in[p.pos:])
+			if r == utf8.RuneError && size <= 1 {
+				return "", p.errf("invalid UTF-8 in string")
+			}
+			p.pos += size
+		}
+	}
+}
+
+// escape parses one escape sequence starting at the backslash.
+func (p *parser) escape() (rune, error) {
+	if p.pos+1 >= len(p.in) {
+		return 0, p.errf("unterminated escape")
+	}
+	c := p.in[p.pos+1]
+	simple := map[byte]rune{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+	if r, ok := simple[c]; ok {
+		p.pos += 2
+		return r, nil
+	}
+	if c != 'u' {
+		return 0, p.errf("invalid escape \\%c", c)
+	}
+	r1, err := p.hex4()
+	if err != nil {
+		return 0, err
+	}
+	if !utf16.IsSurrogate(r1) {
+		return r1, nil
+	}
+	if r1 >= 0xDC00 {
+		return 0, p.errf("lone low surrogate \\u%04x", r1)
+	}
+	if !bytes.HasPrefix(p.in[p.pos:], []byte(`\u`)) {
+		return 0, p.errf("lone high surrogate \\u%04x", r1)
+	}
+	r2, err := p.hex4()
+	if err != nil {
+		return 0, err
+	}
+	r := utf16.DecodeRune(r1, r2)
+	if r == utf8.RuneError {
+		return 0, p.errf("invalid surrogate pair \\u%04x\\u%04x", r1, r2)
+	}
+	return r, nil
+}
+
+// hex4 parses `\uXXXX` at p.pos.
+func (p *parser) hex4() (rune, error) {
+	if p.pos+6 > len(p.in) {
+		return 0, p.errf("truncated \\u escape")
+	}
+	v, err := strconv.ParseUint(string(p.in[p.pos+2:p.pos+6]), 16, 16)
+	if err != nil {
+		return 0, p.errf("invalid \\u escape")
+	}
+	p.pos += 6
+	return rune(v), nil
+}
+
+func (p *parser) number(out []byte) ([]byte, error) {
+	start := p.pos
+	i := p.pos
+	if p.in[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(p.in) && p.in[i] >= '0' && p.in[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	intStart := i
+	if n := digits(); n == 0 {
+		p.pos = i
+		return nil, p.errf("invalid number")
+	} else if n > 1 && p.in[intStart] == '0' {
+		p.pos = intStart
+		return nil, p.errf("number with a leading zero")
+	}
+	if i < len(p.in) && p.in[i] == '.' {
+		i++
+		if digits() == 0 {
+			p.pos = i
+			return nil, p.errf("invalid number: no digits after '.'")
+		}
+	}
+	if i < len(p.in) && (p.in[i] == 'e' || p.in[i] == 'E') {
+		i++
+		if i < len(p.in) && (p.in[i] == '+' || p.in[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			p.pos = i
+			return nil, p.errf("invalid number: no digits in exponent")
+		}
+	}
+	f, err := strconv.ParseFloat(string(p.in[start:i]), 64)
+	if err != nil || math.IsInf(f, 0) {
+		p.pos = start
+		return nil, p.errf("number %s is not representable as a finite IEEE 754 double", p.in[start:i])
+	}
+	p.pos = i
+	return AppendNumber(out, f)
+}
+
+// AppendNumber appends the ECMAScript string form of f. It fails for NaN and
+// infinities, which JSON cannot represent.
+func AppendNumber(out []byte, f float64) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, fmt.Errorf("jcs: %v is not a JSON number", f)
+	}
+	if f == 0 {
+		return append(out, '0'), nil
+	}
+	if f < 0 {
+		out = append(out, '-')
+		f = -f
+	}
+	// Shortest round-trip digits in scientific form: d[.ddd]e±x.
+	sci := strconv.FormatFloat(f, 'e', -1, 64)
+	mant, expStr, _ := bytes.Cut([]byte(sci), []byte("e"))
+	exp, _ := strconv.Atoi(string(expStr))
+	digits := make([]byte, 0, len(mant))
+	for _, c := range mant {
+		if c != '.' {
+			digits = append(digits, c)
+		}
+	}
+	k := len(digits)
+	n := exp + 1 // position of the decimal point relative to the digits
+	switch {
+	case k <= n && n <= 21:
+		out = append(out, digits...)
+		for range n - k {
+			out = append(out, '0')
+		}
+	case 0 < n && n <= 21:
+		out = append(out, digits[:n]...)
+		out = append(out, '.')
+		out = append(out, digits[n:]...)
+	case -6 < n && n <= 0:
+		out = append(out, '0', '.')
+		for range -n {
+			out = append(out, '0')
+		}
+		out = append(out, digits...)
+	default:
+		out = append(out, digits[0])
+		if k > 1 {
+			out = append(out, '.')
+			out = append(out, digits[1:]...)
+		}
+		out = append(out, 'e')
+		if n-1 >= 0 {
+			out = append(out, '+')
+		}
+		out = strconv.AppendInt(out, int64(n-1), 10)
+	}
+	return out, nil
+}
+
+// AppendString appends s as a canonical JSON string. Precondition: s is valid
+// UTF-8 (invalid bytes would be copied through and make the output invalid).
+func AppendString(out []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	out = append(out, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		out = append(out, s[start:i]...)
+		switch c {
+		case '"':
+			out = append(out, '\\', '"')
+		case '\\':
+			out = append(out, '\\', '\\')
+		case '\b':
+			out = append(out, '\\', 'b')
+		case '\f':
+			out = append(out, '\\', 'f')
+		case '\n':
+			out = append(out, '\\', 'n')
+		case '\r':
+			out = append(out, '\\', 'r')
+		case '\t':
+			out = append(out, '\\', 't')
+		default:
+			out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	out = append(out, s[start:]...)
+	return append(out, '"')
+}
+
+// CompareKeys orders member names as RFC 8785 §3.2.3 requires: by their
+// UTF-16 code units. Precondition: a and b are valid UTF-8.
+func CompareKeys(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			ua, ub := utf16Units(ra), utf16Units(rb)
+			if ua[0] != ub[0] {
+				return cmpRune(ua[0], ub[0])
+			}
+			return cmpRune(ua[1], ub[1])
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return cmpRune(rune(len(a)), rune(len(b)))
+}
+
+func utf16Units(r rune) [2]rune {
+	if r >= 0x10000 {
+		r1, r2 := utf16.EncodeRune(r)
+		return [2]rune{r1, r2}
+	}
+	return [2]rune{r, -1}
+}
+
+func cmpRune(a, b rune) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,243 @@
+// Package pattern defines the grammars of polc's patterns and decides, for
+// each, whether one pattern covers another (every string the child matches,
+// the parent matches too). Coverage is conservative: Covers returning false
+// means "not proven", which the compiler treats as an expansion.
+//
+// Grammars (DESIGN §4):
+//
+//   - Action:    an action id glob, [A-Za-z0-9_.-] plus '*' and '?'.
+//   - Path:      '/'-separated segments, absolute or workspace-relative;
+//     '*' and '?' within a segment, '**' alone as a segment (zero or
+//     more whole segments); no empty, '.' or '..' segments.
+//   - Command:   space-separated argv tokens (globs within a token); a
+//     trailing '*' token matches zero or more remaining tokens.
+//   - Host:      '*' (any host), or host[:port] where host is exact or
+//     starts with '*.' (one or more labels); lowercase; a missing port
+//     matches any port.
+//   - MCP:       server/tool, each a glob segment.
+//   - Env:       environment variable name glob.
+//   - Namespace: secret namespace, '/'-separated glob segments.
+//   - Principal: principal or tenant id glob (no whitespace).
+//   - Qualified: <action>:<target>, the target in the grammar of the
+//     action's target kind (TargetKindOf).
+//
+// Within a segment or token, '*' matches any run of characters and '?' one
+// character; there are no classes, braces or escapes.
+package pattern
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Kind names a pattern grammar.
+type Kind string
+
+// Pattern grammars.
+const (
+	Action    Kind = "action"
+	Path      Kind = "path"
+	Command   Kind = "command"
+	Host      Kind = "host"
+	MCP       Kind = "mcp"
+	Env       Kind = "env"
+	Namespace Kind = "namespace"
+	Principal Kind = "principal"
+)
+
+// TargetKindOf returns the grammar of the target of a qualified action
+// pattern whose action part is action, or "" if that action has no target.
+func TargetKindOf(action string) Kind {
+	switch action {
+	case "bash":
+		return Command
+	case "read_file", "write_file", "edit_file":
+		return Path
+	case "http_get":
+		return Host
+	case "mcp":
+		return MCP
+	}
+	return ""
+}
+
+// Validate checks p against the grammar of kind k.
+func Validate(k Kind, p string) error {
+	if p == "" {
+		return errors.New("empty pattern")
+	}
+	switch k {
+	case Action:
+		return validChars(p, isActionChar, "action id")
+	case Path:
+		return validatePath(p)
+	case Command:
+		return validateCommand(p)
+	case Host:
+		return validateHost(p)
+	case MCP:
+		server, tool, ok := strings.Cut(p, "/")
+		if !ok || strings.Contains(tool, "/") {
+			return errors.New("want <server>/<tool>")
+		}
+		if err := validChars(server, isNameChar, "MCP server"); err != nil {
+			return err
+		}
+		return validChars(tool, isNameChar, "MCP tool")
+	case Env:
+		return validChars(p, func(r rune) bool { return r == '_' || isAlnum(r) || isGlob(r) }, "environment variable")
+	case Namespace:
+		for seg := range strings.SplitSeq(p, "/") {
+			if seg == "" {
+				return errors.New("empty namespace segment")
+			}
+			if err := validChars(seg, isNameChar, "namespace"); err != nil {
+				return err
+			}
+		}
+		return nil
+	case Principal:
+		if strings.ContainsAny(p, " \t\r\n") {
+			return errors.New("whitespace in principal or tenant pattern")
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown pattern kind %q", k)
+}
+
+// ValidateQualified checks an action pattern that may be qualified
+// (<action>:<target>) and returns the action part, the target kind and the
+// target ("" and "" when unqualified).
+func ValidateQualified(p string) (action string, tk Kind, target string, err error) {
+	action, target, qualified := strings.Cut(p, ":")
+	if err := Validate(Action, action); err != nil {
+		return "", "", "", err
+	}
+	if !qualified {
+		return action, "", "", nil
+	}
+	tk = TargetKindOf(action)
+	if tk == "" {
+		return "", "", "", fmt.Errorf("action %q has no target to qualify; qualified actions are bash:<command>, read_file|write_file|edit_file:<path>, http_get:<host>, mcp:<server>/<tool>", action)
+	}
+	if err := Validate(tk, target); err != nil {
+		return "", "", "", fmt.Errorf("target of %s: %w", action, err)
+	}
+	return action, tk, target, nil
+}
+
+func isAlnum(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}
+func isGlob(r rune) bool       { return r == '*' || r == '?' }
+func isActionChar(r rune) bool { return isAlnum(r) || isGlob(r) || r == '_' || r == '-' || r == '.' }
+func isNameChar(r rune) bool   { return isActionChar(r) || r == '@' || r == '+' || r == '~' }
+
+func validChars(s string, ok func(rune) bool, what string) error {
+	if s == "" {
+		return fmt.Errorf("empty %s", what)
+	}
+	for _, r := range s {
+		if !ok(r) {
+			return fmt.Errorf("character %q not allowed in a %s pattern", r, what)
+		}
+	}
+	return nil
+}
+
+func validatePath(p string) error {
+	rel := strings.TrimPrefix(p, "/")
+	if rel == "" {
+		return nil // "/" is the file system root
+	}
+	for seg := range strings.SplitSeq(rel, "/") {
+		switch {
+		case seg == "":
+			return errors.New("empty path segment (double or trailing '/')")
+		case seg == "." || seg == "..":
+			return fmt.Errorf("path segment %q; patterns are clean paths", seg)
+		case seg != "**" && strings.Contains(seg, "**"):
+			return errors.New("'**' must be a whole path segment")
+		case strings.ContainsRune(seg, 0):
+			return errors.New("NUL in path pattern")
+		}
+	}
+	return nil
+}
+
+func validateCommand(p string) error {
+	if strings.TrimSpace(p) != p || strings.Contains(p, "  ") || strings.ContainsAny(p, "\t\r\n") {
+		return errors.New("command patterns are tokens separated by single spaces")
+	}
+	return nil
+}
+
+func validateHost(p string) error {
+	if p == "*" {
+		return nil
+	}
+	host, port, err := SplitHostPort(p)
+	if err != nil {
+		return err
+	}
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			return fmt.Errorf("invalid port %q", port)
+		}
+	}
+	if strings.HasPrefix(host, "[") {
+		if !strings.HasSuffix(host, "]") || len(host) < 3 {
+			return errors.New("invalid bracketed IPv6 literal")
+		}
+		for _, r := range host[1 : len(host)-1] {
+			if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r == ':' || r == '.') {
+				return fmt.Errorf("character %q not allowed in an IPv6 literal (lowercase hex)", r)
+			}
+		}
+		return nil
+	}
+	name := strings.TrimPrefix(host, "*.")
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" {
+			return errors.New("empty host label")
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				if r >= 'A' && r <= 'Z' {
+					return errors.New("host patterns must be lowercase (hosts are normalized to lowercase)")
+				}
+				return fmt.Errorf("character %q not allowed in a host; only a leading '*.' is a wildcard", r)
+			}
+		}
+	}
+	return nil
+}
+
+// SplitHostPort splits "host", "host:port", "[v6]" or "[v6]:port".
+func SplitHostPort(p string) (host, port string, err error) {
+	if strings.HasPrefix(p, "[") {
+		end := strings.IndexByte(p, ']')
+		if end < 0 {
+			return "", "", errors.New("unterminated '['")
+		}
+		host, rest := p[:end+1], p[end+1:]
+		if rest == "" {
+			return host, "", nil
+		}
+		if rest[0] != ':' || len(rest) == 1 {
+			return "", "", errors.New("want [ipv6]:port")
+		}
+		return host, rest[1:], nil
+	}
+	host, port, ok := strings.Cut(p, ":")
+	if ok && (port == "" || strings.Contains(port, ":")) {
+		return "", "", errors.New("want host[:port]")
+	}
+	if host == "" {
+		return "", "", errors.New("empty host")
+	}
+	return host, port, nil
+}
