@@ -310,11 +310,10 @@ func validateRule(r Rule) error {
 		if eff == EffectDeny && r.Tool == nil {
 			return fmt.Errorf("deny rules name tools")
 		}
-		target := deref(r.Tool)
 		if r.Resource != nil {
-			target = *r.Resource
+			return checkPattern(pattern.MCPResource, r.Server+"/"+*r.Resource, false)
 		}
-		return checkPattern(pattern.MCP, r.Server+"/"+target, eff == EffectDeny)
+		return checkPattern(pattern.MCP, r.Server+"/"+*r.Tool, eff == EffectDeny)
 	case *SecretExposureRule:
 		want := EffectAllow
 		if r.Exposure == "forbid" {

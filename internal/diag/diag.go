@@ -226,3 +226,9 @@ func Print(w io.Writer, l List, f Format) error {
 func escapeGitHub(s string) string {
 	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
 }
+
+// Further stable codes.
+const (
+	CodeNoEffect      = "no_effect"
+	CodePolicyExpired = "policy_expired"
+)

@@ -19,6 +19,10 @@ func Covers(k Kind, parent, child string) bool {
 		return coverTokens(strings.Split(parent, " "), strings.Split(child, " "))
 	case Host:
 		return coverHost(parent, child)
+	case MCPResource:
+		ps, pr, _ := strings.Cut(parent, "/")
+		cs, cr, _ := strings.Cut(child, "/")
+		return coverGlob(ps, cs) && coverSegments(strings.Split(pr, "/"), strings.Split(cr, "/"), true)
 	case MCP, Namespace:
 		return coverSegments(strings.Split(parent, "/"), strings.Split(child, "/"), false)
 	default: // Action, Env, Principal: one segment.
@@ -100,7 +104,7 @@ func coverGlob(parent, child string) bool {
 		case pi < len(p) && p[pi] == '*':
 			star, mark = pi, ci
 			pi++
-		case pi < len(p) && (p[pi] == c[ci] && c[ci] != '*' && c[ci] != '?' || p[pi] == '?' && c[ci] != '*' || p[pi] == c[ci]):
+		case pi < len(p) && (p[pi] == c[ci] && c[ci] != '*' || p[pi] == '?' && c[ci] != '*'):
 			pi++
 			ci++
 		case star >= 0:

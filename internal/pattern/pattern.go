@@ -15,6 +15,8 @@
 //     starts with '*.' (one or more labels); lowercase; a missing port
 //     matches any port.
 //   - MCP:       server/tool, each a glob segment.
+//   - MCPResource: server/resource, the resource a '/'-separated URI
+//     path whose segments may be empty; '**' as in paths.
 //   - Env:       environment variable name glob.
 //   - Namespace: secret namespace, '/'-separated glob segments.
 //   - Principal: principal or tenant id glob (no whitespace).
@@ -37,14 +39,18 @@ type Kind string
 
 // Pattern grammars.
 const (
-	Action    Kind = "action"
-	Path      Kind = "path"
-	Command   Kind = "command"
-	Host      Kind = "host"
-	MCP       Kind = "mcp"
-	Env       Kind = "env"
-	Namespace Kind = "namespace"
-	Principal Kind = "principal"
+	Action  Kind = "action"
+	Path    Kind = "path"
+	Command Kind = "command"
+	Host    Kind = "host"
+	MCP     Kind = "mcp"
+	// MCPResource is server/resource where the resource is a URI-like
+	// path: '/'-separated segments (empty ones allowed, as in file:///x),
+	// '*' and '?' within a segment and '**' for zero or more segments.
+	MCPResource Kind = "mcp_resource"
+	Env         Kind = "env"
+	Namespace   Kind = "namespace"
+	Principal   Kind = "principal"
 )
 
 // TargetKindOf returns the grammar of the target of a qualified action
@@ -86,6 +92,23 @@ func Validate(k Kind, p string) error {
 			return err
 		}
 		return validChars(tool, isNameChar, "MCP tool")
+	case MCPResource:
+		server, res, ok := strings.Cut(p, "/")
+		if !ok || res == "" {
+			return errors.New("want <server>/<resource>")
+		}
+		if err := validChars(server, isNameChar, "MCP server"); err != nil {
+			return err
+		}
+		if strings.ContainsAny(res, " \t\r\n") {
+			return errors.New("whitespace in MCP resource pattern")
+		}
+		for seg := range strings.SplitSeq(res, "/") {
+			if seg != "**" && strings.Contains(seg, "**") {
+				return errors.New("'**' must be a whole resource segment")
+			}
+		}
+		return nil
 	case Env:
 		return validChars(p, func(r rune) bool { return r == '_' || isAlnum(r) || isGlob(r) }, "environment variable")
 	case Namespace:
@@ -240,4 +263,47 @@ func SplitHostPort(p string) (host, port string, err error) {
 		return "", "", errors.New("empty host")
 	}
 	return host, port, nil
+}
+
+// MatchGlob reports whether s matches the single-segment glob p, where '*'
+// matches any run of characters (including '/' and ':') and '?' exactly one.
+// It is used for gate selectors over rule ids.
+func MatchGlob(p, s string) bool {
+	pr, sr := []rune(p), []rune(s)
+	pi, si, star, mark := 0, 0, -1, 0
+	for si < len(sr) {
+		switch {
+		case pi < len(pr) && pr[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case pi < len(pr) && (pr[pi] == '?' || pr[pi] == sr[si]):
+			pi++
+			si++
+		case star >= 0:
+			pi = star + 1
+			mark++
+			si = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(pr) && pr[pi] == '*' {
+		pi++
+	}
+	return pi == len(pr)
+}
+
+// LiteralPrefix returns the characters of p before its first wildcard. A
+// pattern can only cover another whose literal prefix extends its own (for
+// paths, after dropping a trailing '/', since "/a/**" covers "/a").
+func LiteralPrefix(k Kind, p string) string {
+	i := strings.IndexAny(p, "*?")
+	if i < 0 {
+		i = len(p)
+	}
+	lp := p[:i]
+	if k == Path {
+		lp = strings.TrimSuffix(lp, "/")
+	}
+	return lp
 }

@@ -1,0 +1,284 @@
+// Package compiler turns PermissionPolicy declarations (CUE, JSON or YAML)
+// into sealed, canonical policy snapshots.
+//
+// Compilation is a fixed table of stages, each of which can be dumped for
+// debugging (polc compile --dump=STAGE):
+//
+//	load      read CUE packages and JSON/YAML files
+//	validate  unify each policy with the embedded #PermissionPolicy schema
+//	resolve   apply inheritance (DESIGN §2.2) in dependency order
+//	lower     lower each resolved policy to compiled rules and gate bindings
+//	emit      encode snapshots and source maps as files
+//
+// A stage that reports an error stops the pipeline: nothing is emitted.
+package compiler
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/snapshot"
+)
+
+// Stage names, in pipeline order.
+var Stages = []string{"load", "validate", "resolve", "lower", "emit"}
+
+// Result is the output of Compile.
+type Result struct {
+	// Snapshots are the compiled policies, sorted by name.
+	Snapshots []*snapshot.Snapshot
+	// SourceMaps holds each snapshot's source map, by policy name.
+	SourceMaps map[string]*SourceMap
+	// Files maps output paths (relative to the output directory, slash
+	// separated) to their contents. Set by the emit stage.
+	Files map[string][]byte
+	// Dumps holds the dump of each stage that ran, by stage name.
+	Dumps map[string]any
+	// Diagnostics are every error and warning, sorted.
+	Diagnostics diag.List
+}
+
+// state is threaded through the stages.
+type state struct {
+	cfg      Config
+	paths    []string
+	decls    *Declarations
+	order    []*Policy            // dependency order (parents first)
+	resolved map[string]*resolved // by name
+	auths    map[string]*expansionAuth
+	parents  map[string]*snapshot.Snapshot // external parents by name
+	lowered  map[string]*lowered
+	res      *Result
+}
+
+type stage struct {
+	name string
+	run  func(*state) diag.List
+	dump func(*state) any
+}
+
+var stageTable = []stage{
+	{"load", (*state).load, func(s *state) any { return s.decls.dumpLoad() }},
+	{"validate", (*state).validate, func(s *state) any { return s.decls.dumpDecls() }},
+	{"resolve", (*state).resolve, (*state).dumpResolved},
+	{"lower", (*state).lower, func(s *state) any { return s.res.Snapshots }},
+	{"emit", (*state).emit, func(s *state) any { return sortedKeys(s.res.Files) }},
+}
+
+// Compile runs every stage on the given paths. It always returns a Result;
+// when Result.Diagnostics has errors, Snapshots and Files are empty.
+func Compile(cfg Config, paths []string) *Result {
+	return run(cfg, paths, len(stageTable))
+}
+
+// Vet runs the stages up to and including lower, reporting every finding
+// without producing files.
+func Vet(cfg Config, paths []string) *Result {
+	return run(cfg, paths, len(stageTable)-1)
+}
+
+func run(cfg Config, paths []string, upTo int) *Result {
+	cfg = cfg.withDefaults()
+	s := &state{cfg: cfg, paths: paths, res: &Result{SourceMaps: map[string]*SourceMap{}, Files: map[string][]byte{}, Dumps: map[string]any{}}}
+	for _, st := range stageTable[:upTo] {
+		d := st.run(s)
+		s.res.Diagnostics = append(s.res.Diagnostics, d...)
+		if d.HasErrors() {
+			s.res.Snapshots, s.res.Files = nil, map[string][]byte{}
+			break
+		}
+		s.res.Dumps[st.name] = st.dump(s)
+	}
+	s.res.Diagnostics = s.res.Diagnostics.Sorted()
+	return s.res
+}
+
+func (s *state) load() diag.List {
+	decls, diags := loadSources(s.cfg, s.paths)
+	s.decls = decls
+	if !diags.HasErrors() && len(decls.values) == 0 {
+		diags.Add(diag.Pos{}, diag.CodeNoPolicies, "no declarations found in %s", strings.Join(s.paths, " "))
+	}
+	return diags
+}
+
+func (s *state) validate() diag.List {
+	diags := s.decls.validate()
+	if !diags.HasErrors() && len(s.decls.Policies) == 0 {
+		diags.Add(diag.Pos{}, diag.CodeNoPolicies, "no policies declared (declare them under `policies: <name>: {...}`)")
+	}
+	return diags
+}
+
+// resolve orders policies parents-first, reports cycles and missing parents,
+// and resolves each policy against its parent.
+func (s *state) resolve() diag.List {
+	var diags diag.List
+	s.parents = map[string]*snapshot.Snapshot{}
+	for _, ps := range s.cfg.Parents {
+		if s.decls.Lookup(ps.Name) != nil {
+			diags.Add(s.decls.Lookup(ps.Name).Pos, diag.CodeDuplicatePolicy, "policy %q is both declared and given as a --parent snapshot", ps.Name)
+			continue
+		}
+		s.parents[ps.Name] = ps
+	}
+	const (
+		unvisited = iota
+		active
+		done
+		failed
+	)
+	color := map[string]int{}
+	var stack []*Policy
+	var visit func(p *Policy) bool
+	visit = func(p *Policy) bool {
+		switch color[p.Name] {
+		case done:
+			return true
+		case failed:
+			return false
+		case active:
+			i := slices.Index(stack, p)
+			cycle := stack[i:]
+			names := make([]string, 0, len(cycle)+1)
+			for _, m := range cycle {
+				names = append(names, m.Name)
+			}
+			names = append(names, p.Name)
+			for _, m := range cycle {
+				diags.Add(m.PosOf("extends"), diag.CodeExtendsCycle, "policy %q is part of an extends cycle: %s", m.Name, strings.Join(names, " → "))
+				color[m.Name] = failed
+			}
+			return false
+		}
+		color[p.Name] = active
+		stack = append(stack, p)
+		ok := true
+		if ext := p.Decl.Extends; ext != nil {
+			if parent := s.decls.Lookup(*ext); parent != nil {
+				ok = visit(parent)
+			} else if _, ok2 := s.parents[*ext]; !ok2 {
+				diags.Add(p.PosOf("extends"), diag.CodeExtendsMissing, "policy %q extends %q, which is neither in the compile set (%s) nor given with --parent", p.Name, *ext, s.decls.names())
+				ok = false
+			}
+		}
+		stack = stack[:len(stack)-1]
+		if color[p.Name] == failed {
+			return false
+		}
+		if !ok {
+			color[p.Name] = failed
+			return false
+		}
+		color[p.Name] = done
+		s.order = append(s.order, p)
+		return true
+	}
+	for _, p := range s.decls.Policies {
+		visit(p)
+	}
+	if diags.HasErrors() {
+		return diags
+	}
+	s.resolved, s.auths = map[string]*resolved{}, map[string]*expansionAuth{}
+	for _, p := range s.order {
+		var parent *resolved
+		if ext := p.Decl.Extends; ext != nil {
+			if r, ok := s.resolved[*ext]; ok {
+				parent = r
+			} else {
+				parent = raise(s.parents[*ext], nil)
+			}
+		}
+		r, auth, d := resolve(s.cfg, p, parent)
+		diags = append(diags, d...)
+		s.resolved[p.Name], s.auths[p.Name] = r, auth
+	}
+	return diags
+}
+
+// lower lowers each policy parents-first, checks that no gate weakens a
+// parent's rule, and finishes expansion bookkeeping.
+func (s *state) lower() diag.List {
+	var diags diag.List
+	s.lowered = map[string]*lowered{}
+	for _, p := range s.order {
+		r := s.resolved[p.Name]
+		auth := s.auths[p.Name]
+		var parent *snapshot.Snapshot
+		if ext := p.Decl.Extends; ext != nil {
+			if l, ok := s.lowered[*ext]; ok {
+				parent = l.snap
+			} else {
+				parent = s.parents[*ext]
+			}
+		}
+		if parent != nil && p.Decl.Gates != nil {
+			s.checkGates(p, r, parent, auth, &diags)
+		}
+		auth.check(&diags)
+		r.expansions = auth.recorded()
+		l, err := lower(r, parent)
+		if err != nil {
+			diags.Add(p.Pos, diag.CodeInvalidValue, "policy %q: %v", p.Name, err)
+			continue
+		}
+		for _, g := range l.snap.GateBindings {
+			if len(g.RuleIDs) == 0 && g.GateID != defaultGate {
+				diags.Warn(p.Pos, diag.CodeGateUnknownRule, "policy %q: gate %q selects no rule (selectors %s)", p.Name, g.GateID, strings.Join(g.Selectors, ", "))
+			}
+		}
+		s.lowered[p.Name] = l
+	}
+	for _, p := range s.decls.Policies {
+		if l, ok := s.lowered[p.Name]; ok {
+			s.res.Snapshots = append(s.res.Snapshots, l.snap)
+			s.res.SourceMaps[p.Name] = newSourceMap(p, l)
+		}
+	}
+	return diags
+}
+
+// checkGates reports a child gate binding that puts a parent's rule under a
+// less strict gate than the parent did.
+func (s *state) checkGates(p *Policy, r *resolved, parent *snapshot.Snapshot, auth *expansionAuth, diags *diag.List) {
+	// Bind the child's rules to learn their levels; the rule set does not
+	// depend on gates, so a provisional lowering is exact.
+	l, err := lower(r, parent)
+	if err != nil {
+		return
+	}
+	before := gateLevels(parent)
+	for _, g := range l.snap.GateBindings {
+		var weakened []string
+		for _, id := range g.RuleIDs {
+			if pl, ok := before[id]; ok && levelRank[g.Level] < levelRank[pl] {
+				weakened = append(weakened, fmt.Sprintf("%s (%s in parent)", id, pl))
+			}
+		}
+		if len(weakened) == 0 {
+			continue
+		}
+		pos := p.PosOf("gates")
+		for _, dg := range r.gates {
+			if dg.id == g.GateID {
+				pos = dg.pos
+			}
+		}
+		if !auth.authorize("gates", g.GateID) {
+			diags.Add(pos, diag.CodeExpansionUnauth, "policy %q: gate %q (%s) weakens the parent's gates for %s; to allow it, add expansions: [{path: \"gates\", values: [%q], authority: \"…\", evidence: \"…\"}]",
+				p.Name, g.GateID, g.Level, strings.Join(weakened, ", "), g.GateID)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

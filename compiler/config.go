@@ -1,0 +1,32 @@
+package compiler
+
+import (
+	"os"
+	"time"
+
+	"polc.dev/polc/snapshot"
+)
+
+// Config controls loading and compilation.
+type Config struct {
+	// Dir is the working directory: relative input paths are resolved
+	// against it and positions are printed relative to it. Default: the
+	// process working directory.
+	Dir string
+	// Parents are parent snapshots, by name, that policies in the compile
+	// set may extend (polc compile --parent).
+	Parents []*snapshot.Snapshot
+	// Now is the compile time used only for warnings about expired
+	// policies; it never enters a snapshot. Default: time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.Dir == "" {
+		c.Dir, _ = os.Getwd()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}

@@ -1,0 +1,498 @@
+package compiler
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/load"
+	"cuelang.org/go/cue/token"
+	cuejson "cuelang.org/go/encoding/json"
+	cueyaml "cuelang.org/go/encoding/yaml"
+
+	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/schema"
+)
+
+// Declarations is the compile set: every policy declared by the loaded
+// sources, sorted by name.
+type Declarations struct {
+	Policies []*Policy
+	values   []cue.Value
+	files    []string
+	l        *loader
+}
+
+// Lookup returns the policy named name, or nil.
+func (d *Declarations) Lookup(name string) *Policy {
+	i, ok := slices.BinarySearchFunc(d.Policies, name, func(p *Policy, n string) int { return strings.Compare(p.Name, n) })
+	if !ok {
+		return nil
+	}
+	return d.Policies[i]
+}
+
+func (d *Declarations) names() string {
+	var names []string
+	for _, p := range d.Policies {
+		names = append(names, p.Name)
+	}
+	if len(names) == 0 {
+		return "empty"
+	}
+	return strings.Join(names, ", ")
+}
+
+// topLevelFields are the regular fields a declaration file may have.
+var topLevelFields = []string{"policies"}
+
+// policyName is the grammar of policy names (keys under `policies`); names
+// become file names, so nothing else is accepted.
+var policyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// loader holds the state of one Load call.
+type loader struct {
+	cfg    Config
+	ctx    *cue.Context
+	schema cue.Value // the compiled schema with `in`/`out` wiring
+	diags  diag.List
+}
+
+// Load reads CUE files, directories (the CUE package in the directory) and
+// JSON or YAML declaration files, validates every policy against the
+// embedded schema and returns the compile set. Problems with the input files
+// themselves (missing, unreadable) have code io_error; everything else is a
+// policy finding.
+func Load(cfg Config, paths []string) (*Declarations, diag.List) {
+	d, diags := loadSources(cfg.withDefaults(), paths)
+	if diags.HasErrors() {
+		return d, diags
+	}
+	return d, append(diags, d.validate()...)
+}
+
+// loadSources is the load stage: it parses every input into CUE values.
+func loadSources(cfg Config, paths []string) (*Declarations, diag.List) {
+	l := &loader{cfg: cfg, ctx: cuecontext.New()}
+	l.schema = l.ctx.CompileString(schema.PolicyCUE+"\nin: _\nout: #PermissionPolicy & in\n", cue.Filename(schema.PolicyFile))
+	if err := l.schema.Err(); err != nil {
+		panic("polc: embedded schema does not compile: " + err.Error())
+	}
+	decls := &Declarations{l: l}
+	var cueFiles []string
+	for _, p := range paths {
+		abs := p
+		if !filepath.IsAbs(abs) {
+			abs = filepath.Join(cfg.Dir, p)
+		}
+		fi, err := os.Stat(abs)
+		if err != nil {
+			l.diags.Add(diag.Pos{File: diag.Rel(cfg.Dir, abs)}, diag.CodeIO, "cannot read: %v", unwrapPathErr(err))
+			continue
+		}
+		switch ext := strings.ToLower(filepath.Ext(abs)); {
+		case fi.IsDir():
+			decls.values = append(decls.values, l.loadCUE([]string{abs})...)
+		case ext == ".cue":
+			cueFiles = append(cueFiles, abs)
+		case ext == ".json" || ext == ".yaml" || ext == ".yml":
+			if v, ok := l.loadData(abs); ok {
+				decls.values = append(decls.values, v)
+			}
+		default:
+			l.diags.Add(diag.Pos{File: diag.Rel(cfg.Dir, abs)}, diag.CodeIO, "unsupported file type %q (want .cue, .json, .yaml or .yml, or a directory)", ext)
+		}
+		decls.files = append(decls.files, diag.Rel(cfg.Dir, abs))
+	}
+	if len(cueFiles) > 0 {
+		decls.values = append(decls.values, l.loadCUE(cueFiles)...)
+	}
+	diags := l.diags
+	l.diags = nil
+	return decls, diags
+}
+
+// validate is the validate stage: it checks the top level of every source
+// and validates each policy against the schema.
+func (d *Declarations) validate() diag.List {
+	l := d.l
+	seen := map[string]*Policy{}
+	for _, v := range d.values {
+		for _, p := range l.policies(v) {
+			if prev, dup := seen[p.Name]; dup {
+				l.diags.Add(p.Pos, diag.CodeDuplicatePolicy, "policy %q is declared twice (also at %s)", p.Name, prev.Pos)
+				continue
+			}
+			seen[p.Name] = p
+			d.Policies = append(d.Policies, p)
+		}
+	}
+	slices.SortFunc(d.Policies, func(a, b *Policy) int { return strings.Compare(a.Name, b.Name) })
+	diags := l.diags
+	l.diags = nil
+	return diags
+}
+
+func unwrapPathErr(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+func (l *loader) loadCUE(args []string) []cue.Value {
+	insts := load.Instances(args, &load.Config{Dir: l.cfg.Dir})
+	var out []cue.Value
+	for _, inst := range insts {
+		if inst.Err != nil {
+			l.addCUEErrors(inst.Err, "", diag.CodeSyntax)
+			continue
+		}
+		v := l.ctx.BuildInstance(inst)
+		if err := v.Err(); err != nil {
+			l.addCUEErrors(err, "", diag.CodeSchemaViolation)
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func (l *loader) loadData(abs string) (cue.Value, bool) {
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		l.diags.Add(diag.Pos{File: diag.Rel(l.cfg.Dir, abs)}, diag.CodeIO, "cannot read: %v", unwrapPathErr(err))
+		return cue.Value{}, false
+	}
+	name := diag.Rel(l.cfg.Dir, abs)
+	var v cue.Value
+	if strings.HasSuffix(abs, ".json") {
+		var expr ast.Expr
+		expr, err = cuejson.Extract(name, data)
+		if err == nil {
+			v = l.ctx.BuildExpr(expr)
+		}
+	} else {
+		var f *ast.File
+		f, err = cueyaml.Extract(name, data)
+		if err == nil {
+			v = l.ctx.BuildFile(f)
+		}
+	}
+	if err != nil {
+		l.addCUEErrors(err, name, diag.CodeSyntax)
+		return cue.Value{}, false
+	}
+	if err := v.Err(); err != nil {
+		l.addCUEErrors(err, name, diag.CodeSyntax)
+		return cue.Value{}, false
+	}
+	return v, true
+}
+
+// pos converts a CUE position to a diagnostic position.
+func (l *loader) pos(p token.Pos) diag.Pos {
+	if !p.IsValid() {
+		return diag.Pos{}
+	}
+	return diag.Pos{File: diag.Rel(l.cfg.Dir, p.Filename()), Line: p.Line(), Col: p.Column()}
+}
+
+// userPos picks the first position of err that is in the author's files
+// rather than in the embedded schema.
+func (l *loader) userPos(e cueerrors.Error) diag.Pos {
+	for _, p := range append([]token.Pos{e.Position()}, e.InputPositions()...) {
+		if p.IsValid() && p.Filename() != schema.PolicyFile {
+			return l.pos(p)
+		}
+	}
+	return diag.Pos{}
+}
+
+func (l *loader) addCUEErrors(err error, file, code string) {
+	for _, e := range cueerrors.Errors(err) {
+		pos := l.userPos(e)
+		if pos.File == "" {
+			pos.File = file
+		}
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		if path := strings.Join(e.Path(), "."); path != "" {
+			msg = path + ": " + msg
+		}
+		l.diags.Add(pos, code, "%s", msg)
+	}
+}
+
+// policies checks the top level of one source and validates each policy.
+func (l *loader) policies(v cue.Value) []*Policy {
+	it, err := v.Fields()
+	if err != nil {
+		l.diags.Add(l.pos(v.Pos()), diag.CodeSchemaViolation, "a declaration file must be a struct with a `policies` field")
+		return nil
+	}
+	var out []*Policy
+	for it.Next() {
+		name := it.Selector().Unquoted()
+		if !slices.Contains(topLevelFields, name) {
+			l.diags.Add(l.pos(it.Value().Pos()), diag.CodeUnknownField, "unknown top-level field %q (allowed: %s; helpers may be definitions #X or hidden fields _x)", name, strings.Join(topLevelFields, ", "))
+			continue
+		}
+		pv := it.Value()
+		if s, err := pv.String(); err == nil && s == "inherit" {
+			l.diags.Add(l.pos(pv.Pos()), diag.CodeInheritNotAPreset, inheritMsg)
+			continue
+		}
+		pit, err := pv.Fields()
+		if err != nil {
+			l.diags.Add(l.pos(pv.Pos()), diag.CodeSchemaViolation, "policies must be a struct of policy name to policy")
+			continue
+		}
+		for pit.Next() {
+			if p := l.policy(pit.Selector().Unquoted(), pit.Value()); p != nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+const inheritMsg = `"inherit" is not a preset or a policy: to inherit, set extends: "<parent policy>" and leave the fields you want inherited unset`
+
+// modeFields are fields whose value is a mode or section, where a literal
+// "inherit" shows the author meant inheritance.
+var inheritTrap = map[string]bool{
+	"extends": true, "actions": true, "filesystem": true, "network": true, "subprocess": true,
+	"mcp": true, "environment": true, "secrets": true, "budgets": true, "gates": true,
+	"mode": true, "shell": true, "allow": true, "deny": true, "approve": true, "read": true,
+	"write": true, "execute": true, "inject": true, "servers": true, "principals": true,
+	"tenants": true, "exposure": true,
+}
+
+func (l *loader) policy(name string, v cue.Value) *Policy {
+	p := &Policy{Name: name, Pos: l.pos(v.Pos()), Value: v, positions: map[string]diag.Pos{}}
+	if !policyName.MatchString(name) {
+		l.diags.Add(p.Pos, diag.CodeInvalidValue, "policy name %q: want letters, digits, '_', '.' or '-', starting with a letter or digit", name)
+		return nil
+	}
+	if s, err := v.String(); err == nil && s == "inherit" {
+		l.diags.Add(p.Pos, diag.CodeInheritNotAPreset, "policy %q: %s", name, inheritMsg)
+		return nil
+	}
+	if v.Kind() != cue.StructKind {
+		l.diags.Add(p.Pos, diag.CodeSchemaViolation, "policy %q must be a struct", name)
+		return nil
+	}
+	before := len(l.diags)
+	l.index(p, v, "")
+	if len(l.diags) > before {
+		return nil // "inherit" traps: schema errors would only repeat them
+	}
+	out := l.schema.FillPath(cue.ParsePath("in"), v).LookupPath(cue.ParsePath("out"))
+	reported := map[string]bool{}
+	if err := out.Validate(cue.Concrete(true)); err != nil {
+		for _, e := range cueerrors.Errors(err) {
+			path := declPath(e.Path())
+			format, args := e.Msg()
+			msg := fmt.Sprintf(format, args...)
+			pos := l.userPos(e)
+			if pos.File == "" {
+				pos = p.PosOf(path)
+			}
+			switch {
+			case msg == "field not allowed":
+				l.diags.Add(pos, diag.CodeUnknownField, "policy %q: unknown field %q%s", name, path, l.allowedHint(path))
+			case strings.Contains(msg, "required but not present"):
+				l.diags.Add(p.PosOf(parentPath(path)), diag.CodeSchemaViolation, "policy %q: missing required field %q", name, path)
+			default:
+				if reported[path] {
+					continue
+				}
+				l.diags.Add(pos, diag.CodeSchemaViolation, "policy %q: %s: %s", name, path, l.describe(out, path, msg))
+			}
+			reported[path] = true
+		}
+	}
+	l.requireFields(p, out, "", reported)
+	if len(l.diags) > before {
+		return nil
+	}
+	d, err := decodeDecl(v)
+	if err != nil {
+		l.diags.Add(p.Pos, diag.CodeSchemaViolation, "policy %q: %v", name, err)
+		return nil
+	}
+	if d.Name != nil && *d.Name != name {
+		l.diags.Add(p.PosOf("name"), diag.CodeNameMismatch, "policy %q declares name %q; the name is the key under `policies`", name, *d.Name)
+		return nil
+	}
+	p.Decl = d
+	return p
+}
+
+// index records the position of every field and list element of a policy
+// and reports literal "inherit" where a section, mode or parent is expected.
+func (l *loader) index(p *Policy, v cue.Value, path string) {
+	switch v.Kind() {
+	case cue.StructKind:
+		it, _ := v.Fields()
+		for it.Next() {
+			key := it.Selector().Unquoted()
+			sub := joinPath(path, key)
+			p.positions[sub] = l.pos(it.Value().Pos())
+			if s, err := it.Value().String(); err == nil && s == "inherit" && inheritTrap[key] {
+				l.diags.Add(p.positions[sub], diag.CodeInheritNotAPreset, "policy %q: %s: %s", p.Name, sub, inheritMsg)
+			}
+			l.index(p, it.Value(), sub)
+		}
+	case cue.ListKind:
+		it, _ := v.List()
+		for i := 0; it.Next(); i++ {
+			sub := fmt.Sprintf("%s[%d]", path, i)
+			p.positions[sub] = l.pos(it.Value().Pos())
+			l.index(p, it.Value(), sub)
+		}
+	}
+}
+
+// requireFields reports required fields (`name!:`) that are absent. CUE's
+// Validate does not always report them once another error has been found.
+func (l *loader) requireFields(p *Policy, v cue.Value, path string, reported map[string]bool) {
+	switch v.IncompleteKind() {
+	case cue.StructKind:
+		it, err := v.Fields(cue.Optional(true))
+		if err != nil {
+			return
+		}
+		for it.Next() {
+			sel := it.Selector()
+			sub := joinPath(path, sel.Unquoted())
+			switch sel.ConstraintType() {
+			case cue.RequiredConstraint:
+				if !reported[sub] {
+					l.diags.Add(p.PosOf(path), diag.CodeSchemaViolation, "policy %q: missing required field %q", p.Name, sub)
+					reported[sub] = true
+				}
+			case cue.OptionalConstraint:
+			default:
+				l.requireFields(p, it.Value(), sub, reported)
+			}
+		}
+	case cue.ListKind:
+		it, err := v.List()
+		if err != nil {
+			return
+		}
+		for i := 0; it.Next(); i++ {
+			l.requireFields(p, it.Value(), fmt.Sprintf("%s[%d]", path, i), reported)
+		}
+	}
+}
+
+// describe improves CUE's message for the common case of a value outside an
+// enumeration ("mode: "sometimes" is not one of "deny", "allowlist", "allow"").
+func (l *loader) describe(out cue.Value, path, msg string) string {
+	sv := l.schema.LookupPath(cue.ParsePath("#PermissionPolicy")).LookupPath(cuePath(path))
+	op, args := sv.Expr()
+	if op == cue.OrOp {
+		var alts []string
+		for _, a := range args {
+			if s, err := a.String(); err == nil {
+				alts = append(alts, strconv.Quote(s))
+			}
+		}
+		if len(alts) == len(args) {
+			got := out.LookupPath(cuePath(path))
+			b, _ := got.MarshalJSON()
+			if len(b) == 0 {
+				b = []byte(fmt.Sprint(got))
+			}
+			return fmt.Sprintf("%s is not one of %s", b, strings.Join(alts, ", "))
+		}
+	}
+	if strings.HasSuffix(msg, "empty disjunction:") {
+		return "value does not match the schema"
+	}
+	return msg
+}
+
+// allowedHint lists the fields allowed next to an unknown one.
+func (l *loader) allowedHint(path string) string {
+	parent := parentPath(path)
+	sv := l.schema.LookupPath(cue.ParsePath("#PermissionPolicy"))
+	if parent != "" {
+		sv = sv.LookupPath(cuePath(parent))
+	}
+	if sv.IncompleteKind() == cue.ListKind {
+		sv = sv.LookupPath(cue.MakePath(cue.AnyIndex))
+	}
+	it, err := sv.Fields(cue.Optional(true))
+	if err != nil {
+		return ""
+	}
+	var names []string
+	for it.Next() {
+		names = append(names, it.Selector().Unquoted())
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	return " (allowed: " + strings.Join(names, ", ") + ")"
+}
+
+// cuePath converts "network.allow[1]" to a CUE path.
+func cuePath(path string) cue.Path {
+	var sels []cue.Selector
+	for part := range strings.SplitSeq(path, ".") {
+		name, rest, _ := strings.Cut(part, "[")
+		if name != "" {
+			sels = append(sels, cue.Str(name))
+		}
+		for rest != "" {
+			idx, after, _ := strings.Cut(rest, "]")
+			n, _ := strconv.Atoi(idx)
+			sels = append(sels, cue.Index(n))
+			rest = strings.TrimPrefix(after, "[")
+		}
+	}
+	return cue.MakePath(sels...)
+}
+
+// declPath converts a CUE error path below `out` into a declaration path.
+func declPath(elems []string) string {
+	if len(elems) > 0 && elems[0] == "out" {
+		elems = elems[1:]
+	}
+	var b strings.Builder
+	for _, e := range elems {
+		if _, err := strconv.Atoi(e); err == nil {
+			fmt.Fprintf(&b, "[%s]", e)
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(e)
+	}
+	return b.String()
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

@@ -1,0 +1,574 @@
+package compiler
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/pattern"
+	"polc.dev/polc/snapshot"
+)
+
+// policyNamespace is the UUIDv5 namespace of derived policy ids:
+// UUIDv5(NameSpaceURL, "https://polc.dev/ns/policy").
+var policyNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://polc.dev/ns/policy"))
+
+// DerivedPolicyID returns the policy_id of a policy that declares no uuid:
+// the UUIDv5 of its name in polc's policy namespace.
+func DerivedPolicyID(name string) string {
+	return uuid.NewSHA1(policyNamespace, []byte(name)).String()
+}
+
+// resolver resolves one policy declaration against its parent.
+type resolver struct {
+	cfg        Config
+	p          *Policy
+	d          *PolicyDecl
+	parent     *resolved // nil for a root policy
+	parentName string
+	out        *resolved
+	auth       *expansionAuth
+	diags      diag.List
+}
+
+// resolve applies DESIGN §2.2 to p against parent (nil: p is a root).
+func resolve(cfg Config, p *Policy, parent *resolved) (*resolved, *expansionAuth, diag.List) {
+	r := &resolver{cfg: cfg, p: p, d: &p.Decl, parent: parent, auth: newExpansionAuth(p)}
+	if parent == nil {
+		r.out = rootDefaults()
+	} else {
+		r.out = parent.inherit()
+		r.parentName = parent.name
+	}
+	r.identity()
+	for f := range numFacets {
+		spec := facets[f]
+		if spec.decl == nil {
+			continue
+		}
+		if spec.deny {
+			r.denyFacet(f, spec.decl(r.d))
+		} else {
+			r.allowFacet(f, spec.decl(r.d), spec.path)
+		}
+	}
+	var netMode, subMode *string
+	var netList, subList *[]string
+	if n := r.d.Network; n != nil {
+		netMode, netList = n.Mode, n.Allow
+	}
+	if s := r.d.Subprocess; s != nil {
+		subMode, subList = s.Mode, s.Allow
+	}
+	r.modeFacet(fNetAllow, "network", netMode, netList, &r.out.netMode, &r.out.netList)
+	r.modeFacet(fSubAllow, "subprocess", subMode, subList, &r.out.subMode, &r.out.subList)
+	r.shell()
+	r.mcpServers()
+	r.approvals()
+	r.secrets()
+	r.budgets()
+	r.expiry()
+	r.gates()
+	r.shadowed()
+	return r.out, r.auth, r.diags
+}
+
+func (r *resolver) origin(field string) snapshot.Origin {
+	return snapshot.Origin{Policy: r.p.Name, Field: field}
+}
+
+func (r *resolver) identity() {
+	o := r.out
+	o.name = r.p.Name
+	o.version = r.d.Version
+	if r.d.UUID != nil {
+		o.uuid = *r.d.UUID
+	} else {
+		o.uuid = DerivedPolicyID(r.p.Name)
+	}
+	if r.d.Description != nil {
+		o.description = *r.d.Description
+	}
+}
+
+// validPattern checks a pattern of facet f and reports invalid_pattern.
+func (r *resolver) validPattern(k pattern.Kind, p, path string) bool {
+	var err error
+	if k == "qualified" {
+		_, _, _, err = pattern.ValidateQualified(p)
+	} else {
+		err = pattern.Validate(k, p)
+	}
+	if err != nil {
+		r.diags.Add(r.p.PosOf(path), diag.CodeInvalidPattern, "policy %q: %s: %q: %v", r.p.Name, path, p, err)
+		return false
+	}
+	return true
+}
+
+// denyFacet unions the child's deny list into the inherited one (rule 1).
+func (r *resolver) denyFacet(f facet, list *[]string) {
+	if list == nil {
+		return
+	}
+	spec := facets[f]
+	for i, p := range *list {
+		path := fmt.Sprintf("%s[%d]", spec.path, i)
+		lp := strings.ToLower(p)
+		if !r.validPattern(spec.kind, lp, path) {
+			continue
+		}
+		r.out.sets[f].put(lp, r.origin(spec.path), r.p.PosOf(path))
+	}
+}
+
+// allowFacet replaces the inherited allow list with the child's, each of
+// whose patterns must be covered by the parent's list (rule 2) or be an
+// authorized expansion (rule 4).
+func (r *resolver) allowFacet(f facet, list *[]string, base string) {
+	if list == nil {
+		return
+	}
+	spec := facets[f]
+	next := set{}
+	for i, p := range *list {
+		path := fmt.Sprintf("%s[%d]", base, i)
+		if !r.validPattern(spec.kind, p, path) {
+			continue
+		}
+		next.put(p, r.origin(spec.path), r.p.PosOf(path))
+	}
+	r.narrow(f, next, nil)
+	r.out.sets[f] = next
+}
+
+// narrow checks that every pattern of next is covered by the parent's set
+// for facet f. widenedBy, when non-nil, names the expansion path and value
+// to charge for a pattern (used when a mode change, not the pattern, widens).
+func (r *resolver) narrow(f facet, next set, widenedBy func(p string) (path string, value any, pos diag.Pos, ok bool)) {
+	if r.parent == nil {
+		return
+	}
+	spec := facets[f]
+	idx := newCoverIndex(spec.kind, r.parent.sets[f])
+	for _, p := range next.sorted() {
+		if idx.covers(p) {
+			continue
+		}
+		path, value, pos := spec.path, any(p), next[p].pos
+		if widenedBy != nil {
+			if wp, wv, wpos, ok := widenedBy(p); ok {
+				path, value, pos = wp, wv, wpos
+			}
+		}
+		r.expand(path, value, pos, idx.describe())
+	}
+}
+
+// expand records an expansion or reports it as unauthorized.
+func (r *resolver) expand(path string, value any, pos diag.Pos, parentHas string) {
+	if r.auth.authorize(path, value) {
+		return
+	}
+	v, _ := json.Marshal(value)
+	r.diags.Add(pos, diag.CodeExpansionUnauth,
+		"policy %q: %s %s grants more than parent %q (%s); to grant it, add expansions: [{path: %q, values: [%s], authority: \"…\", evidence: \"…\"}]",
+		r.p.Name, path, v, r.parentName, parentHas, path, v)
+}
+
+// modeFacet resolves network or subprocess: a mode plus an allowlist that
+// only matters in mode "allowlist". The effective allow set is {} for
+// "deny", the list for "allowlist" and {"*"} for "allow".
+func (r *resolver) modeFacet(f facet, section string, mode *string, list *[]string, modeOut *string, listOut *set) {
+	modePath, listPath := section+".mode", section+".allow"
+	if list != nil {
+		next := set{}
+		for i, p := range *list {
+			path := fmt.Sprintf("%s[%d]", listPath, i)
+			if !r.validPattern(facets[f].kind, p, path) {
+				continue
+			}
+			next.put(p, r.origin(listPath), r.p.PosOf(path))
+		}
+		*listOut = next
+	}
+	if mode != nil {
+		*modeOut = *mode
+	}
+	if mode == nil && list == nil {
+		return // fully inherited
+	}
+	effective := set{}
+	switch *modeOut {
+	case "allowlist":
+		effective = (*listOut).clone()
+	case "allow":
+		if mode != nil {
+			effective.put("*", r.origin(modePath), r.p.PosOf(modePath))
+		} else if e, ok := r.out.sets[f]["*"]; ok {
+			effective["*"] = e
+		}
+	}
+	if list != nil && len(*list) > 0 && *modeOut != "allowlist" {
+		r.diags.Warn(r.p.PosOf(listPath), diag.CodeNoEffect, "policy %q: %s has no effect while %s is %q", r.p.Name, listPath, modePath, *modeOut)
+	}
+	r.narrow(f, effective, func(p string) (string, any, diag.Pos, bool) {
+		if p == "*" && mode != nil {
+			return modePath, *modeOut, r.p.PosOf(modePath), true
+		}
+		if list == nil && mode != nil {
+			// The inherited list became reachable through the mode change.
+			return modePath, *modeOut, r.p.PosOf(modePath), true
+		}
+		return "", nil, diag.Pos{}, false
+	})
+	r.out.sets[f] = effective
+}
+
+func (r *resolver) shell() {
+	s := r.d.Subprocess
+	if s == nil || s.Shell == nil {
+		return
+	}
+	if r.parent != nil && *s.Shell == "allow" && r.parent.shell != "allow" {
+		r.expand("subprocess.shell", "allow", r.p.PosOf("subprocess.shell"), "parent forbids shell control")
+	}
+	r.out.shell = *s.Shell
+}
+
+func (r *resolver) mcpServers() {
+	m := r.d.MCP
+	if m == nil || m.Servers == nil {
+		return
+	}
+	tools, resources := set{}, set{}
+	for i, s := range *m.Servers {
+		base := fmt.Sprintf("mcp.servers[%d]", i)
+		for _, g := range []struct {
+			list *[]string
+			name string
+			kind pattern.Kind
+			into set
+		}{{s.Tools, "tools", pattern.MCP, tools}, {s.Resources, "resources", pattern.MCPResource, resources}} {
+			if g.list == nil {
+				continue
+			}
+			for j, t := range *g.list {
+				path := fmt.Sprintf("%s.%s[%d]", base, g.name, j)
+				target := s.Server + "/" + t
+				if !r.validPattern(g.kind, target, path) {
+					continue
+				}
+				g.into.put(target, r.origin("mcp.servers."+g.name), r.p.PosOf(path))
+			}
+		}
+	}
+	r.narrow(fMCPTools, tools, nil)
+	r.narrow(fMCPResources, resources, nil)
+	r.out.sets[fMCPTools], r.out.sets[fMCPResources] = tools, resources
+}
+
+func (r *resolver) approvals() {
+	a := r.d.Actions
+	if a == nil || a.Approve == nil {
+		return
+	}
+	for i, ad := range *a.Approve {
+		path := fmt.Sprintf("actions.approve[%d]", i)
+		lp := strings.ToLower(ad.Pattern)
+		if !r.validPattern("qualified", lp, path+".pattern") {
+			continue
+		}
+		ap := &approval{pattern: lp, approver: ad.Approver}
+		switch {
+		case ad.Approver != nil && ad.ExpiresAfter == nil:
+			r.diags.Add(r.p.PosOf(path), diag.CodeSchemaViolation, "policy %q: %s: an approval with an approver needs expires_after", r.p.Name, path)
+			continue
+		case ad.Approver == nil && ad.ExpiresAfter != nil:
+			r.diags.Add(r.p.PosOf(path+".expires_after"), diag.CodeInvalidValue, "policy %q: %s.expires_after has no meaning when approver is null (nobody may approve)", r.p.Name, path)
+			continue
+		case ad.ExpiresAfter != nil:
+			us, err := microseconds(*ad.ExpiresAfter)
+			if err != nil {
+				r.diags.Add(r.p.PosOf(path+".expires_after"), diag.CodeInvalidValue, "policy %q: %s.expires_after: %v", r.p.Name, path, err)
+				continue
+			}
+			ap.expiresAfter = &us
+		}
+		ap.entry = entry{origins: []snapshot.Origin{r.origin("actions.approve")}, pos: r.p.PosOf(path)}
+		key := ap.key()
+		if prev, ok := r.out.approvals[key]; ok {
+			prev.addOrigin(r.origin("actions.approve"))
+			if ap.expiresAfter != nil && *ap.expiresAfter < *prev.expiresAfter {
+				prev.expiresAfter = ap.expiresAfter
+			}
+			continue
+		}
+		r.out.approvals[key] = ap
+	}
+}
+
+func (r *resolver) secrets() {
+	if r.d.Secrets == nil {
+		return
+	}
+	next := map[string]*secret{}
+	// Deny dominates: a parent's forbid entries survive any child list.
+	for k, s := range r.out.secrets {
+		if s.exposure == "forbid" {
+			next[k] = s
+		}
+	}
+	for i, sd := range *r.d.Secrets {
+		path := fmt.Sprintf("secrets[%d]", i)
+		ns := sd.Namespace
+		if sd.Exposure == "forbid" {
+			ns = strings.ToLower(ns)
+		}
+		if !r.validPattern(pattern.Namespace, ns, path+".namespace") {
+			continue
+		}
+		s := &secret{namespace: ns, exposure: sd.Exposure, entry: entry{origins: []snapshot.Origin{r.origin("secrets")}, pos: r.p.PosOf(path)}}
+		rule := &snapshot.SecretExposureRule{Namespace: ns, Exposure: sd.Exposure}
+		key := snapshot.ExpectedRuleID(rule)
+		if prev, ok := next[key]; ok {
+			prev.addOrigin(r.origin("secrets"))
+			continue
+		}
+		next[key] = s
+		if r.parent == nil || sd.Exposure == "forbid" {
+			continue
+		}
+		covered := false
+		var grants []string
+		for _, ps := range r.parent.secrets {
+			if ps.exposure == "forbid" {
+				continue
+			}
+			grants = append(grants, fmt.Sprintf("%s=%s", ps.namespace, ps.exposure))
+			if exposureRank[ps.exposure] >= exposureRank[sd.Exposure] && pattern.Covers(pattern.Namespace, ps.namespace, ns) {
+				covered = true
+			}
+		}
+		if !covered {
+			slices.Sort(grants)
+			r.expand("secrets."+sd.Exposure, ns, s.pos, "parent grants "+orNone(grants))
+		}
+	}
+	r.out.secrets = next
+}
+
+var budgetFields = []struct {
+	kind string
+	get  func(*BudgetsDecl) *int64
+}{
+	{"calls", func(b *BudgetsDecl) *int64 { return b.Calls }},
+	{"cost_microunits", func(b *BudgetsDecl) *int64 { return b.CostMicrounits }},
+	{"tokens", func(b *BudgetsDecl) *int64 { return b.Tokens }},
+	{"wall_microseconds", func(b *BudgetsDecl) *int64 { return b.WallMicroseconds }},
+}
+
+func (r *resolver) budgets() {
+	b := r.d.Budgets
+	if b == nil {
+		return
+	}
+	parentHasLimits := r.parent != nil && len(r.parent.budgets) > 0
+	for _, bf := range budgetFields {
+		v := bf.get(b)
+		if v == nil {
+			continue
+		}
+		path := "budgets." + bf.kind
+		if r.parent != nil {
+			if pb, ok := r.parent.budgets[bf.kind]; ok && *v > pb.limit {
+				r.expand(path, *v, r.p.PosOf(path), fmt.Sprintf("parent limit is %d", pb.limit))
+			}
+		}
+		r.out.budgets[bf.kind] = &budget{limit: *v, entry: entry{origins: []snapshot.Origin{r.origin(path)}, pos: r.p.PosOf(path)}}
+	}
+	if b.Window == nil {
+		return
+	}
+	us, declared, err := windowMicroseconds(b.Window)
+	if err != nil {
+		r.diags.Add(r.p.PosOf("budgets.window"), diag.CodeInvalidValue, "policy %q: budgets.window: %v", r.p.Name, err)
+		return
+	}
+	if parentHasLimits && (r.parent.window == nil || us < *r.parent.window) {
+		has := "the parent's budgets apply over the policy's lifetime"
+		if r.parent.window != nil {
+			has = fmt.Sprintf("parent window is %dµs", *r.parent.window)
+		}
+		r.expand("budgets.window", declared, r.p.PosOf("budgets.window"), has)
+	}
+	r.out.window = &us
+	r.out.windowEnt = &entry{origins: []snapshot.Origin{r.origin("budgets.window")}, pos: r.p.PosOf("budgets.window")}
+}
+
+func (r *resolver) expiry() {
+	o := r.out
+	contributed := false
+	if r.d.ExpiresAt != nil {
+		t, err := parseTime(*r.d.ExpiresAt)
+		if err != nil {
+			r.diags.Add(r.p.PosOf("expires_at"), diag.CodeInvalidValue, "policy %q: expires_at: %v", r.p.Name, err)
+		} else if o.expiresAt != nil && t.After(*o.expiresAt) {
+			r.diags.Warn(r.p.PosOf("expires_at"), diag.CodeExpiryClamped, "policy %q: expires_at %s is later than the parent's %s; the earlier one applies", r.p.Name, formatTime(t), formatTime(*o.expiresAt))
+		} else {
+			o.expiresAt, contributed = &t, true
+		}
+	}
+	if r.d.NotBefore != nil {
+		t, err := parseTime(*r.d.NotBefore)
+		if err != nil {
+			r.diags.Add(r.p.PosOf("not_before"), diag.CodeInvalidValue, "policy %q: not_before: %v", r.p.Name, err)
+		} else if o.notBefore != nil && t.Before(*o.notBefore) {
+			r.diags.Warn(r.p.PosOf("not_before"), diag.CodeExpiryClamped, "policy %q: not_before %s is earlier than the parent's %s; the later one applies", r.p.Name, formatTime(t), formatTime(*o.notBefore))
+		} else {
+			o.notBefore, contributed = &t, true
+		}
+	}
+	if o.notBefore != nil && o.expiresAt != nil && !o.notBefore.Before(*o.expiresAt) {
+		r.diags.Add(r.p.Pos, diag.CodeInvalidValue, "policy %q: not_before %s is not before expires_at %s", r.p.Name, formatTime(*o.notBefore), formatTime(*o.expiresAt))
+	}
+	if contributed {
+		if o.expiryEntry == nil {
+			field := "expires_at"
+			if r.d.ExpiresAt == nil {
+				field = "not_before"
+			}
+			o.expiryEntry = &entry{pos: r.p.PosOf(field)}
+		}
+		if r.d.ExpiresAt != nil {
+			o.expiryEntry.addOrigin(r.origin("expires_at"))
+		}
+		if r.d.NotBefore != nil {
+			o.expiryEntry.addOrigin(r.origin("not_before"))
+		}
+	}
+	if o.expiresAt != nil && !o.expiresAt.After(r.cfg.Now()) {
+		r.diags.Warn(r.p.PosOf("expires_at"), diag.CodePolicyExpired, "policy %q expired at %s: every request will be denied", r.p.Name, formatTime(*o.expiresAt))
+	}
+}
+
+func (r *resolver) gates() {
+	if r.d.Gates == nil {
+		return
+	}
+	var out []gate
+	seen := map[string]bool{}
+	for i, g := range *r.d.Gates {
+		path := fmt.Sprintf("gates[%d]", i)
+		switch {
+		case strings.HasPrefix(g.ID, "polc."):
+			r.diags.Add(r.p.PosOf(path+".id"), diag.CodeInvalidValue, "policy %q: gate id %q: the prefix \"polc.\" is reserved for default gates", r.p.Name, g.ID)
+			continue
+		case seen[g.ID]:
+			r.diags.Add(r.p.PosOf(path+".id"), diag.CodeInvalidValue, "policy %q: duplicate gate id %q", r.p.Name, g.ID)
+			continue
+		}
+		seen[g.ID] = true
+		sel := slices.Clone(g.Rules)
+		slices.Sort(sel)
+		out = append(out, gate{id: g.ID, level: g.Level, selectors: slices.Compact(sel), pos: r.p.PosOf(path)})
+	}
+	r.out.gates, r.out.gatesSet = out, true
+}
+
+// shadowed warns about allows this policy declares that a deny covers.
+func (r *resolver) shadowed() {
+	for f := range numFacets {
+		spec := facets[f]
+		if spec.deny || spec.shadowedBy < 0 {
+			continue
+		}
+		kind := spec.kind
+		idx := newCoverIndex(kind, r.out.sets[spec.shadowedBy])
+		for _, p := range r.out.sets[f].sorted() {
+			e := r.out.sets[f][p]
+			if !slices.ContainsFunc(e.origins, func(o snapshot.Origin) bool { return o.Policy == r.p.Name }) {
+				continue
+			}
+			if d, ok := idx.coveredBy(strings.ToLower(p)); ok {
+				r.diags.Warn(e.pos, diag.CodeAllowShadowed, "policy %q: %s %q is denied by %s %q (deny dominates)", r.p.Name, spec.path, p, facets[spec.shadowedBy].path, d)
+			}
+		}
+	}
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "nothing"
+	}
+	return strings.Join(list, ", ")
+}
+
+// microseconds parses a Go duration that is a positive whole number of
+// microseconds.
+func microseconds(s string) (int64, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, err
+	}
+	if d <= 0 || d%time.Microsecond != 0 {
+		return 0, fmt.Errorf("%q must be a positive whole number of microseconds", s)
+	}
+	return d.Microseconds(), nil
+}
+
+// windowMicroseconds accepts an integer number of microseconds or a
+// duration string, and returns the value as declared (for expansions).
+func windowMicroseconds(v any) (int64, any, error) {
+	switch v := v.(type) {
+	case json.Number:
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil || n <= 0 {
+			return 0, nil, fmt.Errorf("%s: want a positive integer of microseconds or a duration", v)
+		}
+		return n, n, nil
+	case string:
+		n, err := microseconds(v)
+		return n, v, err
+	}
+	return 0, nil, fmt.Errorf("want microseconds or a duration string")
+}
+
+// parseTime parses RFC 3339 and requires microsecond precision.
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time", s)
+	}
+	if t.Nanosecond()%1000 != 0 {
+		return time.Time{}, fmt.Errorf("%q has sub-microsecond precision", s)
+	}
+	return t.UTC(), nil
+}
+
+// TimeLayout is the time format of snapshots and evidence records.
+const TimeLayout = "2006-01-02T15:04:05.000000Z"
+
+func formatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+func sortStrings(s []string) []string {
+	slices.Sort(s)
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func timePtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := formatTime(*t)
+	return &s
+}

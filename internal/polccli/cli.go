@@ -1,0 +1,119 @@
+// Package polccli implements the polc command line. Each subcommand lives in
+// its own file with a run function that tests call directly; this file holds
+// the root command, exit codes and diagnostic printing.
+package polccli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"polc.dev/polc/internal/diag"
+)
+
+// Exit codes (DESIGN §10).
+const (
+	ExitOK       = 0 // success
+	ExitFindings = 1 // policy or verification findings
+	ExitUsage    = 2 // usage error or unreadable input
+)
+
+// exitError carries an exit code for output that was already printed.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// usageError is a usage problem; it is printed and exits 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// env is what every command needs from the process.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	dir            string
+}
+
+// Main runs polc with the process's arguments and returns the exit code.
+func Main() int {
+	dir, _ := os.Getwd()
+	return Run(context.Background(), os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, dir: dir})
+}
+
+// Run runs polc with args and returns the exit code.
+func Run(ctx context.Context, args []string, e *env) int {
+	root := &cobra.Command{
+		Use:           "polc",
+		Short:         "polc compiles permission policies into canonical snapshots",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.SetArgs(args)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.AddCommand(
+		newVetCmd(e), newCompileCmd(e), newCanonCmd(e), newExportCmd(e),
+		newImportCmd(e), newSchemaCmd(e),
+	)
+	err := root.ExecuteContext(ctx)
+	var ee *exitError
+	var ue *usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "polc: %s\n", ue.msg)
+		return ExitUsage
+	default:
+		// Cobra's own argument errors ("unknown command", "accepts 1 arg").
+		fmt.Fprintf(e.stderr, "polc: %v\n", err)
+		return ExitUsage
+	}
+}
+
+// diagFormat validates a --format value for diagnostics.
+func diagFormat(s string) (diag.Format, error) {
+	switch f := diag.Format(s); f {
+	case diag.FormatText, diag.FormatJSON, diag.FormatGitHub:
+		return f, nil
+	}
+	return "", usagef("--format %q: want text, json or github", s)
+}
+
+// report prints diagnostics and returns the exit error they imply: 2 when
+// an input could not be read, 1 for other errors, nil for none.
+func report(e *env, l diag.List, f diag.Format) error {
+	w := e.stderr
+	if f == diag.FormatJSON {
+		w = e.stdout
+	}
+	if len(l) > 0 || f == diag.FormatJSON {
+		if err := diag.Print(w, l, f); err != nil {
+			return err
+		}
+	}
+	return exitFor(l)
+}
+
+func exitFor(l diag.List) error {
+	for _, d := range l {
+		if d.Severity == diag.Error && (d.Code == diag.CodeIO || d.Code == diag.CodeInvalidInput) {
+			return &exitError{ExitUsage}
+		}
+	}
+	if l.HasErrors() {
+		return &exitError{ExitFindings}
+	}
+	return nil
+}

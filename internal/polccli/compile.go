@@ -1,0 +1,127 @@
+package polccli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"polc.dev/polc/compiler"
+	"polc.dev/polc/internal/atomicfile"
+	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/snapshot"
+)
+
+type compileParams struct {
+	paths   []string
+	out     string
+	parents []string
+	dump    string
+	format  string
+}
+
+func newCompileCmd(e *env) *cobra.Command {
+	p := &compileParams{}
+	c := &cobra.Command{
+		Use:   "compile PATH... -o DIR",
+		Short: "Compile declarations into snapshots",
+		Long: `compile writes DIR/snapshots/<name>.json (the canonical snapshot) and
+DIR/snapshots/<name>.srcmap.json (source positions) for every policy. The
+snapshots directory is replaced as a whole, and only when every policy
+compiled: on any error nothing is written. --dump=STAGE prints the output of
+one stage (load, validate, resolve, lower, emit) as JSON.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			p.paths = args
+			return runCompile(c.Context(), e, p)
+		},
+	}
+	c.Flags().StringVarP(&p.out, "out", "o", "", "output directory")
+	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
+	c.Flags().StringVar(&p.dump, "dump", "", "print one stage's output: "+strings.Join(compiler.Stages, ", "))
+	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json or github")
+	return c
+}
+
+func runCompile(_ context.Context, e *env, p *compileParams) error {
+	f, err := diagFormat(p.format)
+	if err != nil {
+		return err
+	}
+	if p.out == "" && p.dump == "" {
+		return usagef("compile: -o DIR is required")
+	}
+	if p.dump != "" && !slices.Contains(compiler.Stages, p.dump) {
+		return usagef("--dump %q: want one of %s", p.dump, strings.Join(compiler.Stages, ", "))
+	}
+	parents, diags := readParents(e, p.parents)
+	if diags.HasErrors() {
+		return report(e, diags, f)
+	}
+	res := compiler.Compile(compiler.Config{Dir: e.dir, Parents: parents}, p.paths)
+	diags = append(diags, res.Diagnostics...)
+	if p.dump != "" {
+		if d, ok := res.Dumps[p.dump]; ok {
+			b, err := json.MarshalIndent(d, "", "  ")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%s\n", b)
+		}
+	}
+	if diags.HasErrors() || p.out == "" {
+		return report(e, diags, f)
+	}
+	out := p.out
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(e.dir, out)
+	}
+	files := map[string][]byte{}
+	for name, b := range res.Files {
+		if rest, ok := strings.CutPrefix(name, "snapshots/"); ok {
+			files[rest] = b
+		}
+	}
+	if err := atomicfile.ReplaceDir(out, "snapshots", files); err != nil {
+		diags.Add(diag.Pos{File: diag.Rel(e.dir, out)}, diag.CodeIO, "cannot write output: %v", err)
+		return report(e, diags, f)
+	}
+	if err := report(e, diags, f); err != nil {
+		return err
+	}
+	if f != diag.FormatJSON {
+		for _, s := range res.Snapshots {
+			fmt.Fprintf(e.stdout, "%s %s %s\n", s.Name, s.Version, s.Digest)
+		}
+	}
+	return nil
+}
+
+// readParents parses --parent snapshot files.
+func readParents(e *env, paths []string) ([]*snapshot.Snapshot, diag.List) {
+	var out []*snapshot.Snapshot
+	var diags diag.List
+	for _, p := range paths {
+		abs := p
+		if !filepath.IsAbs(abs) {
+			abs = filepath.Join(e.dir, p)
+		}
+		data, err := os.ReadFile(abs)
+		if err != nil {
+			diags.Add(diag.Pos{File: diag.Rel(e.dir, abs)}, diag.CodeIO, "cannot read parent snapshot: %v", err)
+			continue
+		}
+		s, err := snapshot.Parse(data)
+		if err != nil {
+			diags.Add(diag.Pos{File: diag.Rel(e.dir, abs)}, diag.CodeInvalidInput, "invalid parent snapshot: %v", err)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out, diags
+}

@@ -1,0 +1,147 @@
+package polccli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/format"
+	cuejson "cuelang.org/go/encoding/json"
+	cueyaml "cuelang.org/go/encoding/yaml"
+	"github.com/spf13/cobra"
+
+	"polc.dev/polc/compiler"
+	"polc.dev/polc/internal/atomicfile"
+	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/jcs"
+)
+
+type exportParams struct {
+	paths   []string
+	format  string
+	pkg     string
+	out     string
+	diagFmt string
+}
+
+func newExportCmd(e *env) *cobra.Command {
+	p := &exportParams{}
+	c := &cobra.Command{
+		Use:   "export PATH... [--format json|yaml|cue]",
+		Short: "Print declarations as JSON, YAML or CUE",
+		Long: `export loads and validates declarations and prints them, exactly as declared
+(unset fields stay unset), as JSON, YAML or CUE. The conversion is lossless:
+compiling the output gives the same digests as compiling the input.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			p.paths = args
+			return runExport(c.Context(), e, p)
+		},
+	}
+	c.Flags().StringVar(&p.format, "format", "json", "output format: json, yaml or cue")
+	c.Flags().StringVar(&p.pkg, "package", "policies", "CUE package name (--format cue)")
+	c.Flags().StringVarP(&p.out, "out", "o", "", "write to this file instead of standard output")
+	c.Flags().StringVar(&p.diagFmt, "diagnostics", "text", "diagnostics format: text, json or github")
+	return c
+}
+
+func newImportCmd(e *env) *cobra.Command {
+	p := &exportParams{format: "cue"}
+	c := &cobra.Command{
+		Use:   "import FILE... [-o OUT.cue]",
+		Short: "Convert JSON or YAML declarations to CUE",
+		Long: `import validates JSON or YAML declarations (the same schema as CUE ones;
+unknown keys are errors) and writes them as a CUE file.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			p.paths = args
+			return runExport(c.Context(), e, p)
+		},
+	}
+	c.Flags().StringVar(&p.pkg, "package", "policies", "CUE package name")
+	c.Flags().StringVarP(&p.out, "out", "o", "", "write to this file instead of standard output")
+	c.Flags().StringVar(&p.diagFmt, "diagnostics", "text", "diagnostics format: text, json or github")
+	return c
+}
+
+func runExport(_ context.Context, e *env, p *exportParams) error {
+	df, err := diagFormat(p.diagFmt)
+	if err != nil {
+		return err
+	}
+	if p.format != "json" && p.format != "yaml" && p.format != "cue" {
+		return usagef("--format %q: want json, yaml or cue", p.format)
+	}
+	decls, diags := compiler.Load(compiler.Config{Dir: e.dir}, p.paths)
+	if diags.HasErrors() {
+		return report(e, diags, df)
+	}
+	out, err := encodeDeclarations(decls, p.format, p.pkg)
+	if err != nil {
+		diags.Add(diag.Pos{}, diag.CodeInvalidValue, "export: %v", err)
+		return report(e, diags, df)
+	}
+	if err := report(e, diags, df); err != nil {
+		return err
+	}
+	if p.out == "" {
+		_, err = e.stdout.Write(out)
+		return err
+	}
+	path := p.out
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(e.dir, path)
+	}
+	return atomicfile.WriteFile(path, out, 0o644)
+}
+
+// encodeDeclarations renders the policies of decls as a declaration file.
+func encodeDeclarations(decls *compiler.Declarations, format_, pkg string) ([]byte, error) {
+	policies := map[string]json.RawMessage{}
+	for _, p := range decls.Policies {
+		b, err := p.Value.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("policy %q: %v", p.Name, err)
+		}
+		policies[p.Name] = b
+	}
+	raw, err := json.Marshal(map[string]any{"policies": policies})
+	if err != nil {
+		return nil, err
+	}
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		return nil, err
+	}
+	switch format_ {
+	case "json":
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, canon, "", "  "); err != nil {
+			return nil, err
+		}
+		buf.WriteByte('\n')
+		return buf.Bytes(), nil
+	case "yaml":
+		v := cuecontext.New().CompileBytes(canon)
+		if err := v.Err(); err != nil {
+			return nil, err
+		}
+		return cueyaml.Encode(v)
+	default:
+		expr, err := cuejson.Extract("declarations.json", canon)
+		if err != nil {
+			return nil, err
+		}
+		f := &ast.File{Decls: []ast.Decl{&ast.Package{Name: ast.NewIdent(pkg)}}}
+		if st, ok := expr.(*ast.StructLit); ok {
+			f.Decls = append(f.Decls, st.Elts...)
+		} else {
+			return nil, fmt.Errorf("declarations are not a struct")
+		}
+		return format.Node(f, format.Simplify())
+	}
+}

@@ -1,0 +1,48 @@
+package polccli
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"polc.dev/polc/compiler"
+)
+
+type vetParams struct {
+	paths   []string
+	parents []string
+	format  string
+}
+
+func newVetCmd(e *env) *cobra.Command {
+	p := &vetParams{}
+	c := &cobra.Command{
+		Use:   "vet PATH...",
+		Short: "Check declarations without writing anything",
+		Long: `vet loads CUE, JSON or YAML declarations, validates them against the schema,
+resolves inheritance and lowers every policy, printing every error and warning as
+file:line:col: code: message. Exit 0 when there is no error, 1 on policy
+findings, 2 when an input cannot be read.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			p.paths = args
+			return runVet(c.Context(), e, p)
+		},
+	}
+	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
+	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json or github")
+	return c
+}
+
+func runVet(_ context.Context, e *env, p *vetParams) error {
+	f, err := diagFormat(p.format)
+	if err != nil {
+		return err
+	}
+	parents, diags := readParents(e, p.parents)
+	if diags.HasErrors() {
+		return report(e, diags, f)
+	}
+	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents}, p.paths)
+	return report(e, append(diags, res.Diagnostics...), f)
+}
