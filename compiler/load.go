@@ -318,7 +318,7 @@ func (l *loader) policy(name string, v cue.Value) *Policy {
 				if reported[path] {
 					continue
 				}
-				l.diags.Add(pos, diag.CodeSchemaViolation, "policy %q: %s: %s", name, path, l.describe(out, path, msg))
+				l.diags.Add(pos, diag.CodeSchemaViolation, "policy %q: %s: %s", name, path, l.describe(v, path, msg))
 			}
 			reported[path] = true
 		}
@@ -399,26 +399,25 @@ func (l *loader) requireFields(p *Policy, v cue.Value, path string, reported map
 	}
 }
 
-// describe improves CUE's message for the common case of a value outside an
-// enumeration ("mode: "sometimes" is not one of "deny", "allowlist", "allow"").
-func (l *loader) describe(out cue.Value, path, msg string) string {
-	sv := l.schema.LookupPath(cue.ParsePath("#PermissionPolicy")).LookupPath(cuePath(path))
-	op, args := sv.Expr()
-	if op == cue.OrOp {
+// describe improves CUE's message for the common cases: a value outside an
+// enumeration (mode: "sometimes" is not one of "deny", "allowlist", "allow")
+// and a value of the wrong type (want string, got 2).
+func (l *loader) describe(raw cue.Value, path, msg string) string {
+	sv := l.schemaAt(path)
+	got, _ := raw.LookupPath(cuePath(path)).MarshalJSON()
+	if op, args := sv.Expr(); op == cue.OrOp {
 		var alts []string
 		for _, a := range args {
 			if s, err := a.String(); err == nil {
 				alts = append(alts, strconv.Quote(s))
 			}
 		}
-		if len(alts) == len(args) {
-			got := out.LookupPath(cuePath(path))
-			b, _ := got.MarshalJSON()
-			if len(b) == 0 {
-				b = []byte(fmt.Sprint(got))
-			}
-			return fmt.Sprintf("%s is not one of %s", b, strings.Join(alts, ", "))
+		if len(alts) == len(args) && len(got) > 0 {
+			return fmt.Sprintf("%s is not one of %s", got, strings.Join(alts, ", "))
 		}
+	}
+	if (strings.Contains(msg, "mismatched types") || strings.HasSuffix(msg, "empty disjunction:")) && len(got) > 0 {
+		return fmt.Sprintf("want %s, got %s", sv.IncompleteKind(), got)
 	}
 	if strings.HasSuffix(msg, "empty disjunction:") {
 		return "value does not match the schema"
@@ -426,16 +425,33 @@ func (l *loader) describe(out cue.Value, path, msg string) string {
 	return msg
 }
 
+// schemaAt looks a declaration path up in #PermissionPolicy, whose fields
+// are optional or required and so need matching selectors.
+func (l *loader) schemaAt(path string) cue.Value {
+	v := l.schema.LookupPath(cue.ParsePath("#PermissionPolicy"))
+	if path == "" {
+		return v
+	}
+	for _, sel := range cuePath(path).Selectors() {
+		if sel.Type() == cue.IndexLabel {
+			v = v.LookupPath(cue.MakePath(cue.AnyIndex))
+			continue
+		}
+		next := v.LookupPath(cue.MakePath(sel.Optional()))
+		if !next.Exists() {
+			next = v.LookupPath(cue.MakePath(sel.Required()))
+		}
+		if !next.Exists() {
+			next = v.LookupPath(cue.MakePath(sel))
+		}
+		v = next
+	}
+	return v
+}
+
 // allowedHint lists the fields allowed next to an unknown one.
 func (l *loader) allowedHint(path string) string {
-	parent := parentPath(path)
-	sv := l.schema.LookupPath(cue.ParsePath("#PermissionPolicy"))
-	if parent != "" {
-		sv = sv.LookupPath(cuePath(parent))
-	}
-	if sv.IncompleteKind() == cue.ListKind {
-		sv = sv.LookupPath(cue.MakePath(cue.AnyIndex))
-	}
+	sv := l.schemaAt(parentPath(path))
 	it, err := sv.Fields(cue.Optional(true))
 	if err != nil {
 		return ""

@@ -76,7 +76,7 @@ func Validate(k Kind, p string) error {
 	}
 	switch k {
 	case Action:
-		return validChars(p, isActionChar, "action id")
+		return validChars(p, isActionChar, "an action id pattern")
 	case Path:
 		return validatePath(p)
 	case Command:
@@ -88,16 +88,16 @@ func Validate(k Kind, p string) error {
 		if !ok || strings.Contains(tool, "/") {
 			return errors.New("want <server>/<tool>")
 		}
-		if err := validChars(server, isNameChar, "MCP server"); err != nil {
+		if err := validChars(server, isNameChar, "an MCP server pattern"); err != nil {
 			return err
 		}
-		return validChars(tool, isNameChar, "MCP tool")
+		return validChars(tool, isNameChar, "an MCP tool pattern")
 	case MCPResource:
 		server, res, ok := strings.Cut(p, "/")
 		if !ok || res == "" {
 			return errors.New("want <server>/<resource>")
 		}
-		if err := validChars(server, isNameChar, "MCP server"); err != nil {
+		if err := validChars(server, isNameChar, "an MCP server pattern"); err != nil {
 			return err
 		}
 		if strings.ContainsAny(res, " \t\r\n") {
@@ -110,13 +110,13 @@ func Validate(k Kind, p string) error {
 		}
 		return nil
 	case Env:
-		return validChars(p, func(r rune) bool { return r == '_' || isAlnum(r) || isGlob(r) }, "environment variable")
+		return validChars(p, func(r rune) bool { return r == '_' || isAlnum(r) || isGlob(r) }, "an environment variable pattern")
 	case Namespace:
 		for seg := range strings.SplitSeq(p, "/") {
 			if seg == "" {
 				return errors.New("empty namespace segment")
 			}
-			if err := validChars(seg, isNameChar, "namespace"); err != nil {
+			if err := validChars(seg, isNameChar, "a secret namespace pattern"); err != nil {
 				return err
 			}
 		}
@@ -164,7 +164,7 @@ func validChars(s string, ok func(rune) bool, what string) error {
 	}
 	for _, r := range s {
 		if !ok(r) {
-			return fmt.Errorf("character %q not allowed in a %s pattern", r, what)
+			return fmt.Errorf("character %q not allowed in %s", r, what)
 		}
 	}
 	return nil
@@ -293,17 +293,21 @@ func MatchGlob(p, s string) bool {
 	return pi == len(pr)
 }
 
-// LiteralPrefix returns the characters of p before its first wildcard. A
-// pattern can only cover another whose literal prefix extends its own (for
-// paths, after dropping a trailing '/', since "/a/**" covers "/a").
+// LiteralPrefix returns the characters of p before its first wildcard,
+// minus a trailing separator. A pattern can only cover another whose literal
+// prefix extends its own; the separator goes because "/a/**" covers "/a" and
+// "git *" covers "git".
 func LiteralPrefix(k Kind, p string) string {
 	i := strings.IndexAny(p, "*?")
 	if i < 0 {
 		i = len(p)
 	}
 	lp := p[:i]
-	if k == Path {
+	switch k {
+	case Path, MCPResource:
 		lp = strings.TrimSuffix(lp, "/")
+	case Command:
+		lp = strings.TrimSuffix(lp, " ")
 	}
 	return lp
 }

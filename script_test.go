@@ -1,0 +1,118 @@
+package polc_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"polc.dev/polc/internal/polccli"
+	"polc.dev/polc/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"polc": func() { os.Exit(polccli.Main()) },
+	})
+}
+
+// TestScripts runs testdata/scripts/*.txtar. Set POLC_UPDATE=1 to rewrite
+// the golden files (cmp targets) inside the archives; CI requires that doing
+// so leaves no diff.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, scriptParams(t))
+}
+
+// TestX replays one script in-process for debugging:
+// POLC_SCRIPT=polc_vet_cycle go test -run TestX .
+func TestX(t *testing.T) {
+	name := os.Getenv("POLC_SCRIPT")
+	if name == "" {
+		t.Skip("set POLC_SCRIPT to a script name to replay it")
+	}
+	p := scriptParams(t)
+	p.Files = []string{filepath.Join(p.Dir, name+".txtar")}
+	p.Dir = ""
+	p.TestWork = true
+	testscript.Run(t, p)
+}
+
+func scriptParams(t *testing.T) testscript.Params {
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testscript.Params{
+		Dir:                 filepath.Join("testdata", "scripts"),
+		UpdateScripts:       os.Getenv("POLC_UPDATE") != "",
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("POLC_ROOT", root)
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exitcode":  cmdExitcode,
+			"snapcheck": cmdSnapcheck,
+		},
+	}
+}
+
+// cmdExitcode runs a program and asserts its exact exit code:
+//
+//	exitcode N program [args...]
+//
+// stdout and stderr are kept for later cmp/stdout/stderr commands.
+func cmdExitcode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exitcode N program [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("usage: exitcode N program [args...]: %v", err)
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("%s: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// cmdSnapcheck validates every snapshot under DIR/snapshots against the
+// snapshot JSON Schema and snapshot.Parse:
+//
+//	snapcheck DIR
+func cmdSnapcheck(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: snapcheck DIR")
+	}
+	dir := ts.MkAbs(filepath.Join(args[0], "snapshots"))
+	entries, err := os.ReadDir(dir)
+	ts.Check(err)
+	n := 0
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") || strings.HasSuffix(e.Name(), ".srcmap.json") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		ts.Check(err)
+		if err := testutil.CheckSnapshot(data); err != nil {
+			ts.Fatalf("%s: %v", e.Name(), err)
+		}
+		n++
+	}
+	if n == 0 {
+		ts.Fatalf("no snapshots in %s", dir)
+	}
+}
