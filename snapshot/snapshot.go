@@ -53,6 +53,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"polc.dev/polc/internal/jcs"
 )
@@ -163,7 +164,7 @@ func (s *Snapshot) CanonicalBytes() ([]byte, error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"digest", "release_state", "activated_at", "activated_by"} {
+	for k := range digestExcluded {
 		delete(m, k)
 	}
 	raw, err = json.Marshal(m)
@@ -202,6 +203,38 @@ func (s *Snapshot) Marshal() ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// digestExcluded are the members outside the digest.
+var digestExcluded = map[string]bool{"digest": true, "release_state": true, "activated_at": true, "activated_by": true}
+
+// digestOfCanonical hashes the canonical bytes of a snapshot given as
+// canonical JSON, by dropping the excluded members from the input bytes
+// themselves: what is hashed is what was read, not a re-serialisation.
+func digestOfCanonical(body []byte) (string, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return "", err
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if !digestExcluded[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, jcs.CompareKeys)
+	h := sha256.New()
+	h.Write([]byte{'{'})
+	for i, k := range keys {
+		if i > 0 {
+			h.Write([]byte{','})
+		}
+		h.Write(jcs.AppendString(nil, k))
+		h.Write([]byte{':'})
+		h.Write(m[k])
+	}
+	h.Write([]byte{'}'})
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // ParseError is returned by Parse for input that is not a valid snapshot.
@@ -250,7 +283,7 @@ func Parse(data []byte) (*Snapshot, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	computed, err := s.ComputeDigest()
+	computed, err := digestOfCanonical(body)
 	if err != nil {
 		return nil, &ParseError{"", err.Error()}
 	}

@@ -1,0 +1,261 @@
+package pattern
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// naiveGlob is the reference single-segment glob: '*' any run, '?' one char.
+func naiveGlob(p, s string) bool {
+	if p == "" {
+		return s == ""
+	}
+	switch p[0] {
+	case '*':
+		for i := 0; i <= len(s); i++ {
+			if naiveGlob(p[1:], s[i:]) {
+				return true
+			}
+		}
+		return false
+	case '?':
+		return s != "" && naiveGlob(p[1:], s[1:])
+	}
+	return s != "" && s[0] == p[0] && naiveGlob(p[1:], s[1:])
+}
+
+// naiveSegments matches '/'-separated segments with '**' as zero or more.
+func naiveSegments(p, s []string) bool {
+	if len(p) == 0 {
+		return len(s) == 0
+	}
+	if p[0] == "**" {
+		for i := 0; i <= len(s); i++ {
+			if naiveSegments(p[1:], s[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	return len(s) > 0 && naiveGlob(p[0], s[0]) && naiveSegments(p[1:], s[1:])
+}
+
+// naiveTokens matches argv against a command pattern.
+func naiveTokens(p, s []string) bool {
+	if len(p) == 1 && p[0] == "*" {
+		return true // trailing '*': zero or more tokens
+	}
+	if len(p) == 0 {
+		return len(s) == 0
+	}
+	return len(s) > 0 && naiveGlob(p[0], s[0]) && naiveTokens(p[1:], s[1:])
+}
+
+func naiveMatch(k Kind, p, s string) bool {
+	switch k {
+	case Path:
+		return naiveSegments(strings.Split(p, "/"), strings.Split(s, "/"))
+	case Command:
+		return naiveTokens(strings.Split(p, " "), strings.Split(s, " "))
+	}
+	return naiveGlob(p, s)
+}
+
+func randPattern(r *rand.Rand, alphabet []string, n int) string {
+	var b strings.Builder
+	for range 1 + r.IntN(n) {
+		b.WriteString(alphabet[r.IntN(len(alphabet))])
+	}
+	return b.String()
+}
+
+// strings of length <= n over alphabet
+func universe(alphabet string, n int) []string {
+	out := []string{""}
+	frontier := []string{""}
+	for range n {
+		var next []string
+		for _, f := range frontier {
+			for _, c := range alphabet {
+				next = append(next, f+string(c))
+			}
+		}
+		out = append(out, next...)
+		frontier = next
+	}
+	return out
+}
+
+// TestCoversSound checks, against a naive matcher over every string of a
+// bounded universe, that Covers never claims coverage that does not hold.
+func TestCoversSound(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	cases := []struct {
+		kind     Kind
+		alphabet []string
+		uni      []string
+	}{
+		{Action, []string{"a", "b", "*", "?"}, universe("ab", 5)},
+		{Path, []string{"a", "b", "*", "?", "/", "/**"}, pathUniverse()},
+		{Command, []string{"a", "b", "*", " ", " *"}, universe("ab ", 5)},
+	}
+	for _, c := range cases {
+		proven := 0
+		for range 4000 {
+			p, ch := randPattern(r, c.alphabet, 5), randPattern(r, c.alphabet, 5)
+			if c.kind == Path && (Validate(Path, p) != nil || Validate(Path, ch) != nil) {
+				continue
+			}
+			if c.kind == Command && (Validate(Command, p) != nil || Validate(Command, ch) != nil) {
+				continue
+			}
+			if !Covers(c.kind, p, ch) {
+				continue
+			}
+			proven++
+			for _, s := range c.uni {
+				if naiveMatch(c.kind, ch, s) && !naiveMatch(c.kind, p, s) {
+					t.Fatalf("%s: Covers(%q, %q) but %q matches only the child", c.kind, p, ch, s)
+				}
+			}
+		}
+		if proven < 100 {
+			t.Errorf("%s: only %d coverage proofs exercised", c.kind, proven)
+		}
+	}
+}
+
+func pathUniverse() []string {
+	var out []string
+	segs := universe("ab", 2)[1:]
+	var rec func(prefix string, depth int)
+	rec = func(prefix string, depth int) {
+		out = append(out, prefix)
+		if depth == 3 {
+			return
+		}
+		for _, s := range segs {
+			rec(prefix+"/"+s, depth+1)
+		}
+	}
+	rec("", 0)
+	for _, s := range segs { // relative paths too
+		out = append(out, s, s+"/a", s+"/b/a")
+	}
+	return out
+}
+
+func TestCoversExamples(t *testing.T) {
+	cases := []struct {
+		kind          Kind
+		parent, child string
+		want          bool
+	}{
+		{Path, "/repo/**", "/repo", true},
+		{Path, "/repo/**", "/repo/a/b/*.go", true},
+		{Path, "/repo/*/src/**", "/repo/**", false},
+		{Path, "src/**", "/src/x", false},
+		{Path, "/**", "/", true},
+		{Path, "/a/**/b", "/a/b", true},
+		{Path, "/a/*", "/a/**", false},
+		{Command, "git *", "git", true},
+		{Command, "git *", "git push --force *", true},
+		{Command, "git push *", "git *", false},
+		{Command, "git", "git *", false},
+		{Command, "* status", "git status", true},
+		{Host, "*.github.com", "api.github.com:443", true},
+		{Host, "*.github.com", "github.com", false},
+		{Host, "*.github.com:443", "*.api.github.com:443", true},
+		{Host, "github.com:443", "github.com", false},
+		{Host, "*", "anything.example:1", true},
+		{MCP, "github/*", "github/create_issue", true},
+		{MCP, "*/create_*", "github/delete_x", false},
+		{MCPResource, "github/repo/**", "github/repo/a/b", true},
+		{MCPResource, "github/repo/*", "github/repo/a/b", false},
+		{Action, "read_*", "read_file", true},
+		{Action, "read_?ile", "read_*", false},
+		{Env, "GO*", "GO?", true},
+	}
+	for _, c := range cases {
+		if err := Validate(c.kind, c.parent); err != nil {
+			t.Fatalf("%s %q: %v", c.kind, c.parent, err)
+		}
+		if got := Covers(c.kind, c.parent, c.child); got != c.want {
+			t.Errorf("Covers(%s, %q, %q) = %v, want %v", c.kind, c.parent, c.child, got, c.want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	bad := []struct {
+		kind Kind
+		p    string
+	}{
+		{Path, "/a//b"}, {Path, "/a/../b"}, {Path, "/a/b**"}, {Path, "/a/"},
+		{Host, "GitHub.com"}, {Host, "a.*.com"}, {Host, "a.com:99999"}, {Host, "a.com:"}, {Host, "[::1"},
+		{Command, " git"}, {Command, "git  push"}, {Action, "a/b"}, {Action, "a:b"},
+		{MCP, "github"}, {MCP, "a/b/c"}, {Env, "A-B"}, {Namespace, "a//b"}, {Principal, "a b"},
+		{MCPResource, "github"}, {Path, ""},
+	}
+	for _, c := range bad {
+		if Validate(c.kind, c.p) == nil {
+			t.Errorf("Validate(%s, %q) = nil, want an error", c.kind, c.p)
+		}
+	}
+	good := []struct {
+		kind Kind
+		p    string
+	}{
+		{Path, "/"}, {Path, "src/**"}, {Host, "[::1]:8080"}, {Host, "*.a.b:1"}, {Host, "10.0.0.1"},
+		{Command, "git push *"}, {MCPResource, "fs/file:///tmp/**"}, {Namespace, "ci/*"},
+	}
+	for _, c := range good {
+		if err := Validate(c.kind, c.p); err != nil {
+			t.Errorf("Validate(%s, %q) = %v", c.kind, c.p, err)
+		}
+	}
+	if _, _, _, err := ValidateQualified("deploy:prod"); err == nil {
+		t.Error("a qualified pattern on an action without targets must be rejected")
+	}
+	if a, k, target, err := ValidateQualified("bash:git push *"); err != nil || a != "bash" || k != Command || target != "git push *" {
+		t.Errorf("ValidateQualified(bash:git push *) = %q %q %q %v", a, k, target, err)
+	}
+}
+
+func TestMatchGlob(t *testing.T) {
+	for _, c := range []struct {
+		p, s string
+		want bool
+	}{
+		{"subprocess.*", "subprocess.allow:git *", true},
+		{"action.deny:*", "action.allow:bash", false},
+		{"*", "", true},
+		{"a?c", "abc", true},
+	} {
+		if got := MatchGlob(c.p, c.s); got != c.want {
+			t.Errorf("MatchGlob(%q, %q) = %v", c.p, c.s, got)
+		}
+	}
+}
+
+func FuzzCovers(f *testing.F) {
+	f.Add("/a/**", "/a/b")
+	f.Add("git *", "git push")
+	f.Fuzz(func(t *testing.T, p, c string) {
+		for _, k := range []Kind{Path, Command, Action} {
+			if Validate(k, p) != nil || Validate(k, c) != nil || len(p) > 12 || len(c) > 12 {
+				continue
+			}
+			if !Covers(k, p, c) {
+				continue
+			}
+			// A child string built from the child pattern by replacing
+			// wildcards must match the parent too.
+			s := strings.NewReplacer("**", "x", "*", "", "?", "q").Replace(c)
+			if naiveMatch(k, c, s) && !naiveMatch(k, p, s) {
+				t.Fatalf("%s: Covers(%q, %q) but %q matches only the child", k, p, c, s)
+			}
+		}
+	})
+}
