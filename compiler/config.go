@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"os"
+	"path/filepath"
 	"time"
 
 	"polc.dev/polc/snapshot"
@@ -24,6 +25,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Dir == "" {
 		c.Dir, _ = os.Getwd()
+	}
+	if abs, err := filepath.Abs(c.Dir); err == nil {
+		c.Dir = abs
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/strictjson"
 )
 
@@ -179,9 +180,18 @@ var BudgetKinds = []string{"calls", "cost_microunits", "tokens", "wall_microseco
 type Rules []Rule
 
 // MarshalJSON encodes each rule as one object with a "kind" member.
-func (rs Rules) MarshalJSON() ([]byte, error) {
-	out := make([]json.RawMessage, len(rs))
+func (rs Rules) MarshalJSON() ([]byte, error) { return rs.AppendCanonical(nil) }
+
+// AppendCanonical appends the canonical JSON of the rules (jcs.Appender).
+func (rs Rules) AppendCanonical(dst []byte) ([]byte, error) {
+	if rs == nil {
+		return append(dst, "null"...), nil
+	}
+	dst = append(dst, '[')
 	for i, r := range rs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
 		var v any
 		switch r := r.(type) {
 		case *ActionRule:
@@ -237,13 +247,12 @@ func (rs Rules) MarshalJSON() ([]byte, error) {
 		default:
 			return nil, fmt.Errorf("snapshot: unknown rule type %T", r)
 		}
-		b, err := json.Marshal(v)
-		if err != nil {
+		var err error
+		if dst, err = jcs.Append(dst, v); err != nil {
 			return nil, err
 		}
-		out[i] = b
 	}
-	return json.Marshal(out)
+	return append(dst, ']'), nil
 }
 
 // NewRule returns an empty rule of kind k, or nil for an unknown kind.

@@ -156,22 +156,7 @@ var (
 // CanonicalBytes returns the bytes the digest covers: JCS of s without
 // digest, release_state, activated_at and activated_by.
 func (s *Snapshot) CanonicalBytes() ([]byte, error) {
-	raw, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
-	}
-	for k := range digestExcluded {
-		delete(m, k)
-	}
-	raw, err = json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	return jcs.Transform(raw)
+	return jcs.AppendOmit(nil, s, digestExcluded)
 }
 
 // ComputeDigest returns the sha256-v1 digest of s's canonical bytes.

@@ -24,7 +24,6 @@ package jcs
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -68,15 +67,10 @@ func Transform(in []byte) ([]byte, error) {
 	return out, nil
 }
 
-// Marshal encodes v with encoding/json and returns its canonical form.
-// Precondition: v contains no float that is NaN or infinite and no value
-// whose encoding is not I-JSON.
+// Marshal returns the canonical JSON of v, encoded as encoding/json would
+// encode it (see Append). Precondition: v contains no NaN or infinite float.
 func Marshal(v any) ([]byte, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return Transform(raw)
+	return Append(nil, v)
 }
 
 // IsCanonical reports whether in is exactly its own canonical form.
@@ -294,14 +288,15 @@ func (p *parser) str() (string, error) {
 	}
 }
 
+var simpleEscapes = map[byte]rune{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
 // escape parses one escape sequence starting at the backslash.
 func (p *parser) escape() (rune, error) {
 	if p.pos+1 >= len(p.in) {
 		return 0, p.errf("unterminated escape")
 	}
 	c := p.in[p.pos+1]
-	simple := map[byte]rune{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
-	if r, ok := simple[c]; ok {
+	if r, ok := simpleEscapes[c]; ok {
 		p.pos += 2
 		return r, nil
 	}

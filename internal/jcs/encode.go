@@ -1,0 +1,298 @@
+package jcs
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Appender is implemented by types that write their own canonical form.
+type Appender interface {
+	AppendCanonical(dst []byte) ([]byte, error)
+}
+
+// Append appends the canonical JSON of v to dst without an intermediate
+// encoding/json round trip. It follows encoding/json's mapping of Go values
+// (json tags, omitempty, embedded structs flattened, nil slices and maps as
+// null, json.Number verbatim after canonicalization) and produces exactly
+// Transform(json.Marshal(v)) for every value whose strings are valid UTF-8.
+// Types implementing Appender encode themselves; other json.Marshaler types
+// are encoded with MarshalJSON and canonicalized.
+func Append(dst []byte, v any) ([]byte, error) {
+	return appendValue(dst, reflect.ValueOf(v))
+}
+
+var (
+	appenderType  = reflect.TypeFor[Appender]()
+	marshalerType = reflect.TypeFor[json.Marshaler]()
+	numberType    = reflect.TypeFor[json.Number]()
+)
+
+// AppendOmit is Append for a struct (or pointer to one) whose top-level
+// members named in omit are left out; it lets a digest cover "the object
+// without its digest" without building a second type.
+func AppendOmit(dst []byte, v any, omit map[string]bool) ([]byte, error) {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("jcs: AppendOmit needs a struct, got %s", rv.Kind())
+	}
+	return appendStruct(dst, rv, omit)
+}
+
+func appendValue(dst []byte, v reflect.Value) ([]byte, error) {
+	if !v.IsValid() {
+		return append(dst, "null"...), nil
+	}
+	t := v.Type()
+	if t.Implements(appenderType) && (v.Kind() != reflect.Pointer || !v.IsNil()) {
+		return v.Interface().(Appender).AppendCanonical(dst)
+	}
+	if t == numberType {
+		f, err := strconv.ParseFloat(v.String(), 64)
+		if err != nil {
+			return nil, fmt.Errorf("jcs: invalid json.Number %q", v.String())
+		}
+		return AppendNumber(dst, f)
+	}
+	if t.Implements(marshalerType) && (v.Kind() != reflect.Pointer || !v.IsNil()) {
+		b, err := v.Interface().(json.Marshaler).MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		c, err := Transform(b)
+		if err != nil {
+			return nil, err
+		}
+		return append(dst, c...), nil
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return append(dst, "null"...), nil
+		}
+		return appendValue(dst, v.Elem())
+	case reflect.String:
+		if !utf8.ValidString(v.String()) {
+			return nil, fmt.Errorf("jcs: invalid UTF-8 in string")
+		}
+		return AppendString(dst, v.String()), nil
+	case reflect.Bool:
+		return strconv.AppendBool(dst, v.Bool()), nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n := v.Int()
+		if n > 1<<53 || n < -(1<<53) {
+			return AppendNumber(dst, float64(n))
+		}
+		return strconv.AppendInt(dst, n, 10), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		n := v.Uint()
+		if n > 1<<53 {
+			return AppendNumber(dst, float64(n))
+		}
+		return strconv.AppendUint(dst, n, 10), nil
+	case reflect.Float32, reflect.Float64:
+		f := v.Float()
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("jcs: %v is not a JSON number", f)
+		}
+		return AppendNumber(dst, f)
+	case reflect.Slice:
+		if v.IsNil() {
+			return append(dst, "null"...), nil
+		}
+		if t.Elem().Kind() == reflect.Uint8 {
+			b, err := json.Marshal(v.Interface()) // base64, as encoding/json
+			if err != nil {
+				return nil, err
+			}
+			return append(dst, b...), nil
+		}
+		fallthrough
+	case reflect.Array:
+		dst = append(dst, '[')
+		for i := range v.Len() {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendValue(dst, v.Index(i)); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, ']'), nil
+	case reflect.Map:
+		if v.IsNil() {
+			return append(dst, "null"...), nil
+		}
+		if t.Key().Kind() != reflect.String {
+			return nil, fmt.Errorf("jcs: map key type %s is not a string", t.Key())
+		}
+		keys := make([]string, 0, v.Len())
+		for _, k := range v.MapKeys() {
+			keys = append(keys, k.String())
+		}
+		slices.SortFunc(keys, CompareKeys)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = AppendString(dst, k)
+			dst = append(dst, ':')
+			var err error
+			if dst, err = appendValue(dst, v.MapIndex(reflect.ValueOf(k).Convert(t.Key()))); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, '}'), nil
+	case reflect.Struct:
+		return appendStruct(dst, v, nil)
+	}
+	return nil, fmt.Errorf("jcs: cannot encode %s", t)
+}
+
+func appendStruct(dst []byte, v reflect.Value, omit map[string]bool) ([]byte, error) {
+	{
+		dst = append(dst, '{')
+		first := true
+		for _, f := range structFields(v.Type()) {
+			fv, ok := fieldByIndex(v, f.index)
+			if !ok || (f.omitEmpty && isEmpty(fv)) || omit[f.name] {
+				continue
+			}
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = AppendString(dst, f.name)
+			dst = append(dst, ':')
+			var err error
+			if dst, err = appendValue(dst, fv); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, '}'), nil
+	}
+}
+
+type encField struct {
+	name      string
+	index     []int
+	omitEmpty bool
+}
+
+var fieldCache sync.Map // reflect.Type → []encField
+
+// structFields lists t's JSON fields sorted canonically, with embedded
+// structs flattened (outer fields win, as in encoding/json).
+func structFields(t reflect.Type) []encField {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.([]encField)
+	}
+	var out []encField
+	seen := map[string]bool{}
+	var collect func(t reflect.Type, index []int, depth int)
+	type pending struct {
+		t     reflect.Type
+		index []int
+	}
+	collect = func(t reflect.Type, index []int, depth int) {
+		var embedded []pending
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			tag := sf.Tag.Get("json")
+			name, opts, _ := strings.Cut(tag, ",")
+			if name == "-" && opts == "" {
+				continue
+			}
+			idx := append(slices.Clone(index), i)
+			ft := sf.Type
+			if sf.Anonymous && name == "" {
+				if ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if ft.Kind() == reflect.Struct {
+					embedded = append(embedded, pending{ft, idx})
+					continue
+				}
+			}
+			if !sf.IsExported() {
+				continue
+			}
+			if !isValidTag(name) {
+				name = sf.Name
+			}
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			out = append(out, encField{name: name, index: idx, omitEmpty: strings.Contains(opts, "omitempty")})
+		}
+		for _, e := range embedded {
+			collect(e.t, e.index, depth+1)
+		}
+	}
+	collect(t, nil, 0)
+	slices.SortFunc(out, func(a, b encField) int { return CompareKeys(a.name, b.name) })
+	fieldCache.Store(t, out)
+	return out
+}
+
+// fieldByIndex follows index through embedded pointers; ok is false when a
+// nil embedded pointer hides the field (encoding/json omits it).
+func fieldByIndex(v reflect.Value, index []int) (reflect.Value, bool) {
+	for i, x := range index {
+		if i > 0 && v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return reflect.Value{}, false
+			}
+			v = v.Elem()
+		}
+		v = v.Field(x)
+	}
+	return v, true
+}
+
+func isEmpty(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool:
+		return !v.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int() == 0
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return v.Uint() == 0
+	case reflect.Float32, reflect.Float64:
+		return v.Float() == 0
+	case reflect.Interface, reflect.Pointer:
+		return v.IsNil()
+	}
+	return false
+}
+
+// isValidTag mirrors encoding/json: a tag name that is not valid is ignored
+// in favour of the Go field name.
+func isValidTag(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			return false
+		}
+	}
+	return true
+}
