@@ -2,64 +2,16 @@ package pattern
 
 import (
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 )
 
-// naiveGlob is the reference single-segment glob: '*' any run, '?' one char.
-func naiveGlob(p, s string) bool {
-	if p == "" {
-		return s == ""
-	}
-	switch p[0] {
-	case '*':
-		for i := 0; i <= len(s); i++ {
-			if naiveGlob(p[1:], s[i:]) {
-				return true
-			}
-		}
-		return false
-	case '?':
-		return s != "" && naiveGlob(p[1:], s[1:])
-	}
-	return s != "" && s[0] == p[0] && naiveGlob(p[1:], s[1:])
-}
-
-// naiveSegments matches '/'-separated segments with '**' as zero or more.
-func naiveSegments(p, s []string) bool {
-	if len(p) == 0 {
-		return len(s) == 0
-	}
-	if p[0] == "**" {
-		for i := 0; i <= len(s); i++ {
-			if naiveSegments(p[1:], s[i:]) {
-				return true
-			}
-		}
-		return false
-	}
-	return len(s) > 0 && naiveGlob(p[0], s[0]) && naiveSegments(p[1:], s[1:])
-}
-
-// naiveTokens matches argv against a command pattern.
-func naiveTokens(p, s []string) bool {
-	if len(p) == 1 && p[0] == "*" {
-		return true // trailing '*': zero or more tokens
-	}
-	if len(p) == 0 {
-		return len(s) == 0
-	}
-	return len(s) > 0 && naiveGlob(p[0], s[0]) && naiveTokens(p[1:], s[1:])
-}
-
 func naiveMatch(k Kind, p, s string) bool {
-	switch k {
-	case Path:
-		return naiveSegments(strings.Split(p, "/"), strings.Split(s, "/"))
-	case Command:
-		return naiveTokens(strings.Split(p, " "), strings.Split(s, " "))
+	if k == Command {
+		s = strings.ReplaceAll(s, " ", ArgvSep)
 	}
-	return naiveGlob(p, s)
+	return Match(k, p, s)
 }
 
 func randPattern(r *rand.Rand, alphabet []string, n int) string {
@@ -258,4 +210,63 @@ func FuzzCovers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRegexpMatchesReference checks the RE2 lowering against Match on random
+// patterns of every grammar over a bounded universe of values.
+func TestRegexpMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	type gen struct {
+		kind     Kind
+		alphabet []string
+		values   []string
+	}
+	hostVals := []string{"a.com:443", "b.a.com:443", "x.b.a.com:80", "a.com:80", "com:443", "[::1]:443", "ab.com:443"}
+	cmdVals := []string{}
+	for _, v := range universe("ab ", 4) {
+		if v != "" && !strings.HasPrefix(v, " ") && !strings.HasSuffix(v, " ") && !strings.Contains(v, "  ") {
+			cmdVals = append(cmdVals, strings.ReplaceAll(v, " ", ArgvSep))
+		}
+	}
+	gens := []gen{
+		{Action, []string{"a", "b", "*", "?", "."}, universe("ab.", 4)},
+		{Path, []string{"a", "b", "*", "?", "/", "/**"}, pathUniverse()},
+		{Command, []string{"a", "b", "*", " ", " *"}, cmdVals},
+		{MCP, []string{"a", "b", "*", "?"}, []string{"a/b", "ab/ba", "a/", "b/aa", "aa/b"}},
+		{MCPResource, []string{"a", "b", "*", "/", "/**"}, []string{"a/b", "a/b/c", "ab/b/a/b", "a/", "b/a//b", "a/ab/b"}},
+		{Namespace, []string{"a", "b", "*", "/"}, []string{"a", "a/b", "ab/ba", "b/b/b"}},
+	}
+	for _, g := range gens {
+		checked := 0
+		for range 3000 {
+			p := randPattern(r, g.alphabet, 6)
+			if g.kind == MCP || g.kind == MCPResource {
+				p = randPattern(r, []string{"a", "b", "*"}, 2) + "/" + p
+			}
+			if Validate(g.kind, p) != nil {
+				continue
+			}
+			re := regexp.MustCompile(Regexp(g.kind, p))
+			for _, v := range g.values {
+				if g.kind == Path && strings.HasPrefix(p, "/") != strings.HasPrefix(v, "/") {
+					continue // relative patterns match workspace-relative values only
+				}
+				if want, got := Match(g.kind, p, v), re.MatchString(v); want != got {
+					t.Fatalf("%s %q on %q: Match=%v Regexp(%s)=%v", g.kind, p, v, want, re, got)
+				}
+			}
+			checked++
+		}
+		if checked < 200 {
+			t.Errorf("%s: only %d patterns checked", g.kind, checked)
+		}
+	}
+	for _, p := range []string{"*", "a.com", "*.a.com", "a.com:443", "*.a.com:80", "[::1]:443", "[::1]"} {
+		re := regexp.MustCompile(Regexp(Host, p))
+		for _, v := range hostVals {
+			if want, got := Match(Host, p, v), re.MatchString(v); want != got {
+				t.Fatalf("host %q on %q: Match=%v Regexp=%v", p, v, want, got)
+			}
+		}
+	}
 }

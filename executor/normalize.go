@@ -1,0 +1,414 @@
+// Package executor is polc's runtime: request normalization (stage 2 of the
+// action plan), the native decision evaluator for compiled snapshots, and
+// (in later files) the authoritative action executor.
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Normalization reasons: why a request is denied before any policy runs.
+// They are stable codes, like decision reasons.
+const (
+	ReasonInvalidRequest = "invalid_request"
+	ReasonUnknownAction  = "unknown_action"
+	ReasonPathEscape     = "path_escape"
+	ReasonInvalidPath    = "invalid_path"
+	ReasonInvalidCommand = "invalid_command"
+	ReasonEmptyCommand   = "empty_command"
+	ReasonInvalidURL     = "invalid_url"
+)
+
+// NormalizeError is a request that cannot be normalized; it is always a
+// denial with Reason as its stable reason code.
+type NormalizeError struct {
+	Reason string
+	Detail string
+}
+
+func (e *NormalizeError) Error() string { return e.Reason + ": " + e.Detail }
+
+func nerr(reason, format string, args ...any) *NormalizeError {
+	return &NormalizeError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// TimeLayout is the time format of normalized requests, snapshots and
+// evidence: UTC with exactly six fractional digits. Strings in this format
+// order like the times they denote.
+const TimeLayout = "2006-01-02T15:04:05.000000Z"
+
+// Normalizer turns action requests into normalized requests.
+type Normalizer struct {
+	// Now is the clock for requests without a time. Default time.Now.
+	Now func() time.Time
+	// Descriptors resolves action ids; default BuiltinDescriptors().
+	Descriptors map[string]*Descriptor
+}
+
+// Descriptor says how an action's arguments become request facets.
+type Descriptor struct {
+	// ID is the canonical action id.
+	ID string
+	// Arguments lists the argument names and whether each is required;
+	// any other argument is invalid_request.
+	Arguments map[string]bool
+	// facets fills the facets of out from validated arguments.
+	facets func(args map[string]string, ws string, out *Normalized) *NormalizeError
+}
+
+// BuiltinDescriptors returns the built-in actions: bash, read_file,
+// write_file, edit_file, http_get and mcp.
+func BuiltinDescriptors() map[string]*Descriptor {
+	ds := []*Descriptor{
+		{ID: "bash", Arguments: map[string]bool{"command": true}, facets: bashFacets},
+		{ID: "read_file", Arguments: map[string]bool{"path": true}, facets: pathFacets("read")},
+		{ID: "write_file", Arguments: map[string]bool{"path": true, "content": false}, facets: pathFacets("write")},
+		{ID: "edit_file", Arguments: map[string]bool{"path": true, "old": false, "new": false}, facets: pathFacets("read", "write")},
+		{ID: "http_get", Arguments: map[string]bool{"url": true}, facets: urlFacets},
+		{ID: "mcp", Arguments: map[string]bool{"server": true, "tool": true, "resource": false, "arguments": false}, facets: mcpFacets},
+	}
+	m := map[string]*Descriptor{}
+	for _, d := range ds {
+		m[d.ID] = d
+	}
+	return m
+}
+
+// Normalize validates req and computes its facets. It never panics; any
+// input it cannot interpret is a *NormalizeError (a denial).
+func (n *Normalizer) Normalize(req ActionRequest) (*Normalized, *NormalizeError) {
+	descs := n.Descriptors
+	if descs == nil {
+		descs = BuiltinDescriptors()
+	}
+	now := time.Now
+	if n.Now != nil {
+		now = n.Now
+	}
+	out := &Normalized{
+		Principal: req.Principal, Tenant: req.Tenant, Action: req.Action,
+		Paths: []PathAccess{}, Commands: [][]string{}, Hosts: []string{}, Env: []string{}, Secrets: []string{},
+	}
+	if req.Usage != nil {
+		out.Usage = *req.Usage
+	}
+	if req.Time != nil {
+		t, err := time.Parse(time.RFC3339Nano, *req.Time)
+		if err != nil {
+			return nil, nerr(ReasonInvalidRequest, "time %q is not RFC 3339", *req.Time)
+		}
+		out.Time = t.UTC().Format(TimeLayout)
+	} else {
+		out.Time = now().UTC().Format(TimeLayout)
+	}
+	ws := req.Workspace
+	if !filepath.IsAbs(ws) || strings.ContainsRune(ws, 0) {
+		return nil, nerr(ReasonInvalidRequest, "workspace %q must be an absolute path", ws)
+	}
+	out.Workspace = filepath.Clean(ws)
+	args := map[string]any{}
+	for k, v := range req.Arguments {
+		args[k] = v
+	}
+	// "mcp:<server>/<tool>" is shorthand for the mcp action.
+	if rest, ok := strings.CutPrefix(req.Action, "mcp:"); ok {
+		server, tool, ok := strings.Cut(rest, "/")
+		if !ok || server == "" || tool == "" {
+			return nil, nerr(ReasonInvalidRequest, "action %q: want mcp:<server>/<tool>", req.Action)
+		}
+		for k, v := range map[string]string{"server": server, "tool": tool} {
+			if prev, dup := args[k]; dup && prev != v {
+				return nil, nerr(ReasonInvalidRequest, "action %q conflicts with argument %s=%v", req.Action, k, prev)
+			}
+			args[k] = v
+		}
+		out.Action = "mcp"
+	}
+	d, ok := descs[out.Action]
+	if !ok {
+		return nil, nerr(ReasonUnknownAction, "no descriptor for action %q", req.Action)
+	}
+	strArgs := map[string]string{}
+	for k, v := range args {
+		if _, known := d.Arguments[k]; !known {
+			return nil, nerr(ReasonInvalidRequest, "action %s has no argument %q", d.ID, k)
+		}
+		if k == "arguments" || k == "content" || k == "old" || k == "new" {
+			continue // payloads: validated by the action, never policy facets
+		}
+		s, ok := v.(string)
+		if !ok {
+			return nil, nerr(ReasonInvalidRequest, "argument %q of %s must be a string", k, d.ID)
+		}
+		if strings.ContainsRune(s, 0) {
+			return nil, nerr(ReasonInvalidRequest, "argument %q contains NUL", k)
+		}
+		strArgs[k] = s
+	}
+	for k, required := range d.Arguments {
+		if _, ok := args[k]; required && !ok {
+			return nil, nerr(ReasonInvalidRequest, "action %s needs argument %q", d.ID, k)
+		}
+	}
+	if err := d.facets(strArgs, out.Workspace, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func pathFacets(accesses ...string) func(map[string]string, string, *Normalized) *NormalizeError {
+	return func(args map[string]string, ws string, out *Normalized) *NormalizeError {
+		p, err := NormalizePath(ws, args["path"])
+		if err != nil {
+			return err
+		}
+		for _, a := range accesses {
+			out.Paths = append(out.Paths, PathAccess{Path: p, Access: a})
+		}
+		return nil
+	}
+}
+
+// NormalizePath makes p absolute against the workspace ws (absolute and
+// clean) and cleans it. It reports path_escape when p uses ".." to leave the
+// workspace, or when p is inside the workspace and an existing prefix of it
+// is a symlink resolving outside. Paths outside the workspace that do not
+// escape through ".." are returned for the policy to judge.
+func NormalizePath(ws, p string) (string, *NormalizeError) {
+	if p == "" {
+		return "", nerr(ReasonInvalidPath, "empty path")
+	}
+	raw := p
+	if !filepath.IsAbs(p) {
+		p = ws + "/" + p
+	}
+	clean := filepath.Clean(p)
+	if i := firstDotDot(p); i >= 0 {
+		// The part before the first ".." says where the author started.
+		if base := filepath.Clean(p[:i]); within(ws, base) && !within(ws, clean) {
+			return "", nerr(ReasonPathEscape, "%q leaves the workspace %s", raw, ws)
+		}
+	}
+	if within(ws, clean) {
+		resolved, err := resolveExisting(clean)
+		if err != nil {
+			return "", nerr(ReasonInvalidPath, "%q: %v", raw, err)
+		}
+		realWS, err := filepath.EvalSymlinks(ws)
+		if err != nil {
+			realWS = ws // a workspace that does not exist has no symlinks to follow
+		}
+		if !within(realWS, resolved) {
+			return "", nerr(ReasonPathEscape, "%q resolves through a symlink to %s, outside the workspace", raw, resolved)
+		}
+		rel, _ := filepath.Rel(realWS, resolved)
+		if rel == "." {
+			return ws, nil
+		}
+		return filepath.Join(ws, rel), nil
+	}
+	return clean, nil
+}
+
+// firstDotDot returns the byte offset of the first ".." segment of p, or -1.
+func firstDotDot(p string) int {
+	off := 0
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == ".." {
+			return off
+		}
+		off += len(seg) + 1
+	}
+	return -1
+}
+
+// within reports whether p is dir or below it (both clean and absolute).
+func within(dir, p string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// resolveExisting resolves symlinks in the longest existing prefix of p.
+func resolveExisting(p string) (string, error) {
+	rest := ""
+	cur := p
+	for {
+		r, err := filepath.EvalSymlinks(cur)
+		if err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p, nil
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
+
+var defaultPorts = map[string]string{"http": "80", "https": "443", "ws": "80", "wss": "443", "ftp": "21"}
+
+func urlFacets(args map[string]string, _ string, out *Normalized) *NormalizeError {
+	raw := args["url"]
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nerr(ReasonInvalidURL, "%q: %v", raw, err)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.ToLower(u.Hostname())
+	if host == "" {
+		return nerr(ReasonInvalidURL, "%q has no host", raw)
+	}
+	port := u.Port()
+	if port == "" {
+		port = defaultPorts[scheme]
+	}
+	if port == "" {
+		return nerr(ReasonInvalidURL, "%q: unknown scheme %q and no port", raw, u.Scheme)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return nerr(ReasonInvalidURL, "%q: invalid port %q", raw, port)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+		host = "[" + ip.String() + "]"
+	} else if ip != nil {
+		host = ip.String()
+	} else {
+		for label := range strings.SplitSeq(host, ".") {
+			if label == "" || strings.ContainsAny(label, ":[]/ \t") {
+				return nerr(ReasonInvalidURL, "%q: invalid host %q", raw, host)
+			}
+		}
+	}
+	out.Hosts = append(out.Hosts, host+":"+port)
+	return nil
+}
+
+func mcpFacets(args map[string]string, _ string, out *Normalized) *NormalizeError {
+	server, tool := args["server"], args["tool"]
+	if server == "" || tool == "" || strings.Contains(server, "/") || strings.Contains(tool, "/") {
+		return nerr(ReasonInvalidRequest, "mcp needs a server and a tool without '/'")
+	}
+	t := &MCPTarget{Server: server, Tool: tool}
+	if r, ok := args["resource"]; ok {
+		if r == "" {
+			return nerr(ReasonInvalidRequest, "empty mcp resource")
+		}
+		t.Resource = &r
+	}
+	out.MCP = t
+	return nil
+}
+
+// bashFacets parses the command with a real shell parser into argv lists.
+// Anything beyond one simple command with literal words — ; && || | & and
+// newlines, redirections, substitutions and expansions, compound commands,
+// bare assignments — sets shell_control. Every simple command found,
+// nested ones included, is listed; a word that is not a literal is listed
+// as its source text, so deny patterns still see it.
+func bashFacets(args map[string]string, _ string, out *Normalized) *NormalizeError {
+	src := args["command"]
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	if err != nil {
+		return nerr(ReasonInvalidCommand, "%v", err)
+	}
+	shell := strings.ContainsAny(src, "\n\r") || len(f.Stmts) != 1
+	env := map[string]bool{}
+	var walkErr *NormalizeError
+	syntax.Walk(f, func(node syntax.Node) bool {
+		switch n := node.(type) {
+		case *syntax.Stmt:
+			if len(n.Redirs) > 0 || n.Background || n.Negated || n.Coprocess || n.Disown {
+				shell = true
+			}
+			if n.Cmd == nil {
+				shell = true
+			}
+		case *syntax.CallExpr:
+			for _, a := range n.Assigns {
+				if a.Name != nil {
+					env[a.Name.Value] = true
+				}
+			}
+			if len(n.Args) == 0 {
+				shell = true // a bare assignment only means something to a shell
+				return true
+			}
+			argv := make([]string, 0, len(n.Args))
+			for _, w := range n.Args {
+				if !literalWord(w) {
+					shell = true
+					argv = append(argv, wordSource(w))
+					continue
+				}
+				fields, err := expand.Fields(nil, w)
+				if err != nil || len(fields) != 1 {
+					// A literal word is exactly one field ("" included).
+					shell = true
+					argv = append(argv, wordSource(w))
+					continue
+				}
+				argv = append(argv, fields[0])
+			}
+			out.Commands = append(out.Commands, argv)
+		case *syntax.BinaryCmd, *syntax.Subshell, *syntax.Block, *syntax.IfClause, *syntax.WhileClause,
+			*syntax.ForClause, *syntax.CaseClause, *syntax.FuncDecl, *syntax.ArithmCmd, *syntax.TestClause,
+			*syntax.DeclClause, *syntax.LetClause, *syntax.TimeClause, *syntax.CoprocClause, *syntax.TestDecl,
+			*syntax.CmdSubst, *syntax.ProcSubst, *syntax.ParamExp, *syntax.ArithmExp, *syntax.ExtGlob, *syntax.BraceExp:
+			shell = true
+		}
+		return true
+	})
+	if walkErr != nil {
+		return walkErr
+	}
+	if len(out.Commands) == 0 {
+		if len(f.Stmts) == 0 {
+			return nerr(ReasonEmptyCommand, "no command")
+		}
+	}
+	for name := range env {
+		out.Env = append(out.Env, name)
+	}
+	slices.Sort(out.Env)
+	out.ShellControl = shell
+	return nil
+}
+
+// literalWord reports whether w has no expansion: only literals and quotes.
+func literalWord(w *syntax.Word) bool {
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit, *syntax.SglQuoted:
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				if _, ok := q.(*syntax.Lit); !ok {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func wordSource(w *syntax.Word) string {
+	var b strings.Builder
+	syntax.NewPrinter().Print(&b, w)
+	return b.String()
+}

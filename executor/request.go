@@ -1,0 +1,99 @@
+package executor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// ActionRequest is what a caller asks to run: an action id, its arguments
+// and who asks. Time and Usage are optional: the evaluation time (default:
+// the normalizer's clock) and the budget already consumed in the current
+// window (default: nothing).
+type ActionRequest struct {
+	Action    string         `json:"action"`
+	Arguments map[string]any `json:"arguments"`
+	Principal string         `json:"principal"`
+	Tenant    string         `json:"tenant"`
+	Workspace string         `json:"workspace"`
+	Time      *string        `json:"time,omitempty"`
+	Usage     *Usage         `json:"usage,omitempty"`
+}
+
+// Normalized is the request the policy engines evaluate (DESIGN §4). Every
+// member is always present; lists are empty rather than null.
+type Normalized struct {
+	Principal    string       `json:"principal"`
+	Tenant       string       `json:"tenant"`
+	Action       string       `json:"action"`
+	Workspace    string       `json:"workspace"`
+	Time         string       `json:"time"`
+	Paths        []PathAccess `json:"paths"`
+	Commands     [][]string   `json:"commands"`
+	ShellControl bool         `json:"shell_control"`
+	Hosts        []string     `json:"hosts"`
+	Env          []string     `json:"env"`
+	Secrets      []string     `json:"secrets"`
+	MCP          *MCPTarget   `json:"mcp"`
+	Usage        Usage        `json:"usage"`
+}
+
+// PathAccess is one file-system access: a clean absolute path and its kind
+// ("read", "write" or "execute").
+type PathAccess struct {
+	Path   string `json:"path"`
+	Access string `json:"access"`
+}
+
+// MCPTarget is the MCP server, tool and optional resource a request names.
+type MCPTarget struct {
+	Server   string  `json:"server"`
+	Tool     string  `json:"tool"`
+	Resource *string `json:"resource"`
+}
+
+// Usage is the budget consumed so far in the policy's budget window.
+type Usage struct {
+	Calls            int64 `json:"calls"`
+	Tokens           int64 `json:"tokens"`
+	CostMicrounits   int64 `json:"cost_microunits"`
+	WallMicroseconds int64 `json:"wall_microseconds"`
+}
+
+// Of returns the usage of a budget kind.
+func (u Usage) Of(kind string) int64 {
+	switch kind {
+	case "calls":
+		return u.Calls
+	case "tokens":
+		return u.Tokens
+	case "cost_microunits":
+		return u.CostMicrounits
+	case "wall_microseconds":
+		return u.WallMicroseconds
+	}
+	return 0
+}
+
+// ParseActionRequest decodes an action request strictly: unknown members are
+// errors, and action, arguments and workspace are required.
+func ParseActionRequest(data []byte) (ActionRequest, error) {
+	var r ActionRequest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("action request: %v", err)
+	}
+	if dec.More() {
+		return r, fmt.Errorf("action request: trailing data")
+	}
+	var raw map[string]json.RawMessage
+	json.Unmarshal(data, &raw)
+	for _, k := range []string{"action", "arguments", "workspace"} {
+		if _, ok := raw[k]; !ok {
+			return r, fmt.Errorf("action request: missing %q", k)
+		}
+	}
+	return r, nil
+}
