@@ -1,0 +1,319 @@
+package compiler
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/util"
+
+	"polc.dev/polc/executor"
+	"polc.dev/polc/internal/pattern"
+	"polc.dev/polc/snapshot"
+)
+
+// DecisionRego is the Rego v1 module of every bundle (package polc).
+//
+//go:embed rego/decision.rego
+var DecisionRego string
+
+// BundleRoot is the bundle's only root: data.polc.
+const BundleRoot = "polc"
+
+// SigningConfig signs a bundle in OPA's format (.signatures.json, a JWT
+// over the file hashes) so that `opa run --verification-key` accepts it.
+type SigningConfig struct {
+	// Key is a PEM private key (RSA or EC) or an HMAC secret.
+	Key []byte
+	// Algorithm is the JWT algorithm: RS256 (default for RSA keys), ES256,
+	// HS256 (default for non-PEM secrets), …
+	Algorithm string
+	// KeyID is the key id OPA looks up (default "default").
+	KeyID string
+}
+
+// BundleRevision is the bundle revision for a set of snapshots: the
+// sha256-v1 digest of "<name> <digest>\n" lines sorted by name.
+func BundleRevision(snaps []*snapshot.Snapshot) string {
+	var lines []string
+	for _, s := range snaps {
+		lines = append(lines, s.Name+" "+s.Digest+"\n")
+	}
+	slices.Sort(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "")))
+	return hex.EncodeToString(sum[:])
+}
+
+// BundleData returns data.polc for a set of snapshots: each policy's rules
+// lowered to matchers (exact values and anchored RE2 expressions), its gate
+// tables, and an index from policy_id to name.
+func BundleData(snaps []*snapshot.Snapshot) (map[string]any, error) {
+	policies := map[string]any{}
+	ids := map[string]any{}
+	for _, s := range snaps {
+		d, err := policyData(s)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", s.Name, err)
+		}
+		policies[s.Name] = d
+		ids[s.PolicyID] = s.Name
+	}
+	return map[string]any{"policies": policies, "ids": ids}, nil
+}
+
+// WriteBundle writes an OPA bundle (.tar.gz) with the decision module,
+// the snapshots' data, a manifest (revision, roots ["polc"], rego_version 1)
+// and, when sc is non-nil, a signature. The output is deterministic.
+func WriteBundle(snaps []*snapshot.Snapshot, sc *SigningConfig) ([]byte, error) {
+	typed, err := BundleData(snaps)
+	if err != nil {
+		return nil, err
+	}
+	// OPA's store and signature hashing want plain JSON values.
+	raw, err := json.Marshal(typed)
+	if err != nil {
+		return nil, err
+	}
+	var data map[string]any
+	if err := util.UnmarshalJSON(raw, &data); err != nil {
+		return nil, err
+	}
+	const modPath = "polc/decision.rego"
+	mod, err := ast.ParseModuleWithOpts(modPath, DecisionRego, ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if err != nil {
+		return nil, fmt.Errorf("decision module: %w", err)
+	}
+	b := bundle.Bundle{
+		Manifest: bundle.Manifest{Revision: BundleRevision(snaps), Roots: &[]string{BundleRoot}},
+		Data:     map[string]any{BundleRoot: data},
+		Modules:  []bundle.ModuleFile{{URL: "/" + modPath, Path: "/" + modPath, Raw: []byte(DecisionRego), Parsed: mod}},
+	}
+	b.Manifest.SetRegoVersion(ast.RegoV1)
+	if sc != nil {
+		alg := sc.Algorithm
+		if alg == "" {
+			alg = "HS256"
+			if bytes.Contains(sc.Key, []byte("-----BEGIN")) {
+				alg = "RS256"
+				if bytes.Contains(sc.Key, []byte("EC PRIVATE KEY")) {
+					alg = "ES256"
+				}
+			}
+		}
+		keyID := sc.KeyID
+		if keyID == "" {
+			keyID = "default"
+		}
+		if err := b.GenerateSignature(bundle.NewSigningConfig(string(sc.Key), alg, ""), keyID, false); err != nil {
+			return nil, fmt.Errorf("signing bundle: %w", err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := bundle.NewWriter(&buf).Write(b); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// matcher is the bundle form of a set of patterns.
+type matcher struct {
+	Exact map[string][]string `json:"exact"`
+	Re    []reRule            `json:"re"`
+}
+
+type reRule struct {
+	ID string `json:"id"`
+	Re string `json:"re"`
+}
+
+func newMatcher() *matcher { return &matcher{Exact: map[string][]string{}, Re: []reRule{}} }
+
+// add lowers pattern p of grammar k. Patterns without wildcards (and, for
+// hosts, with a port) compare by equality, the rest by regular expression.
+func (m *matcher) add(k pattern.Kind, p, id string) {
+	literal := !strings.ContainsAny(p, "*?")
+	if k == pattern.Host {
+		_, port, _ := pattern.SplitHostPort(p)
+		literal = literal && port != ""
+	}
+	if literal {
+		v := p
+		if k == pattern.Command {
+			v = strings.ReplaceAll(p, " ", pattern.ArgvSep)
+		}
+		m.Exact[v] = append(m.Exact[v], id)
+		return
+	}
+	m.Re = append(m.Re, reRule{ID: id, Re: pattern.Regexp(k, p)})
+}
+
+type pathMatcher struct {
+	Abs *matcher `json:"abs"`
+	Rel *matcher `json:"rel"`
+}
+
+func newPathMatcher() *pathMatcher { return &pathMatcher{Abs: newMatcher(), Rel: newMatcher()} }
+
+func (m *pathMatcher) add(p, id string) {
+	if strings.HasPrefix(p, "/") {
+		m.Abs.add(pattern.Path, p, id)
+	} else {
+		m.Rel.add(pattern.Path, p, id)
+	}
+}
+
+// qualMatcher holds action patterns that may be qualified by a target.
+type qualMatcher struct {
+	Action    *matcher                  `json:"action"`
+	Qualified map[string]*qualifiedData `json:"qualified"`
+}
+
+type qualifiedData struct {
+	Command *matcher     `json:"command"`
+	Path    *pathMatcher `json:"path"`
+	Host    *matcher     `json:"host"`
+	MCP     *matcher     `json:"mcp"`
+}
+
+func newQual() *qualMatcher {
+	return &qualMatcher{Action: newMatcher(), Qualified: map[string]*qualifiedData{}}
+}
+
+func (q *qualMatcher) add(action string, tk, target *string, id string) {
+	if tk == nil {
+		q.Action.add(pattern.Action, action, id)
+		return
+	}
+	d := q.Qualified[action]
+	if d == nil {
+		d = &qualifiedData{Command: newMatcher(), Path: newPathMatcher(), Host: newMatcher(), MCP: newMatcher()}
+		q.Qualified[action] = d
+	}
+	switch *tk {
+	case snapshot.TargetCommand:
+		d.Command.add(pattern.Command, *target, id)
+	case snapshot.TargetPath:
+		d.Path.add(*target, id)
+	case snapshot.TargetHost:
+		d.Host.add(pattern.Host, *target, id)
+	case snapshot.TargetMCP:
+		d.MCP.add(pattern.MCP, *target, id)
+	}
+}
+
+func policyData(s *snapshot.Snapshot) (map[string]any, error) {
+	ruleGate, facetGate, err := executor.GateTables(s)
+	if err != nil {
+		return nil, err
+	}
+	principals, tenants := newMatcher(), newMatcher()
+	for _, p := range s.PrincipalScope {
+		principals.add(pattern.Principal, p, "")
+	}
+	for _, p := range s.TenantScope {
+		tenants.add(pattern.Principal, p, "")
+	}
+	actionAllow := newMatcher()
+	deny, approval := newQual(), newQual()
+	approver := map[string]any{}
+	fsAllow := map[string]*pathMatcher{"read": newPathMatcher(), "write": newPathMatcher(), "execute": newPathMatcher()}
+	fsDeny := newPathMatcher()
+	netAllow, netDeny := newMatcher(), newMatcher()
+	subAllow, subShell, subDeny := newMatcher(), newMatcher(), newMatcher()
+	hasShellAllow := false
+	mcpTool, mcpRes, mcpDeny := newMatcher(), newMatcher(), newMatcher()
+	envAllow, envDeny := newMatcher(), newMatcher()
+	secretAllow, secretForbid := newMatcher(), newMatcher()
+	budgets := []any{}
+	var expiry any
+	for _, r := range s.CompiledRules {
+		id := r.Base().RuleID
+		allow := r.Base().Effect == snapshot.EffectAllow
+		switch r := r.(type) {
+		case *snapshot.ActionRule:
+			if allow {
+				actionAllow.add(pattern.Action, r.Action, id)
+			} else {
+				deny.add(r.Action, r.TargetKind, r.Target, id)
+			}
+		case *snapshot.ApprovalRule:
+			approval.add(r.Action, r.TargetKind, r.Target, id)
+			if r.ApproverClass != nil {
+				approver[id] = *r.ApproverClass
+			} else {
+				approver[id] = nil
+			}
+		case *snapshot.FilesystemRule:
+			if allow {
+				fsAllow[r.Access].add(r.Pattern, id)
+			} else {
+				fsDeny.add(r.Pattern, id)
+			}
+		case *snapshot.NetworkRule:
+			if allow {
+				netAllow.add(pattern.Host, r.Pattern, id)
+			} else {
+				netDeny.add(pattern.Host, r.Pattern, id)
+			}
+		case *snapshot.SubprocessRule:
+			if !allow {
+				subDeny.add(pattern.Command, r.Pattern, id)
+				continue
+			}
+			subAllow.add(pattern.Command, r.Pattern, id)
+			if *r.Shell == "allow" {
+				subShell.add(pattern.Command, r.Pattern, id)
+				hasShellAllow = true
+			}
+		case *snapshot.MCPRule:
+			switch {
+			case !allow:
+				mcpDeny.add(pattern.MCP, r.Server+"/"+*r.Tool, id)
+			case r.Resource != nil:
+				mcpRes.add(pattern.MCPResource, r.Server+"/"+*r.Resource, id)
+			default:
+				mcpTool.add(pattern.MCP, r.Server+"/"+*r.Tool, id)
+			}
+		case *snapshot.EnvironmentRule:
+			if allow {
+				envAllow.add(pattern.Env, r.Pattern, id)
+			} else {
+				envDeny.add(pattern.Env, r.Pattern, id)
+			}
+		case *snapshot.SecretExposureRule:
+			if allow {
+				secretAllow.add(pattern.Namespace, r.Namespace, id)
+			} else {
+				secretForbid.add(pattern.Namespace, r.Namespace, id)
+			}
+		case *snapshot.BudgetRule:
+			budgets = append(budgets, map[string]any{"id": id, "kind": r.BudgetKind, "limit": r.Limit})
+		case *snapshot.ExpiryRule:
+			expiry = map[string]any{"id": id, "not_before": r.NotBefore, "expires_at": r.ExpiresAt}
+		}
+	}
+	gates := []any{}
+	for _, g := range s.GateBindings {
+		gates = append(gates, map[string]any{"gate_id": g.GateID, "level": g.Level})
+	}
+	return map[string]any{
+		"policy_id": s.PolicyID, "name": s.Name, "version": s.Version, "digest": s.Digest,
+		"principals": principals, "tenants": tenants,
+		"action_allow": actionAllow, "deny": deny, "approval": approval, "approver": approver,
+		"fs_allow": fsAllow, "fs_deny": fsDeny,
+		"net_allow": netAllow, "net_deny": netDeny,
+		"sub_allow": subAllow, "sub_shell": subShell, "sub_deny": subDeny, "has_shell_allow": hasShellAllow,
+		"mcp_tool": mcpTool, "mcp_res": mcpRes, "mcp_deny": mcpDeny,
+		"env_allow": envAllow, "env_deny": envDeny,
+		"secret_allow": secretAllow, "secret_forbid": secretForbid,
+		"budgets": budgets, "expiry": expiry,
+		"rule_gate": ruleGate, "facet_gate": facetGate, "gates": gates,
+	}, nil
+}

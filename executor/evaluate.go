@@ -1,0 +1,318 @@
+package executor
+
+import (
+	mbits "math/bits"
+	"slices"
+	"strings"
+	"unsafe"
+
+	"polc.dev/polc/snapshot"
+)
+
+var (
+	notAllowedMsg = func() (m [numFacets]string) {
+		for i, n := range FacetNames {
+			m[i] = "not_allowed:" + n
+		}
+		return
+	}()
+	accessFacet = map[string]int{"read": FacetPathRead, "write": FacetPathWrite, "execute": FacetPathExecute}
+)
+
+// Scratch holds the per-evaluation buffers of one goroutine. A Scratch may be
+// reused for any number of evaluations of the Policy that made it, but not
+// concurrently.
+type Scratch struct {
+	deny, allow, appr bits
+	facets            [numFacets]bool
+	low               lowered
+	mcpBuf, mcpLowBuf []byte
+	gDeny, gAppr      []bool
+	gNA               []int
+}
+
+// NewScratch returns buffers sized for p.
+func (p *Policy) NewScratch() *Scratch {
+	n := len(p.ruleIDs)
+	g := len(p.gates)
+	return &Scratch{deny: newBits(n), allow: newBits(n), appr: newBits(n),
+		gDeny: make([]bool, g), gAppr: make([]bool, g), gNA: make([]int, g)}
+}
+
+// Evaluate evaluates r against p (docs/decisions.md). It evaluates every
+// rule and never fails: problems with the request deny.
+func (p *Policy) Evaluate(r *Normalized) (Decision, Diagnostics) {
+	d := Decision{RuleIDs: []string{}, Reasons: []string{}}
+	diags := p.EvaluateInto(r, p.NewScratch(), &d)
+	for i := range d.Gates {
+		if d.Gates[i].RuleIDs == nil {
+			d.Gates[i].RuleIDs = []string{}
+		}
+	}
+	return d, diags
+}
+
+// EvaluateInto is Evaluate with caller-owned buffers: the slices of d are
+// reused, and with a warm Scratch and d it does not allocate (for requests
+// whose deny-matched values are already lowercase).
+func (p *Policy) EvaluateInto(r *Normalized, s *Scratch, d *Decision) Diagnostics {
+	var diags Diagnostics
+	s.deny.clear()
+	s.allow.clear()
+	s.appr.clear()
+	s.facets = [numFacets]bool{}
+	L := &s.low
+	L.req = r
+	L.action = strings.ToLower(r.Action)
+	L.ws = strings.ToLower(r.Workspace)
+	L.paths = L.paths[:0]
+	for _, pa := range r.Paths {
+		L.paths = append(L.paths, strings.ToLower(pa.Path))
+	}
+	L.hosts = L.hosts[:0]
+	for _, h := range r.Hosts {
+		L.hosts = append(L.hosts, strings.ToLower(h))
+	}
+	L.env = L.env[:0]
+	for _, e := range r.Env {
+		L.env = append(L.env, strings.ToLower(e))
+	}
+	L.secret = L.secret[:0]
+	for _, ns := range r.Secrets {
+		L.secret = append(L.secret, strings.ToLower(ns))
+	}
+	mcp := ""
+	L.mcp = ""
+	if r.MCP != nil {
+		s.mcpBuf = append(append(append(s.mcpBuf[:0], r.MCP.Server...), '/'), r.MCP.Tool...)
+		mcp = unsafe.String(unsafe.SliceData(s.mcpBuf), len(s.mcpBuf))
+		L.mcp = strings.ToLower(mcp)
+	}
+	lowWS := strings.ToLower(r.Workspace)
+
+	// 1. Deny matches.
+	p.deny.match(L, s.deny)
+	for _, path := range L.paths {
+		p.fsDeny.match(path, lowWS, s.deny)
+	}
+	for _, h := range L.hosts {
+		p.netDeny.match(h, s.deny)
+	}
+	for _, argv := range r.Commands {
+		p.subDeny.match(argv, true, s.deny)
+	}
+	if L.mcp != "" {
+		p.mcpDeny.match(L.mcp, s.deny)
+	}
+	for _, e := range L.env {
+		p.envDeny.match(e, s.deny)
+	}
+	for _, ns := range L.secret {
+		p.secretForbid.match(ns, s.deny)
+	}
+
+	// 2. Grants and not-allowed facets.
+	F := &s.facets
+	F[FacetPrincipal] = !p.principals.match(r.Principal, nil)
+	F[FacetTenant] = !p.tenants.match(r.Tenant, nil)
+	F[FacetAction] = !p.actionAllow.match(r.Action, s.allow)
+	for _, argv := range r.Commands {
+		if !p.subAllow.match(argv, false, s.allow) {
+			F[FacetCommand] = true
+		}
+		if r.ShellControl && !p.subShell.match(argv, false, nil) {
+			F[FacetShell] = true
+		}
+	}
+	if r.ShellControl && len(r.Commands) == 0 && !p.hasShellAllow {
+		F[FacetShell] = true
+	}
+	for _, pa := range r.Paths {
+		f, ok := accessFacet[pa.Access]
+		if !ok {
+			diags.Errors = append(diags.Errors, "unknown path access "+pa.Access)
+			F[FacetPathRead] = true
+			continue
+		}
+		if !p.fsAllow[f-FacetPathRead].match(pa.Path, r.Workspace, s.allow) {
+			F[f] = true
+		}
+	}
+	for _, h := range r.Hosts {
+		if !p.netAllow.match(h, s.allow) {
+			F[FacetHost] = true
+		}
+	}
+	for _, e := range r.Env {
+		if !p.envAllow.match(e, s.allow) {
+			F[FacetEnv] = true
+		}
+	}
+	for _, ns := range r.Secrets {
+		if !p.secretAllow.match(ns, s.allow) {
+			F[FacetSecret] = true
+		}
+	}
+	if r.MCP != nil {
+		if !p.mcpTool.match(mcp, s.allow) {
+			F[FacetMCPTool] = true
+		}
+		if r.MCP.Resource != nil {
+			s.mcpBuf = append(append(append(s.mcpBuf[:0], r.MCP.Server...), '/'), *r.MCP.Resource...)
+			res := unsafe.String(unsafe.SliceData(s.mcpBuf), len(s.mcpBuf))
+			if !p.mcpRes.match(res, s.allow) {
+				F[FacetMCPResource] = true
+			}
+		}
+	}
+	if e := p.expiry; e != nil {
+		if (e.notBefore == "" || r.Time >= e.notBefore) && (e.expiresAt == "" || r.Time < e.expiresAt) {
+			s.allow.set(e.id)
+		} else {
+			F[FacetExpiry] = true
+		}
+	}
+	for _, b := range p.budgets {
+		if r.Usage.Of(b.kind) < b.limit {
+			s.allow.set(b.id)
+		} else {
+			F[FacetBudget] = true
+		}
+	}
+
+	// 3. Approvals.
+	p.approval.match(L, s.appr)
+
+	p.reduce(s, d)
+	return diags
+}
+
+// reduce builds the gate view and the disposition from the match sets.
+func (p *Policy) reduce(s *Scratch, d *Decision) {
+	ng := len(p.gates)
+	if cap(d.Gates) < ng {
+		d.Gates = make([]GateResult, ng)
+	}
+	d.Gates = d.Gates[:ng]
+	for g := range ng {
+		s.gDeny[g], s.gAppr[g], s.gNA[g] = false, false, -1
+		d.Gates[g].RuleIDs = d.Gates[g].RuleIDs[:0]
+	}
+	for w := range s.deny {
+		word := s.deny[w] | s.appr[w] | s.allow[w]
+		for word != 0 {
+			i := int32(w*64 + mbits.TrailingZeros64(word))
+			word &= word - 1
+			g := p.ruleGate[i]
+			d.Gates[g].RuleIDs = append(d.Gates[g].RuleIDs, p.ruleIDs[i])
+			if s.deny.has(i) {
+				s.gDeny[g] = true
+			}
+			if s.appr.has(i) {
+				s.gAppr[g] = true
+			}
+		}
+	}
+	for _, f := range facetOrder {
+		if s.facets[f] {
+			if g := p.facetGate[f]; s.gNA[g] < 0 {
+				s.gNA[g] = f
+			}
+		}
+	}
+	hardDeny, softBlock, softAppr := false, false, false
+	for g := range ng {
+		gr := &d.Gates[g]
+		gr.GateID, gr.Level = p.gates[g].GateID, p.gates[g].Level
+		switch {
+		case s.gDeny[g]:
+			gr.Decision, gr.ReasonCode = Deny, "denied"
+		case s.gNA[g] >= 0:
+			gr.Decision, gr.ReasonCode = Deny, notAllowedMsg[s.gNA[g]]
+		case s.gAppr[g]:
+			gr.Decision, gr.ReasonCode = Deny, "approval_required"
+		default:
+			gr.Decision, gr.ReasonCode = Allow, "allowed"
+		}
+		switch gr.Level {
+		case snapshot.LevelHard:
+			hardDeny = hardDeny || gr.Decision == Deny
+		case snapshot.LevelSoft:
+			softBlock = softBlock || s.gDeny[g] || s.gNA[g] >= 0
+			softAppr = softAppr || s.gAppr[g]
+		}
+	}
+	d.RuleIDs, d.Reasons, d.ApproverClass = d.RuleIDs[:0], d.Reasons[:0], nil
+	level := func(i int32) string { return p.gates[p.ruleGate[i]].Level }
+	var approver *string
+	unavailable := false
+	if !hardDeny && !softBlock && softAppr {
+		for w := range s.appr {
+			for word := s.appr[w]; word != 0; word &= word - 1 {
+				i := int32(w*64 + mbits.TrailingZeros64(word))
+				if level(i) != snapshot.LevelSoft {
+					continue
+				}
+				if p.approver[i] == nil {
+					unavailable = true
+				} else if approver == nil {
+					approver = p.approver[i]
+				}
+			}
+		}
+	}
+	switch {
+	case hardDeny || softBlock || (softAppr && unavailable):
+		d.Disposition = Deny
+		for w := range s.deny {
+			for word := s.deny[w] | s.appr[w]; word != 0; word &= word - 1 {
+				i := int32(w*64 + mbits.TrailingZeros64(word))
+				lv := level(i)
+				if lv == snapshot.LevelAdvisory {
+					continue
+				}
+				d.RuleIDs = append(d.RuleIDs, p.ruleIDs[i])
+				switch {
+				case s.deny.has(i) || lv == snapshot.LevelHard:
+					d.Reasons = append(d.Reasons, p.deniedMsg[i])
+				case p.approver[i] == nil:
+					d.Reasons = append(d.Reasons, p.unavailMsg[i])
+				}
+			}
+		}
+		for f := range numFacets {
+			if s.facets[f] && p.gates[p.facetGate[f]].Level != snapshot.LevelAdvisory {
+				d.Reasons = append(d.Reasons, notAllowedMsg[f])
+			}
+		}
+	case softAppr:
+		d.Disposition = Escalate
+		d.ApproverClass = approver
+		for w := range s.appr {
+			for word := s.appr[w]; word != 0; word &= word - 1 {
+				i := int32(w*64 + mbits.TrailingZeros64(word))
+				if level(i) == snapshot.LevelSoft {
+					d.RuleIDs = append(d.RuleIDs, p.ruleIDs[i])
+					d.Reasons = append(d.Reasons, p.approvalMsg(i))
+				}
+			}
+		}
+	default:
+		d.Disposition = Allow
+		for w := range s.allow {
+			for word := s.allow[w]; word != 0; word &= word - 1 {
+				d.RuleIDs = append(d.RuleIDs, p.ruleIDs[w*64+mbits.TrailingZeros64(word)])
+			}
+		}
+		d.Reasons = append(d.Reasons, "allowed")
+		for g := range ng {
+			if d.Gates[g].Level == snapshot.LevelAdvisory && d.Gates[g].Decision == Deny {
+				d.Reasons = append(d.Reasons, p.advisoryMsg[g])
+			}
+		}
+	}
+	slices.Sort(d.Reasons)
+	d.Reasons = slices.Compact(d.Reasons)
+}
+
+func (p *Policy) approvalMsg(i int32) string { return p.approvalReq[i] }

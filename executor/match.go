@@ -1,0 +1,444 @@
+package executor
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"polc.dev/polc/internal/pattern"
+)
+
+// The matchers below are the evaluator's fast paths: each indexes its
+// patterns (maps for literals, tries for paths and commands, suffix maps for
+// hosts) so that a lookup costs about the length of the value, not the
+// number of rules. Each reports matches by setting rule bits. They implement
+// pattern.Match exactly; match_test.go checks them against it.
+
+// bits is a rule bitset indexed by rule order.
+type bits []uint64
+
+func newBits(n int) bits        { return make(bits, (n+63)/64) }
+func (b bits) set(i int32)      { b[i>>6] |= 1 << (uint(i) & 63) }
+func (b bits) has(i int32) bool { return b[i>>6]&(1<<(uint(i)&63)) != 0 }
+func (b bits) clear() {
+	for i := range b {
+		b[i] = 0
+	}
+}
+
+// globMatch matches a single-segment glob ('*' any run, '?' one rune).
+func globMatch(p, s string) bool {
+	// Iterative matching with one backtrack point, over bytes for ASCII
+	// and runes otherwise.
+	pi, si, star, mark := 0, 0, -1, 0
+	for si < len(s) {
+		if pi < len(p) {
+			switch p[pi] {
+			case '*':
+				star, mark = pi, si
+				pi++
+				continue
+			case '?':
+				_, size := decodeRune(s[si:])
+				pi++
+				si += size
+				continue
+			default:
+				if p[pi] == s[si] {
+					pi++
+					si++
+					continue
+				}
+			}
+		}
+		if star < 0 {
+			return false
+		}
+		pi = star + 1
+		_, size := decodeRune(s[mark:])
+		mark += size
+		si = mark
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}
+
+func decodeRune(s string) (rune, int) { return utf8.DecodeRuneInString(s) }
+
+func hasGlob(p string) bool { return strings.ContainsAny(p, "*?") }
+
+// globSet matches single-segment patterns (action ids, env names, scopes).
+type globSet struct {
+	exact map[string][]int32
+	globs []globRule
+}
+
+type globRule struct {
+	pat string
+	id  int32
+}
+
+func (g *globSet) add(p string, id int32) {
+	if !hasGlob(p) {
+		if g.exact == nil {
+			g.exact = map[string][]int32{}
+		}
+		g.exact[p] = append(g.exact[p], id)
+		return
+	}
+	g.globs = append(g.globs, globRule{p, id})
+}
+
+func (g *globSet) match(s string, hits bits) bool {
+	any := false
+	for _, id := range g.exact[s] {
+		if hits != nil {
+			hits.set(id)
+		}
+		any = true
+	}
+	for _, r := range g.globs {
+		if globMatch(r.pat, s) {
+			if hits != nil {
+				hits.set(r.id)
+			}
+			any = true
+		}
+	}
+	return any
+}
+
+func (g *globSet) empty() bool { return len(g.exact) == 0 && len(g.globs) == 0 }
+
+// segTrie matches '/'-separated patterns with literal, glob and (when the
+// grammar has it) "**" segments. Values are split on '/' lazily.
+type segTrie struct {
+	root  segNode
+	count int
+}
+
+type segNode struct {
+	lit   map[string]*segNode
+	globs []segGlob
+	dstar *segNode
+	ids   []int32
+}
+
+type segGlob struct {
+	pat string
+	n   *segNode
+}
+
+func (t *segTrie) add(p string, id int32) {
+	n := &t.root
+	for seg := range strings.SplitSeq(p, "/") {
+		switch {
+		case seg == "**":
+			if n.dstar == nil {
+				n.dstar = &segNode{}
+			}
+			n = n.dstar
+		case hasGlob(seg):
+			var next *segNode
+			for _, g := range n.globs {
+				if g.pat == seg {
+					next = g.n
+				}
+			}
+			if next == nil {
+				next = &segNode{}
+				n.globs = append(n.globs, segGlob{seg, next})
+			}
+			n = next
+		default:
+			if n.lit == nil {
+				n.lit = map[string]*segNode{}
+			}
+			next := n.lit[seg]
+			if next == nil {
+				next = &segNode{}
+				n.lit[seg] = next
+			}
+			n = next
+		}
+	}
+	n.ids = append(n.ids, id)
+	t.count++
+}
+
+// match reports whether any pattern matches s and sets the bits of all
+// that do.
+func (t *segTrie) match(s string, hits bits) bool {
+	if t.count == 0 {
+		return false
+	}
+	return t.root.match(s, 0, false, hits)
+}
+
+// match matches the segments of s starting at off; done means no segment
+// is left (distinct from one empty segment).
+func (n *segNode) match(s string, off int, done bool, hits bits) bool {
+	any := false
+	if n.dstar != nil {
+		// "**" consumes zero or more whole segments.
+		if n.dstar.match(s, off, done, hits) {
+			any = true
+		}
+		if !done {
+			for o := off; ; {
+				i := strings.IndexByte(s[o:], '/')
+				if i < 0 {
+					if n.dstar.match(s, len(s), true, hits) {
+						any = true
+					}
+					break
+				}
+				o += i + 1
+				if n.dstar.match(s, o, false, hits) {
+					any = true
+				}
+			}
+		}
+	}
+	if done {
+		for _, id := range n.ids {
+			if hits != nil {
+				hits.set(id)
+			}
+			any = true
+		}
+		return any
+	}
+	seg, next, last := s[off:], 0, true
+	if i := strings.IndexByte(seg, '/'); i >= 0 {
+		seg, next, last = seg[:i], off+i+1, false
+	}
+	if c := n.lit[seg]; c != nil {
+		if c.match(s, next, last, hits) {
+			any = true
+		}
+	}
+	for _, g := range n.globs {
+		if globMatch(g.pat, seg) && g.n.match(s, next, last, hits) {
+			any = true
+		}
+	}
+	return any
+}
+
+// cmdTrie matches command patterns against argv token by token; a trailing
+// "*" token matches the rest.
+type cmdTrie struct {
+	root  cmdNode
+	count int
+}
+
+type cmdNode struct {
+	lit   map[string]*cmdNode
+	globs []cmdGlob
+	rest  []int32 // patterns ending in a trailing "*" here
+	ids   []int32 // patterns ending exactly here
+}
+
+type cmdGlob struct {
+	pat string
+	n   *cmdNode
+}
+
+func (t *cmdTrie) add(p string, id int32) {
+	n := &t.root
+	toks := strings.Split(p, " ")
+	for i, tok := range toks {
+		if tok == "*" && i == len(toks)-1 {
+			n.rest = append(n.rest, id)
+			t.count++
+			return
+		}
+		if hasGlob(tok) {
+			var next *cmdNode
+			for _, g := range n.globs {
+				if g.pat == tok {
+					next = g.n
+				}
+			}
+			if next == nil {
+				next = &cmdNode{}
+				n.globs = append(n.globs, cmdGlob{tok, next})
+			}
+			n = next
+			continue
+		}
+		if n.lit == nil {
+			n.lit = map[string]*cmdNode{}
+		}
+		next := n.lit[tok]
+		if next == nil {
+			next = &cmdNode{}
+			n.lit[tok] = next
+		}
+		n = next
+	}
+	n.ids = append(n.ids, id)
+	t.count++
+}
+
+// match matches argv; when lower is set each token is lowercased first.
+func (t *cmdTrie) match(argv []string, lower bool, hits bits) bool {
+	if t.count == 0 {
+		return false
+	}
+	return t.root.match(argv, lower, hits)
+}
+
+func (n *cmdNode) match(argv []string, lower bool, hits bits) bool {
+	any := false
+	for _, id := range n.rest {
+		if hits != nil {
+			hits.set(id)
+		}
+		any = true
+	}
+	if len(argv) == 0 {
+		for _, id := range n.ids {
+			if hits != nil {
+				hits.set(id)
+			}
+			any = true
+		}
+		return any
+	}
+	tok := argv[0]
+	if lower {
+		tok = strings.ToLower(tok)
+	}
+	if c := n.lit[tok]; c != nil && c.match(argv[1:], lower, hits) {
+		any = true
+	}
+	for _, g := range n.globs {
+		if globMatch(g.pat, tok) && g.n.match(argv[1:], lower, hits) {
+			any = true
+		}
+	}
+	return any
+}
+
+// hostSet matches "host:port" values.
+type hostSet struct {
+	any      []int32
+	exact    map[string][]int32 // "host:port"
+	anyPort  map[string][]int32 // "host"
+	suffixes map[string][]hostSuffix
+	count    int
+}
+
+type hostSuffix struct {
+	port string // "" = any
+	id   int32
+}
+
+func (h *hostSet) add(p string, id int32) {
+	h.count++
+	if p == "*" {
+		h.any = append(h.any, id)
+		return
+	}
+	host, port, _ := pattern.SplitHostPort(p)
+	if suffix, ok := strings.CutPrefix(host, "*."); ok {
+		if h.suffixes == nil {
+			h.suffixes = map[string][]hostSuffix{}
+		}
+		h.suffixes[suffix] = append(h.suffixes[suffix], hostSuffix{port, id})
+		return
+	}
+	if port == "" {
+		if h.anyPort == nil {
+			h.anyPort = map[string][]int32{}
+		}
+		h.anyPort[host] = append(h.anyPort[host], id)
+		return
+	}
+	if h.exact == nil {
+		h.exact = map[string][]int32{}
+	}
+	h.exact[p] = append(h.exact[p], id)
+}
+
+func (h *hostSet) match(v string, hits bits) bool {
+	if h.count == 0 {
+		return false
+	}
+	any := false
+	set := func(ids []int32) {
+		for _, id := range ids {
+			if hits != nil {
+				hits.set(id)
+			}
+			any = true
+		}
+	}
+	set(h.any)
+	i := strings.LastIndexByte(v, ':')
+	if i <= 0 || i == len(v)-1 {
+		return any // not host:port: only "*" matches
+	}
+	host, port := v[:i], v[i+1:]
+	set(h.exact[v])
+	set(h.anyPort[host])
+	if len(h.suffixes) > 0 && !strings.HasPrefix(host, "[") {
+		for j := 1; j < len(host); j++ {
+			if host[j] != '.' {
+				continue
+			}
+			for _, s := range h.suffixes[host[j+1:]] {
+				if s.port == "" || s.port == port {
+					if hits != nil {
+						hits.set(s.id)
+					}
+					any = true
+				}
+			}
+		}
+	}
+	return any
+}
+
+// pathSet matches absolute patterns against paths and workspace-relative
+// patterns against the path relative to the workspace.
+type pathSet struct {
+	abs, rel segTrie
+}
+
+func (p *pathSet) add(pat string, id int32) {
+	if strings.HasPrefix(pat, "/") {
+		p.abs.add(pat, id)
+		return
+	}
+	p.rel.add(pat, id)
+}
+
+func (p *pathSet) empty() bool { return p.abs.count == 0 && p.rel.count == 0 }
+
+// match: path is clean and absolute, ws the clean absolute workspace.
+func (p *pathSet) match(path, ws string, hits bits) bool {
+	any := p.abs.match(path, hits)
+	if p.rel.count > 0 {
+		if rel, ok := relTo(ws, path); ok && p.rel.match(rel, hits) {
+			any = true
+		}
+	}
+	return any
+}
+
+// relTo returns path relative to ws ("" for ws itself).
+func relTo(ws, path string) (string, bool) {
+	switch {
+	case path == ws:
+		return "", true
+	case ws == "/":
+		return path[1:], true
+	case strings.HasPrefix(path, ws) && len(path) > len(ws) && path[len(ws)] == '/':
+		return path[len(ws)+1:], true
+	}
+	return "", false
+}
