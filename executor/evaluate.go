@@ -26,7 +26,7 @@ type Scratch struct {
 	deny, allow, appr bits
 	facets            [numFacets]bool
 	low               lowered
-	mcpBuf, mcpLowBuf []byte
+	mcpBuf, resBuf    []byte
 	gDeny, gAppr      []bool
 	gNA               []int
 }
@@ -158,8 +158,9 @@ func (p *Policy) EvaluateInto(r *Normalized, s *Scratch, d *Decision) Diagnostic
 			F[FacetMCPTool] = true
 		}
 		if r.MCP.Resource != nil {
-			s.mcpBuf = append(append(append(s.mcpBuf[:0], r.MCP.Server...), '/'), *r.MCP.Resource...)
-			res := unsafe.String(unsafe.SliceData(s.mcpBuf), len(s.mcpBuf))
+			// A buffer of its own: L.mcp may alias mcpBuf until approvals ran.
+			s.resBuf = append(append(append(s.resBuf[:0], r.MCP.Server...), '/'), *r.MCP.Resource...)
+			res := unsafe.String(unsafe.SliceData(s.resBuf), len(s.resBuf))
 			if !p.mcpRes.match(res, s.allow) {
 				F[FacetMCPResource] = true
 			}

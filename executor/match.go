@@ -379,13 +379,15 @@ func (h *hostSet) match(v string, hits bits) bool {
 	}
 	set(h.any)
 	i := strings.LastIndexByte(v, ':')
-	if i <= 0 || i == len(v)-1 {
+	if i < 0 || !digits(v[i+1:]) {
 		return any // not host:port: only "*" matches
 	}
 	host, port := v[:i], v[i+1:]
 	set(h.exact[v])
 	set(h.anyPort[host])
-	if len(h.suffixes) > 0 && !strings.HasPrefix(host, "[") {
+	// "*.s" needs the part before ".s" to be valid labels; a host with an
+	// empty label, ':', '[' or ']' can have no such part before any suffix.
+	if len(h.suffixes) > 0 && host != "" && host[0] != '.' && !strings.Contains(host, "..") && !strings.ContainsAny(host, ":[]") {
 		for j := 1; j < len(host); j++ {
 			if host[j] != '.' {
 				continue
@@ -441,4 +443,16 @@ func relTo(ws, path string) (string, bool) {
 		return path[len(ws)+1:], true
 	}
 	return "", false
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -92,18 +92,41 @@ func matchHost(p, s string) bool {
 	if p == "*" {
 		return true
 	}
-	sh, sp, err := SplitHostPort(s)
-	if err != nil || sp == "" {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 || !allDigits(s[i+1:]) {
 		return false
 	}
+	sh, sp := s[:i], s[i+1:]
 	ph, pp, _ := SplitHostPort(p)
 	if pp != "" && pp != sp {
 		return false
 	}
 	if suffix, ok := strings.CutPrefix(ph, "*."); ok {
-		return strings.HasSuffix(sh, "."+suffix) && len(sh) > len(suffix)+1 && !strings.HasPrefix(sh, "[")
+		prefix, ok := strings.CutSuffix(sh, "."+suffix)
+		return ok && ValidLabels(prefix)
 	}
 	return sh == ph
+}
+
+// ValidLabels reports whether s is one or more non-empty DNS-style labels
+// separated by '.', without ':', '[' or ']' — what a leading "*." matches.
+func ValidLabels(s string) bool {
+	if s == "" || s[0] == '.' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
+		return false
+	}
+	return !strings.ContainsAny(s, ":[]")
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Regexp lowers a valid pattern of grammar k to an anchored RE2 expression
@@ -116,13 +139,11 @@ func Regexp(k Kind, p string) string {
 			if p == "/" {
 				return "^/$"
 			}
-			body := segmentsRegexp(segs, "[^/]+", true)
-			if allDoubleStar(segs) {
-				return "^(?:" + body + "|/)$"
-			}
-			return "^" + body + "$"
+			// Segments may be empty so that "**" behaves as in Match on any
+			// string, clean or not ("/**" matches "/", one empty segment).
+			return "^" + segmentsRegexp(segs, "[^/]*", true) + "$"
 		}
-		return "^" + segmentsRegexp(strings.Split(p, "/"), "[^/]+", false) + "$"
+		return "^" + segmentsRegexp(strings.Split(p, "/"), "[^/]*", false) + "$"
 	case Command:
 		if p == "*" {
 			return "^(?s:.*)$"
@@ -173,15 +194,6 @@ func Regexp(k Kind, p string) string {
 		return "^" + globRegexp(server, "[^/]") + "/" + segmentsRegexp(strings.Split(res, "/"), "[^/]*", false) + "$"
 	}
 	return "^" + globRegexp(p, ".") + "$"
-}
-
-func allDoubleStar(segs []string) bool {
-	for _, s := range segs {
-		if s != "**" {
-			return false
-		}
-	}
-	return true
 }
 
 // segmentsRegexp lowers '/'-separated segments where "**" stands for zero or
