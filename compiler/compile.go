@@ -8,7 +8,7 @@
 //	validate  unify each policy with the embedded #PermissionPolicy schema
 //	resolve   apply inheritance (DESIGN §2.2) in dependency order
 //	lower     lower each resolved policy to compiled rules and gate bindings
-//	emit      encode snapshots and source maps as files
+//	emit      encode snapshots, source maps and the Rego bundle as files
 //
 // A stage that reports an error stops the pipeline: nothing is emitted.
 package compiler

@@ -17,6 +17,8 @@ type Config struct {
 	// Parents are parent snapshots, by name, that policies in the compile
 	// set may extend (polc compile --parent).
 	Parents []*snapshot.Snapshot
+	// Sign, when set, signs the emitted Rego bundle in OPA's format.
+	Sign *SigningConfig
 	// Now is the compile time used only for warnings about expired
 	// policies; it never enters a snapshot. Default: time.Now.
 	Now func() time.Time

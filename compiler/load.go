@@ -28,6 +28,8 @@ import (
 // sources, sorted by name.
 type Declarations struct {
 	Policies []*Policy
+	// Tests are the declared decision tests, in source order.
+	Tests    []*TestCase
 	values   []cue.Value
 	files    []string
 	l        *loader
@@ -54,7 +56,7 @@ func (d *Declarations) names() string {
 }
 
 // topLevelFields are the regular fields a declaration file may have.
-var topLevelFields = []string{"policies"}
+var topLevelFields = []string{"policies", "tests"}
 
 // policyName is the grammar of policy names (keys under `policies`); names
 // become file names, so nothing else is accepted.
@@ -62,10 +64,11 @@ var policyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
 // loader holds the state of one Load call.
 type loader struct {
-	cfg    Config
-	ctx    *cue.Context
-	schema cue.Value // the compiled schema with `in`/`out` wiring
-	diags  diag.List
+	cfg     Config
+	ctx     *cue.Context
+	schema  cue.Value // the compiled schema with `in`/`out` wiring
+	tschema cue.Value // the same for #Test
+	diags   diag.List
 }
 
 // Load reads CUE files, directories (the CUE package in the directory) and
@@ -85,8 +88,11 @@ func Load(cfg Config, paths []string) (*Declarations, diag.List) {
 func loadSources(cfg Config, paths []string) (*Declarations, diag.List) {
 	l := &loader{cfg: cfg, ctx: cuecontext.New()}
 	l.schema = l.ctx.CompileString(schema.PolicyCUE+"\nin: _\nout: #PermissionPolicy & in\n", cue.Filename(schema.PolicyFile))
-	if err := l.schema.Err(); err != nil {
-		panic("polc: embedded schema does not compile: " + err.Error())
+	l.tschema = l.ctx.CompileString(schema.PolicyCUE+"\nin: _\nout: #Test & in\n", cue.Filename(schema.PolicyFile))
+	for _, v := range []cue.Value{l.schema, l.tschema} {
+		if err := v.Err(); err != nil {
+			panic("polc: embedded schema does not compile: " + err.Error())
+		}
 	}
 	decls := &Declarations{l: l}
 	var cueFiles []string
@@ -128,6 +134,7 @@ func (d *Declarations) validate() diag.List {
 	l := d.l
 	seen := map[string]*Policy{}
 	for _, v := range d.values {
+		d.Tests = append(d.Tests, l.tests(v)...)
 		for _, p := range l.policies(v) {
 			if prev, dup := seen[p.Name]; dup {
 				l.diags.Add(p.Pos, diag.CodeDuplicatePolicy, "policy %q is declared twice (also at %s)", p.Name, prev.Pos)
@@ -246,6 +253,9 @@ func (l *loader) policies(v cue.Value) []*Policy {
 		name := it.Selector().Unquoted()
 		if !slices.Contains(topLevelFields, name) {
 			l.diags.Add(l.pos(it.Value().Pos()), diag.CodeUnknownField, "unknown top-level field %q (allowed: %s; helpers may be definitions #X or hidden fields _x)", name, strings.Join(topLevelFields, ", "))
+			continue
+		}
+		if name != "policies" {
 			continue
 		}
 		pv := it.Value()

@@ -55,8 +55,20 @@ func (s *state) emit() diag.List {
 		}
 		s.res.Files["snapshots/"+snap.Name+".srcmap.json"] = m
 	}
+	if diags.HasErrors() {
+		return diags
+	}
+	b, err := WriteBundle(s.res.Snapshots, s.cfg.Sign)
+	if err != nil {
+		diags.Add(diag.Pos{}, diag.CodeInvalidValue, "bundle: %v", err)
+		return diags
+	}
+	s.res.Files[BundleFile] = b
 	return diags
 }
+
+// BundleFile is the name of the Rego bundle in the output directory.
+const BundleFile = "bundle.tar.gz"
 
 // dumpResolved presents the resolved models for --dump=resolve.
 func (s *state) dumpResolved() any {

@@ -317,3 +317,37 @@ func (p *Policy) reduce(s *Scratch, d *Decision) {
 }
 
 func (p *Policy) approvalMsg(i int32) string { return p.approvalReq[i] }
+
+// Explanation lists what each evaluation step found, for polc eval
+// --explain: the deny rules that matched, the facets not allowed (with the
+// gate each belongs to), the allow rules that granted something, and the
+// approval rules that matched.
+type Explanation struct {
+	DenyMatches []string          `json:"deny_matches"`
+	NotAllowed  map[string]string `json:"not_allowed"`
+	Grants      []string          `json:"grants"`
+	Approvals   []string          `json:"approvals"`
+}
+
+// Explain evaluates r and also returns the intermediate match sets.
+func (p *Policy) Explain(r *Normalized) (Decision, Explanation, Diagnostics) {
+	s := p.NewScratch()
+	d := Decision{RuleIDs: []string{}, Reasons: []string{}}
+	diags := p.EvaluateInto(r, s, &d)
+	ids := func(b bits) []string {
+		out := []string{}
+		for i := range p.ruleIDs {
+			if b.has(int32(i)) {
+				out = append(out, p.ruleIDs[i])
+			}
+		}
+		return out
+	}
+	e := Explanation{DenyMatches: ids(s.deny), Grants: ids(s.allow), Approvals: ids(s.appr), NotAllowed: map[string]string{}}
+	for f := range numFacets {
+		if s.facets[f] {
+			e.NotAllowed[FacetNames[f]] = p.gates[p.facetGate[f]].GateID
+		}
+	}
+	return d, e, diags
+}

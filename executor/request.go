@@ -4,6 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
+	"path"
+	"strings"
+	"time"
+
+	"polc.dev/polc/internal/strictjson"
 )
 
 // ActionRequest is what a caller asks to run: an action id, its arguments
@@ -96,4 +102,60 @@ func ParseActionRequest(data []byte) (ActionRequest, error) {
 		}
 	}
 	return r, nil
+}
+
+// ParseNormalized decodes a normalized request strictly: every member
+// present, no unknown member, and values in their documented forms (time
+// in TimeLayout, known path accesses, absolute workspace and paths,
+// host:port hosts, non-empty argv).
+func ParseNormalized(data []byte) (*Normalized, error) {
+	var n Normalized
+	if err := strictjson.Decode(data, &n); err != nil {
+		return nil, fmt.Errorf("normalized request: %v", err)
+	}
+	if err := n.Validate(); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// Validate checks the documented forms of a normalized request.
+func (n *Normalized) Validate() error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("normalized request: "+format, args...)
+	}
+	if _, err := time.Parse(TimeLayout, n.Time); err != nil || len(n.Time) != len(TimeLayout) {
+		return fail("time %q: want %s", n.Time, TimeLayout)
+	}
+	if !strings.HasPrefix(n.Workspace, "/") || path.Clean(n.Workspace) != n.Workspace {
+		return fail("workspace %q must be a clean absolute path", n.Workspace)
+	}
+	for _, p := range n.Paths {
+		if !strings.HasPrefix(p.Path, "/") || path.Clean(p.Path) != p.Path {
+			return fail("path %q must be clean and absolute", p.Path)
+		}
+		if p.Access != "read" && p.Access != "write" && p.Access != "execute" {
+			return fail("path access %q: want read, write or execute", p.Access)
+		}
+	}
+	for _, c := range n.Commands {
+		if len(c) == 0 {
+			return fail("empty argv")
+		}
+		for _, t := range c {
+			if strings.ContainsRune(t, 0) {
+				return fail("NUL in argv")
+			}
+		}
+	}
+	for _, h := range n.Hosts {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil || host == "" || !digits(port) {
+			return fail("host %q: want host:port", h)
+		}
+	}
+	if n.MCP != nil && (n.MCP.Server == "" || n.MCP.Tool == "") {
+		return fail("mcp needs server and tool")
+	}
+	return nil
 }

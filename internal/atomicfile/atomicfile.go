@@ -52,6 +52,9 @@ func ReplaceDir(dir, sub string, files map[string][]byte) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)

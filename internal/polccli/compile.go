@@ -18,11 +18,14 @@ import (
 )
 
 type compileParams struct {
-	paths   []string
-	out     string
-	parents []string
-	dump    string
-	format  string
+	paths     []string
+	out       string
+	parents   []string
+	dump      string
+	format    string
+	signKey   string
+	signAlg   string
+	signKeyID string
 }
 
 func newCompileCmd(e *env) *cobra.Command {
@@ -45,6 +48,9 @@ one stage (load, validate, resolve, lower, emit) as JSON.`,
 	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
 	c.Flags().StringVar(&p.dump, "dump", "", "print one stage's output: "+strings.Join(compiler.Stages, ", "))
 	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json or github")
+	c.Flags().StringVar(&p.signKey, "sign-key", "", "sign bundle.tar.gz with this PEM private key (RSA/EC) or HMAC secret file, in OPA's format")
+	c.Flags().StringVar(&p.signAlg, "sign-alg", "", "JWT algorithm for --sign-key (default RS256 for RSA, ES256 for EC, HS256 otherwise)")
+	c.Flags().StringVar(&p.signKeyID, "sign-key-id", "default", "key id recorded in the bundle signature")
 	return c
 }
 
@@ -63,7 +69,16 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 	if diags.HasErrors() {
 		return report(e, diags, f)
 	}
-	res := compiler.Compile(compiler.Config{Dir: e.dir, Parents: parents}, p.paths)
+	cfg := compiler.Config{Dir: e.dir, Parents: parents}
+	if p.signKey != "" {
+		name, key, err := readInput(e, p.signKey)
+		if err != nil {
+			diags.Add(diag.Pos{File: name}, diag.CodeIO, "cannot read signing key: %v", err)
+			return report(e, diags, f)
+		}
+		cfg.Sign = &compiler.SigningConfig{Key: key, Algorithm: p.signAlg, KeyID: p.signKeyID}
+	}
+	res := compiler.Compile(cfg, p.paths)
 	diags = append(diags, res.Diagnostics...)
 	if p.dump != "" {
 		if d, ok := res.Dumps[p.dump]; ok {
@@ -87,7 +102,11 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 			files[rest] = b
 		}
 	}
-	if err := atomicfile.ReplaceDir(out, "snapshots", files); err != nil {
+	err = atomicfile.ReplaceDir(out, "snapshots", files)
+	if err == nil {
+		err = atomicfile.WriteFile(filepath.Join(out, compiler.BundleFile), res.Files[compiler.BundleFile], 0o644)
+	}
+	if err != nil {
 		diags.Add(diag.Pos{File: diag.Rel(e.dir, out)}, diag.CodeIO, "cannot write output: %v", err)
 		return report(e, diags, f)
 	}

@@ -1,0 +1,93 @@
+package compiler
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"cuelang.org/go/cue"
+	cueerrors "cuelang.org/go/cue/errors"
+
+	"polc.dev/polc/executor"
+	"polc.dev/polc/internal/diag"
+)
+
+// TestCase is one declared decision test (`tests: [...]`).
+type TestCase struct {
+	// Index is the position in its source's tests list.
+	Index int
+	// Name is the optional name, for messages.
+	Name string
+	// Policy names the policy under test.
+	Policy string
+	// Request is the action request.
+	Request executor.ActionRequest
+	// Want is the expected decision; nil members are not compared.
+	Want TestWant
+	// Pos is the position of the test.
+	Pos diag.Pos
+}
+
+// TestWant is the expected part of a decision.
+type TestWant struct {
+	Disposition   string          `json:"disposition"`
+	RuleIDs       *[]string       `json:"rule_ids,omitempty"`
+	Reasons       *[]string       `json:"reasons,omitempty"`
+	ApproverClass json.RawMessage `json:"approver_class,omitempty"`
+}
+
+// tests validates the `tests` list of one source against #Test.
+func (l *loader) tests(v cue.Value) []*TestCase {
+	tv := v.LookupPath(cue.ParsePath("tests"))
+	if !tv.Exists() {
+		return nil
+	}
+	it, err := tv.List()
+	if err != nil {
+		l.diags.Add(l.pos(tv.Pos()), diag.CodeSchemaViolation, "tests must be a list")
+		return nil
+	}
+	var out []*TestCase
+	for i := 0; it.Next(); i++ {
+		tc := it.Value()
+		pos := l.pos(tc.Pos())
+		checked := l.tschema.FillPath(cue.ParsePath("in"), tc).LookupPath(cue.ParsePath("out"))
+		if err := checked.Validate(cue.Concrete(true)); err != nil {
+			for _, e := range cueerrors.Errors(err) {
+				format, args := e.Msg()
+				msg := fmt.Sprintf(format, args...)
+				code := diag.CodeSchemaViolation
+				if msg == "field not allowed" {
+					code = diag.CodeUnknownField
+				}
+				p := l.userPos(e)
+				if p.File == "" {
+					p = pos
+				}
+				l.diags.Add(p, code, "tests[%d]: %s: %s", i, declPath(e.Path()), msg)
+			}
+			continue
+		}
+		raw, err := tc.MarshalJSON()
+		if err != nil {
+			l.diags.Add(pos, diag.CodeSchemaViolation, "tests[%d]: %v", i, err)
+			continue
+		}
+		var decoded struct {
+			Name    string          `json:"name"`
+			Policy  string          `json:"policy"`
+			Request json.RawMessage `json:"request"`
+			Want    TestWant        `json:"want"`
+		}
+		if err := unmarshalNumbers(raw, &decoded); err != nil {
+			l.diags.Add(pos, diag.CodeSchemaViolation, "tests[%d]: %v", i, err)
+			continue
+		}
+		req, err := executor.ParseActionRequest(decoded.Request)
+		if err != nil {
+			l.diags.Add(pos, diag.CodeSchemaViolation, "tests[%d]: %v", i, err)
+			continue
+		}
+		out = append(out, &TestCase{Index: i, Name: decoded.Name, Policy: decoded.Policy, Request: req, Want: decoded.Want, Pos: pos})
+	}
+	return out
+}
