@@ -29,10 +29,10 @@ import (
 type Declarations struct {
 	Policies []*Policy
 	// Tests are the declared decision tests, in source order.
-	Tests    []*TestCase
-	values   []cue.Value
-	files    []string
-	l        *loader
+	Tests  []*TestCase
+	values []cue.Value
+	files  []string
+	l      *loader
 }
 
 // Lookup returns the policy named name, or nil.
