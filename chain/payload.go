@@ -74,7 +74,7 @@ type OperationDeniedPayload struct {
 
 // CallableCompletedPayload is the terminal of a successful call.
 type CallableCompletedPayload struct {
-	DurationUS  int64  `json:"duration_us"`
+	DurationUS   int64  `json:"duration_us"`
 	ResultDigest string `json:"result_digest"`
 }
 

@@ -4,10 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
-	"slices"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/transparency-dev/merkle/compact"
