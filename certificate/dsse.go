@@ -163,6 +163,7 @@ func OpenEnvelope(data []byte, trust *chain.Trust) (*SignatureCheck, error) {
 	pae := PAE(env.PayloadType, payload)
 	seen := map[*chain.Key]bool{}
 	var wrongRole []*chain.Key
+	var unknown []string
 	bad := false
 	for _, s := range env.Signatures {
 		sig, err := decodeB64(s.Sig)
@@ -192,7 +193,7 @@ func OpenEnvelope(data []byte, trust *chain.Trust) (*SignatureCheck, error) {
 			}
 		}
 		if key == nil {
-			add(chain.NewFinding(chain.CodeIgnoredSignature, "signature with keyid "+strconv.Quote(s.KeyID)+" verifies with no trusted key; ignored"))
+			unknown = append(unknown, s.KeyID)
 			continue
 		}
 		if seen[key] {
@@ -209,6 +210,9 @@ func OpenEnvelope(data []byte, trust *chain.Trust) (*SignatureCheck, error) {
 	case bad:
 		sc.Signers = nil
 	case len(sc.Signers) > 0:
+		for _, id := range unknown {
+			add(chain.NewFinding(chain.CodeIgnoredSignature, "signature with keyid "+strconv.Quote(id)+" verifies with no trusted key; ignored"))
+		}
 		for _, k := range wrongRole {
 			add(chain.NewFinding(chain.CodeIgnoredSignature, "signature by "+string(k.Role)+" key "+k.ID()+" ignored on a certificate"))
 		}

@@ -95,7 +95,7 @@ func AuditChain(in AuditInput) (*Audit, error) {
 		a.Anchors = append(a.Anchors, anchor)
 		a.Checkpoints = append(a.Checkpoints, rep)
 	}
-	if !a.Anchored() && res.OK() {
+	if !a.Anchored() && noErrors(a.Findings) {
 		a.Findings = append(a.Findings, unanchored(in.ExpectedHead != nil || len(in.Checkpoints) > 0))
 	}
 	return a, nil
@@ -124,6 +124,7 @@ func checkNoteAgainst(sn *SignedNote, res *Result) ([]Finding, Anchor, Checkpoin
 	}
 	var signedAt *time.Time
 	switch {
+	case !ok:
 	case c.Size > uint64(res.Records):
 		fs = append(fs, NewFinding(CodeTruncated, fmt.Sprintf("checkpoint covers %d records; the chain has %d", c.Size, res.Records)).Values(strconv.FormatUint(c.Size, 10)+" records", strconv.FormatInt(res.Records, 10)+" records"))
 		ok = false

@@ -145,11 +145,11 @@ func OpenCheckpoint(msg []byte, trust *Trust) (*SignedNote, error) {
 			wrongRole = append(wrongRole, k)
 		}
 	}
-	for _, s := range n.UnverifiedSigs {
-		sn.Findings = append(sn.Findings, NewFinding(CodeIgnoredSignature, fmt.Sprintf("signature by unknown key %s+%08x ignored", s.Name, s.Hash)))
-	}
 	switch {
 	case len(sn.Signers) > 0:
+		for _, s := range n.UnverifiedSigs {
+			sn.Findings = append(sn.Findings, NewFinding(CodeIgnoredSignature, fmt.Sprintf("signature by unknown key %s+%08x ignored", s.Name, s.Hash)))
+		}
 		for _, k := range wrongRole {
 			sn.Findings = append(sn.Findings, NewFinding(CodeIgnoredSignature, "signature by "+string(k.Role)+" key "+k.ID()+" ignored on a checkpoint"))
 		}

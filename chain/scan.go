@@ -248,6 +248,8 @@ type line struct {
 	supersedes    uuid
 	hasSup        bool
 	spans         [maxFields]span // payload members
+	altHash       Hash            // the recomputed chain hash, when it differs
+	hasAlt        bool
 }
 
 // lineError is a per-record finding from the scanner.
@@ -295,6 +297,7 @@ const bodyOffset = 15 + 64 + 2
 // nil when the record is well formed, uses sha256-v1, satisfies its payload
 // schema and both of its hashes recompute.
 func (s *scanner) scan(b []byte, l *line) *lineError {
+	l.hasAlt = false
 	if !s.structure(b, l) {
 		return &lineError{code: CodeMalformedRecord, msg: explainRecord(b), unusable: true}
 	}
@@ -332,6 +335,8 @@ func (s *scanner) scan(b []byte, l *line) *lineError {
 	s.h.Write(b[bodyOffset:])
 	s.sum = s.h.Sum(s.sum[:0])
 	if !bytes.Equal(s.sum, l.storedHash[:]) {
+		copy(l.altHash[:], s.sum)
+		l.hasAlt = true
 		return &lineError{code: CodeContentMismatch, msg: "chain_hash does not match the record's content",
 			expected: hex.EncodeToString(s.sum), actual: l.storedHash.String()}
 	}

@@ -148,6 +148,8 @@ type Verifier struct {
 	haveLast  bool
 	lastSeq   int64
 	lastHash  Hash
+	lastAlt   Hash // recomputed hash of the last record when it differed
+	hasAlt    bool
 	broken    bool
 	chainID   uuid
 	haveChain bool
@@ -163,6 +165,8 @@ type Verifier struct {
 
 	// state machine
 	ops        map[uuid]*opState
+	tainted    map[uuid]bool
+	holes      bool // a record was kept out of the state machine
 	closedOps  map[uuid]int64
 	recordIDs  map[uuid]int64
 	closed     bool
@@ -175,6 +179,9 @@ type Verifier struct {
 
 	findings []Finding
 	omitted  int
+
+	badRun int // consecutive unusable lines
+	badIdx int // index in findings of the run's first finding (-1: omitted)
 }
 
 // NewVerifier returns a Verifier. Precondition: opts.ChainID, if set, is a
@@ -189,6 +196,7 @@ func NewVerifier(opts VerifyOptions) *Verifier {
 		headFoundAt: -1,
 		nh:          newNodeHasher(),
 		ops:         make(map[uuid]*opState),
+		tainted:     make(map[uuid]bool),
 		closedOps:   make(map[uuid]int64),
 		recordIDs:   make(map[uuid]int64),
 		roots:       make(map[uint64]Hash),
@@ -266,8 +274,7 @@ func (v *Verifier) addOversized(n int64) {
 	v.lineNo++
 	v.records++
 	v.bytes += n
-	v.add(NewFinding(CodeMalformedRecord, fmt.Sprintf("record of %d bytes exceeds the %d-byte limit", n-1, MaxRecordBytes)).At(-1, v.lineNo))
-	v.unusable()
+	v.malformed(fmt.Sprintf("record of %d bytes exceeds the %d-byte limit", n-1, MaxRecordBytes))
 }
 
 // addTorn records a final line without its newline.
@@ -280,9 +287,32 @@ func (v *Verifier) addTorn(n int64) {
 // AddTorn records that the input ends with n bytes after the last newline.
 func (v *Verifier) AddTorn(n int64) { v.addTorn(n) }
 
+// malformed reports an unusable line; a run of consecutive unusable lines
+// is reported once, at its first line.
+func (v *Verifier) malformed(msg string) {
+	v.badRun++
+	if v.badRun == 1 {
+		v.badIdx = -1
+		if len(v.findings) < v.opts.MaxFindings {
+			v.badIdx = len(v.findings)
+		}
+		v.add(NewFinding(CodeMalformedRecord, msg).At(-1, v.lineNo))
+	}
+	v.unusable()
+}
+
+// endRun closes a run of unusable lines.
+func (v *Verifier) endRun() {
+	if v.badRun > 1 && v.badIdx >= 0 {
+		v.findings[v.badIdx].Message += fmt.Sprintf(" (and the %d lines after it)", v.badRun-1)
+	}
+	v.badRun = 0
+}
+
 // unusable handles a line whose link fields could not be read.
 func (v *Verifier) unusable() {
 	v.broken = true
+	v.holes = true
 	v.leaf(Hash{})
 }
 
@@ -303,17 +333,16 @@ func (v *Verifier) Add(b []byte) {
 	v.records++
 	v.bytes += int64(len(b)) + 1
 	if len(b) > MaxRecordBytes {
-		v.add(NewFinding(CodeMalformedRecord, fmt.Sprintf("record of %d bytes exceeds the %d-byte limit", len(b), MaxRecordBytes)).At(-1, v.lineNo))
-		v.unusable()
+		v.malformed(fmt.Sprintf("record of %d bytes exceeds the %d-byte limit", len(b), MaxRecordBytes))
 		return
 	}
 	l := &v.l
 	lerr := v.sc.scan(b, l)
 	if lerr != nil && lerr.unusable {
-		v.add(NewFinding(lerr.code, lerr.msg).At(-1, v.lineNo))
-		v.unusable()
+		v.malformed(lerr.msg)
 		return
 	}
+	v.endRun()
 	seq := l.seq
 	lineFinding := false
 	if lerr != nil {
@@ -363,7 +392,7 @@ func (v *Verifier) Add(b []byte) {
 	} else {
 		var f *Finding
 		switch {
-		case seq == v.lastSeq+1 && l.hasPrev && l.prev == v.lastHash:
+		case seq == v.lastSeq+1 && l.hasPrev && (l.prev == v.lastHash || v.hasAlt && l.prev == v.lastAlt):
 			linked = true
 		case seq == v.lastSeq+1:
 			actual := "null"
@@ -390,6 +419,7 @@ func (v *Verifier) Add(b []byte) {
 		}
 	}
 	v.haveLast, v.lastSeq, v.lastHash = true, seq, l.storedHash
+	v.lastAlt, v.hasAlt = l.altHash, l.hasAlt
 
 	// unique record ids
 	if prevSeq, dup := v.recordIDs[l.recordID]; dup {
@@ -422,6 +452,13 @@ func (v *Verifier) Add(b []byte) {
 		return
 	}
 	if lineFinding && (lerr == nil || lerr.code != CodeUnsupportedAlgorithm) {
+		// The record is not trusted: keep its operation out of the state
+		// machine, so one bad record is not also reported as an orphan,
+		// a missing terminal and so on.
+		if l.hasOp {
+			v.tainted[l.opID] = true
+		}
+		v.holes = true
 		return
 	}
 	v.apply(l, seq)
@@ -431,6 +468,14 @@ func (v *Verifier) Add(b []byte) {
 // checks on a well-formed record.
 func (v *Verifier) apply(l *line, seq int64) {
 	at := func(f Finding) Finding { return f.At(seq, v.lineNo) }
+	// Once a record is missing from the state machine (unreadable or
+	// failing its own checks), findings that a missing record would explain
+	// are consequences of the break already reported, not new breaks.
+	sensitive := func(f Finding) {
+		if !v.holes {
+			v.add(at(f))
+		}
+	}
 	// one policy per chain
 	if !v.havePolicy {
 		v.havePolicy = true
@@ -454,6 +499,9 @@ func (v *Verifier) apply(l *line, seq int64) {
 		}
 	}
 	op := l.opID
+	if l.hasOp && v.tainted[op] {
+		return
+	}
 	st := v.ops[op]
 	_, wasClosed := v.closedOps[op]
 	switch l.typ {
@@ -467,9 +515,9 @@ func (v *Verifier) apply(l *line, seq int64) {
 		boundary(str(3))
 		switch {
 		case wasClosed:
-			v.add(at(NewFinding(CodeEventAfterTerminal, "policy_bound for an operation that already ended").Values("a new operation_id", op.String())))
+			sensitive(NewFinding(CodeEventAfterTerminal, "policy_bound for an operation that already ended").Values("a new operation_id", op.String()))
 		case st != nil:
-			v.add(at(NewFinding(CodeOperationOrder, "second policy_bound for an operation").Values("one policy_bound", "another")))
+			sensitive(NewFinding(CodeOperationOrder, "second policy_bound for an operation").Values("one policy_bound", "another"))
 		default:
 			v.ops[op] = &opState{phase: phaseBound, startSeq: -1}
 			v.res.MaxOpenOps = max(v.res.MaxOpenOps, len(v.ops))
@@ -478,13 +526,13 @@ func (v *Verifier) apply(l *line, seq int64) {
 		v.res.Operations++
 		switch {
 		case wasClosed:
-			v.add(at(NewFinding(CodeEventAfterTerminal, "operation_started for an operation that already ended").Values("a new operation_id", op.String())))
+			sensitive(NewFinding(CodeEventAfterTerminal, "operation_started for an operation that already ended").Values("a new operation_id", op.String()))
 		case st == nil:
-			v.add(at(NewFinding(CodeMissingPolicyBound, "operation_started without a preceding policy_bound").Values("policy_bound for "+op.String(), "none")))
+			sensitive(NewFinding(CodeMissingPolicyBound, "operation_started without a preceding policy_bound").Values("policy_bound for "+op.String(), "none"))
 			v.ops[op] = &opState{phase: phaseStarted, startSeq: seq, startLine: v.lineNo}
 			v.res.MaxOpenOps = max(v.res.MaxOpenOps, len(v.ops))
 		case st.phase == phaseStarted:
-			v.add(at(NewFinding(CodeOperationOrder, "second operation_started for an operation").Values("one operation_started", "another at sequence "+strconv.FormatInt(seq, 10))))
+			sensitive(NewFinding(CodeOperationOrder, "second operation_started for an operation").Values("one operation_started", "another at sequence "+strconv.FormatInt(seq, 10)))
 		default:
 			st.phase, st.startSeq, st.startLine = phaseStarted, seq, v.lineNo
 		}
@@ -526,11 +574,11 @@ func (v *Verifier) apply(l *line, seq int64) {
 		}
 		switch {
 		case wasClosed:
-			v.add(at(NewFinding(CodeEventAfterTerminal, string(l.typ)+" after the operation's terminal").Values("no record after sequence "+strconv.FormatInt(v.closedOps[op], 10), string(l.typ))))
+			sensitive(NewFinding(CodeEventAfterTerminal, string(l.typ)+" after the operation's terminal").Values("no record after sequence "+strconv.FormatInt(v.closedOps[op], 10), string(l.typ)))
 		case st == nil:
-			v.add(at(NewFinding(CodeOrphanEvent, string(l.typ)+" for an operation that was never started").Values("operation_started for "+op.String(), "none")))
+			sensitive(NewFinding(CodeOrphanEvent, string(l.typ)+" for an operation that was never started").Values("operation_started for "+op.String(), "none"))
 		case st.phase != phaseStarted:
-			v.add(at(NewFinding(CodeOperationOrder, string(l.typ)+" before operation_started").Values("operation_started", string(l.typ))))
+			sensitive(NewFinding(CodeOperationOrder, string(l.typ)+" before operation_started").Values("operation_started", string(l.typ)))
 		}
 	case TaskClosed:
 		v.closed = true
@@ -542,25 +590,25 @@ func (v *Verifier) apply(l *line, seq int64) {
 			OpenedAt: str(1), ClosedAt: str(0), OperationCount: count,
 		}
 		if count != v.res.Operations {
-			v.add(at(NewFinding(CodeOperationCount, "operation_count is not the number of operation_started records").Values(strconv.FormatInt(v.res.Operations, 10), strconv.FormatInt(count, 10))))
+			sensitive(NewFinding(CodeOperationCount, "operation_count is not the number of operation_started records").Values(strconv.FormatInt(v.res.Operations, 10), strconv.FormatInt(count, 10)))
 		}
 	case RecordSuperseded:
 		if _, ok := v.recordIDs[l.supersedes]; !ok || l.supersedes == l.recordID {
-			v.add(at(NewFinding(CodeDanglingSupersede, "supersedes_record_id names no earlier record").Values("an earlier record_id", l.supersedes.String())))
+			sensitive(NewFinding(CodeDanglingSupersede, "supersedes_record_id names no earlier record").Values("an earlier record_id", l.supersedes.String()))
 		}
 	default: // terminals
 		switch {
 		case wasClosed:
-			v.add(at(NewFinding(CodeDuplicateTerminal, "second terminal for one operation").Values("one terminal (sequence "+strconv.FormatInt(v.closedOps[op], 10)+")", string(l.typ))))
+			sensitive(NewFinding(CodeDuplicateTerminal, "second terminal for one operation").Values("one terminal (sequence "+strconv.FormatInt(v.closedOps[op], 10)+")", string(l.typ)))
 		case st == nil || st.phase != phaseStarted:
-			v.add(at(NewFinding(CodeOrphanTerminal, string(l.typ)+" for an operation that was never started").Values("operation_started for "+op.String(), "none")))
+			sensitive(NewFinding(CodeOrphanTerminal, string(l.typ)+" for an operation that was never started").Values("operation_started for "+op.String(), "none"))
 			if st != nil {
 				delete(v.ops, op)
 			}
 			v.closedOps[op] = seq
 		default:
 			if st.blocked && l.typ != OperationDenied {
-				v.add(at(NewFinding(CodeGateNotEnforced, "gate "+st.blockedBy+" denied the operation but it did not end in operation_denied").Values(string(OperationDenied), string(l.typ))))
+				sensitive(NewFinding(CodeGateNotEnforced, "gate "+st.blockedBy+" denied the operation but it did not end in operation_denied").Values(string(OperationDenied), string(l.typ)))
 			}
 			delete(v.ops, op)
 			v.closedOps[op] = seq
@@ -578,6 +626,7 @@ func inc(n int64, yes bool) int64 {
 // Finish completes the verification and returns its result. The Verifier
 // must not be used afterwards.
 func (v *Verifier) Finish() *Result {
+	v.endRun()
 	r := &v.res
 	r.Records = v.records
 	r.Bytes = v.bytes
@@ -588,14 +637,15 @@ func (v *Verifier) Finish() *Result {
 		v.add(NewFinding(CodeEmptyChain, "the chain has no records"))
 	}
 	if v.closed {
-		// Report open operations in start order.
+		// Report open operations in start order (unless a record is
+		// missing from the state machine: see apply).
 		type open struct {
 			seq, line int64
 			id        uuid
 		}
 		var list []open
 		for id, st := range v.ops {
-			if st.phase == phaseStarted {
+			if st.phase == phaseStarted && !v.tainted[id] && !v.holes {
 				list = append(list, open{st.startSeq, st.startLine, id})
 			}
 		}
