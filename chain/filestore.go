@@ -202,6 +202,9 @@ func (s *FileStore) Append(ctx context.Context, r *Record) (AppendReceipt, error
 	if err := ctx.Err(); err != nil {
 		return AppendReceipt{}, err
 	}
+	if r == nil {
+		return AppendReceipt{}, errors.New("chain: nil record")
+	}
 	c, err := s.chain(r.ChainID)
 	if err != nil {
 		return AppendReceipt{}, err

@@ -114,6 +114,9 @@ func newChainState() *chainState {
 
 // check validates r as the next record and returns its line.
 func (s *chainState) check(r *Record) ([]byte, error) {
+	if r == nil {
+		return nil, errors.New("chain: nil record")
+	}
 	line := r.Canonical()
 	if _, err := ParseRecord(line); err != nil {
 		var re *RecordError
@@ -193,6 +196,9 @@ func NewMemStore() *MemStore { return &MemStore{chains: make(map[string]*memChai
 func (m *MemStore) Append(ctx context.Context, r *Record) (AppendReceipt, error) {
 	if err := ctx.Err(); err != nil {
 		return AppendReceipt{}, err
+	}
+	if r == nil {
+		return AppendReceipt{}, errors.New("chain: nil record")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
