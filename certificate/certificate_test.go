@@ -96,7 +96,10 @@ func TestMintRefusals(t *testing.T) {
 		code  chain.Code
 	}{
 		{"closed before opened", func(p *evidencegen.Producer) { p.Run(evidencegen.Op{Tool: "a", Terminal: okTerm()}); p.Close() },
-			func(w *world) chain.Hash { w.boundary.ClosedAt = w.boundary.OpenedAt.Add(-time.Second); return w.head() },
+			func(w *world) chain.Hash {
+				w.boundary.ClosedAt = w.boundary.OpenedAt.Add(-time.Second)
+				return w.head()
+			},
 			certificate.RuleClosedAfterOpened, ""},
 		{"not closed", func(p *evidencegen.Producer) { p.Run(evidencegen.Op{Tool: "a", Terminal: okTerm()}) },
 			nil, certificate.RuleClosedAtHead, chain.CodeTaskNotClosed},
@@ -177,7 +180,10 @@ func TestEnvelopeSignatures(t *testing.T) {
 	// URL-safe base64 is accepted, as DSSE requires of verifiers.
 	var e certificate.Envelope
 	json.Unmarshal(env, &e)
-	toURL := func(s string) string { b, _ := base64.StdEncoding.DecodeString(s); return base64.RawURLEncoding.EncodeToString(b) }
+	toURL := func(s string) string {
+		b, _ := base64.StdEncoding.DecodeString(s)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
 	e.Payload = toURL(e.Payload)
 	for i := range e.Signatures {
 		e.Signatures[i].Sig = toURL(e.Signatures[i].Sig)

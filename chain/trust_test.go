@@ -21,7 +21,7 @@ var (
 	sqrtM = new(big.Int).Exp(big.NewInt(2), new(big.Int).Div(new(big.Int).Sub(fp, big.NewInt(1)), big.NewInt(4)), fp)
 )
 
-func fmod(x *big.Int) *big.Int { return new(big.Int).Mod(x, fp) }
+func fmod(x *big.Int) *big.Int    { return new(big.Int).Mod(x, fp) }
 func fmul(a, b *big.Int) *big.Int { return fmod(new(big.Int).Mul(a, b)) }
 func finv(a *big.Int) *big.Int    { return new(big.Int).ModInverse(a, fp) }
 
