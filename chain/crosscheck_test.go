@@ -178,3 +178,20 @@ func FuzzParseTrust(f *testing.F) {
 		}
 	})
 }
+
+// TestInteropPythonChain verifies a chain written by an independent Python
+// producer (testdata/scripts/certverify_interop_python.txtar holds it).
+func TestInteropPythonChain(t *testing.T) {
+	data, err := os.ReadFile("../testdata/interop/python-chain.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _ := os.ReadFile("../testdata/interop/python-chain.head")
+	h := string(bytes.TrimSpace(head))
+	if !fastOK(t, data, h) {
+		t.Fatal("the Python producer's chain does not verify")
+	}
+	if ok, why := refVerify(data, h); !ok {
+		t.Fatalf("reference verifier rejects it: %s", why)
+	}
+}
