@@ -38,8 +38,18 @@ func nodeHash(l, r Hash) Hash {
 
 // nodeHasher computes leaf and node hashes reusing one SHA-256 state.
 type nodeHasher struct {
-	h   hash.Hash
-	buf [65]byte
+	h    hash.Hash
+	buf  [65]byte
+	slab []byte // hashes are carved from it: compact.Range keeps slices
+}
+
+func (n *nodeHasher) sum() []byte {
+	if len(n.slab) < 32 {
+		n.slab = make([]byte, 32*512)
+	}
+	out := n.h.Sum(n.slab[:0:32])
+	n.slab = n.slab[32:]
+	return out
 }
 
 func newNodeHasher() *nodeHasher { return &nodeHasher{h: sha256.New()} }
@@ -49,7 +59,7 @@ func (n *nodeHasher) leaf(chainHash Hash) []byte {
 	copy(n.buf[1:33], chainHash[:])
 	n.h.Reset()
 	n.h.Write(n.buf[:33])
-	return n.h.Sum(nil)
+	return n.sum()
 }
 
 func (n *nodeHasher) children(l, r []byte) []byte {
@@ -58,7 +68,7 @@ func (n *nodeHasher) children(l, r []byte) []byte {
 	copy(n.buf[33:65], r)
 	n.h.Reset()
 	n.h.Write(n.buf[:65])
-	return n.h.Sum(nil)
+	return n.sum()
 }
 
 // Tree holds the leaf hashes of a chain and builds roots and proofs. It keeps

@@ -36,53 +36,67 @@ func (u uuid) String() string {
 	return string(b[:])
 }
 
-func isLowerHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
+// hexVal maps a lowercase hex digit to its value and anything else to 0xff.
+var hexVal = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c - 'a' + 10)
+	}
+	return t
+}()
+
+func isLowerHex(c byte) bool { return hexVal[c] != 0xff }
+
+// decodeHex decodes lowercase hex src into dst (len(src) == 2*len(dst)) and
+// reports whether every digit was valid.
+func decodeHex(dst, src []byte) bool {
+	var bad byte
+	for i := range dst {
+		hi, lo := hexVal[src[2*i]], hexVal[src[2*i+1]]
+		bad |= hi | lo
+		dst[i] = hi<<4 | lo&0x0f
+	}
+	return bad&0xf0 == 0
+}
 
 func isHex64(b []byte) bool {
-	if len(b) != 64 {
-		return false
+	var h Hash
+	return len(b) == 64 && decodeHex(h[:], b)
+}
+
+// decodeUUID parses a lowercase hyphenated UUID.
+func decodeUUID(b []byte) (u uuid, ok bool) {
+	if len(b) != 36 || b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
+		return u, false
 	}
-	for _, c := range b {
-		if !isLowerHex(c) {
-			return false
-		}
-	}
-	return true
+	ok = decodeHex(u[0:4], b[0:8])
+	ok = decodeHex(u[4:6], b[9:13]) && ok
+	ok = decodeHex(u[6:8], b[14:18]) && ok
+	ok = decodeHex(u[8:10], b[19:23]) && ok
+	ok = decodeHex(u[10:16], b[24:36]) && ok
+	return u, ok
 }
 
 func isUUID(b []byte) bool {
-	if len(b) != 36 {
-		return false
-	}
-	for i, c := range b {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !isLowerHex(c) {
-				return false
-			}
-		}
-	}
-	return true
+	_, ok := decodeUUID(b)
+	return ok
 }
 
 // IsUUID reports whether s is a lowercase hyphenated UUID (8-4-4-4-12).
 func IsUUID(s string) bool { return isUUID([]byte(s)) }
 
-func parseUUID(b []byte) (u uuid) {
-	hex.Decode(u[0:4], b[0:8])
-	hex.Decode(u[4:6], b[9:13])
-	hex.Decode(u[6:8], b[14:18])
-	hex.Decode(u[8:10], b[19:23])
-	hex.Decode(u[10:16], b[24:36])
+func parseUUID(b []byte) uuid {
+	u, _ := decodeUUID(b)
 	return u
 }
 
 func parseHex(b []byte) (h Hash) {
-	hex.Decode(h[:], b)
+	decodeHex(h[:], b)
 	return h
 }
 
@@ -134,6 +148,10 @@ func scanString(p []byte, i int) (int, bool) {
 	i++
 	for i < len(p) {
 		c := p[i]
+		if !strSpecial[c] {
+			i++
+			continue
+		}
 		switch {
 		case c == '"':
 			return i + 1, true
@@ -170,6 +188,15 @@ func scanString(p []byte, i int) (int, bool) {
 	}
 	return 0, false
 }
+
+// strSpecial marks the bytes scanString must look at: '"', '\\', C0
+// controls and the start of multi-byte UTF-8.
+var strSpecial = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c < 0x20 || c == '"' || c == '\\' || c >= 0x80
+	}
+	return t
+}()
 
 func unhex(c byte) byte {
 	if c <= '9' {
@@ -286,6 +313,7 @@ var (
 	kSequence    = []byte(`,"sequence":`)
 	kSupersedes  = []byte(`,"supersedes_record_id":`)
 	nullBytes    = []byte("null")
+	quoteBytes   = []byte{'"'}
 	algBytes     = []byte(`"` + HashAlgorithm + `"`)
 )
 
@@ -353,21 +381,20 @@ func (s *scanner) structure(b []byte, l *line) bool {
 		i += len(k)
 		return true
 	}
-	hex64 := func() (Hash, bool) {
-		if i+64 > len(b) || !isHex64(b[i:i+64]) {
-			return Hash{}, false
+	hex64 := func() (h Hash, ok bool) {
+		if i+64 > len(b) || !decodeHex(h[:], b[i:i+64]) {
+			return h, false
 		}
-		h := parseHex(b[i : i+64])
 		i += 64
 		return h, true
 	}
 	id := func() (uuid, bool) {
-		if i+36 > len(b) || !isUUID(b[i:i+36]) {
+		if i+36 > len(b) {
 			return uuid{}, false
 		}
-		u := parseUUID(b[i : i+36])
+		u, ok := decodeUUID(b[i : i+36])
 		i += 36
-		return u, true
+		return u, ok
 	}
 	nullableID := func() (uuid, bool, bool) {
 		if bytes.HasPrefix(b[i:], nullBytes) {
@@ -440,10 +467,10 @@ func (s *scanner) structure(b []byte, l *line) bool {
 		i += 4
 		l.hasPrev = false
 	} else {
-		if !lit([]byte{'"'}) {
+		if !lit(quoteBytes) {
 			return false
 		}
-		if l.prev, ok = hex64(); !ok || !lit([]byte{'"'}) {
+		if l.prev, ok = hex64(); !ok || !lit(quoteBytes) {
 			return false
 		}
 		l.hasPrev = true

@@ -180,6 +180,10 @@ type Verifier struct {
 	findings []Finding
 	omitted  int
 
+	headTime [27]byte
+	digestRaw   []byte // quoted policy_digest of the first policy_bound
+	boundaryRaw []byte // quoted task_boundary_id first seen
+
 	badRun int // consecutive unusable lines
 	badIdx int // index in findings of the run's first finding (-1: omitted)
 }
@@ -442,7 +446,7 @@ func (v *Verifier) Add(b []byte) {
 	v.res.HasHead = true
 	v.res.Head = l.storedHash
 	v.res.HeadSequence = seq
-	v.res.HeadCreatedAt = string(l.createdAt)
+	copy(v.headTime[:], l.createdAt)
 
 	if v.closed {
 		v.afterClose++
@@ -491,11 +495,14 @@ func (v *Verifier) apply(l *line, seq int64) {
 	sp := &l.spans
 	str := func(i int) string { return string(unescape(nil, sp[i].of(p))) }
 	raw := func(i int) string { return string(sp[i].of(p)) }
-	boundary := func(id string) {
-		if v.res.TaskBoundaryID == "" {
-			v.res.TaskBoundaryID = id
-		} else if id != v.res.TaskBoundaryID && v.once(CodeBoundaryMismatch) {
-			v.add(at(NewFinding(CodeBoundaryMismatch, "task_boundary_id differs from the chain's").Values(v.res.TaskBoundaryID, id)))
+	boundary := func(i int) {
+		raw := sp[i].of(p)
+		switch {
+		case v.boundaryRaw == nil:
+			v.boundaryRaw = append([]byte(nil), raw...)
+			v.res.TaskBoundaryID = str(i)
+		case !bytes.Equal(raw, v.boundaryRaw) && v.once(CodeBoundaryMismatch):
+			v.add(at(NewFinding(CodeBoundaryMismatch, "task_boundary_id differs from the chain's").Values(v.res.TaskBoundaryID, str(i))))
 		}
 	}
 	op := l.opID
@@ -506,13 +513,14 @@ func (v *Verifier) apply(l *line, seq int64) {
 	_, wasClosed := v.closedOps[op]
 	switch l.typ {
 	case PolicyBound:
-		digest := str(2)
-		if v.res.PolicyDigest == "" {
-			v.res.PolicyDigest = digest
-		} else if digest != v.res.PolicyDigest && v.once(CodePolicyMismatch) {
-			v.add(at(NewFinding(CodePolicyMismatch, "policy_bound pins another policy digest").Values(v.res.PolicyDigest, digest)))
+		switch raw := sp[2].of(p); {
+		case v.digestRaw == nil:
+			v.digestRaw = append([]byte(nil), raw...)
+			v.res.PolicyDigest = str(2)
+		case !bytes.Equal(raw, v.digestRaw) && v.once(CodePolicyMismatch):
+			v.add(at(NewFinding(CodePolicyMismatch, "policy_bound pins another policy digest").Values(v.res.PolicyDigest, str(2))))
 		}
-		boundary(str(3))
+		boundary(3)
 		switch {
 		case wasClosed:
 			sensitive(NewFinding(CodeEventAfterTerminal, "policy_bound for an operation that already ended").Values("a new operation_id", op.String()))
@@ -582,7 +590,7 @@ func (v *Verifier) apply(l *line, seq int64) {
 		}
 	case TaskClosed:
 		v.closed = true
-		boundary(str(3))
+		boundary(3)
 		count, _, _ := scanInt(p, int(sp[2].start))
 		v.res.Closed = true
 		v.res.Close = &CloseInfo{
@@ -630,6 +638,9 @@ func (v *Verifier) Finish() *Result {
 	r := &v.res
 	r.Records = v.records
 	r.Bytes = v.bytes
+	if r.HasHead {
+		r.HeadCreatedAt = string(v.headTime[:])
+	}
 	if v.haveChain {
 		r.ChainID = v.chainID.String()
 	}
