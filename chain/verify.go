@@ -180,7 +180,7 @@ type Verifier struct {
 	findings []Finding
 	omitted  int
 
-	headTime [27]byte
+	headTime    [27]byte
 	digestRaw   []byte // quoted policy_digest of the first policy_bound
 	boundaryRaw []byte // quoted task_boundary_id first seen
 
