@@ -84,7 +84,7 @@ func AuditChain(in AuditInput) (*Audit, error) {
 	a.Result = res
 	a.Findings = append(append(a.Findings, res.Findings...), early...)
 	if in.ExpectedHead != nil {
-		a.Anchors = append(a.Anchors, Anchor{Kind: "expected_head", Size: res.Records, Covers: res.HeadMatched, Verified: res.HeadMatched})
+		a.Anchors = append(a.Anchors, Anchor{Kind: "expected_head", Size: res.Records, Covers: res.HeadMatched, Verified: res.HeadMatched, Keys: []string{}})
 	}
 	for _, sn := range notes {
 		if sn == nil {
@@ -113,7 +113,7 @@ func unanchored(tried bool) Finding {
 func checkNoteAgainst(sn *SignedNote, res *Result) ([]Finding, Anchor, CheckpointReport) {
 	c := sn.Checkpoint
 	fs := append([]Finding(nil), sn.Findings...)
-	rep := CheckpointReport{Origin: Origin(c.ChainID), Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Root[:]), Note: sn.Text}
+	rep := CheckpointReport{Origin: Origin(c.ChainID), Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Root[:]), Note: sn.Text, Signers: []string{}}
 	for _, k := range sn.Signers {
 		rep.Signers = append(rep.Signers, k.ID())
 	}
@@ -194,7 +194,7 @@ func AuditInclusion(in InclusionInput) *InclusionAudit {
 		return out
 	}
 	c := sn.Checkpoint
-	rep := CheckpointReport{Origin: Origin(c.ChainID), Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Root[:]), Note: sn.Text}
+	rep := CheckpointReport{Origin: Origin(c.ChainID), Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Root[:]), Note: sn.Text, Signers: []string{}}
 	for _, k := range sn.Signers {
 		rep.Signers = append(rep.Signers, k.ID())
 	}
@@ -279,7 +279,7 @@ func AuditConsistency(in ConsistencyInput) (*ConsistencyAudit, error) {
 	}
 	report := func(sn *SignedNote) *CheckpointReport {
 		c := sn.Checkpoint
-		r := &CheckpointReport{Origin: Origin(c.ChainID), Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Root[:]), Note: sn.Text}
+		r := &CheckpointReport{Origin: Origin(c.ChainID), Size: c.Size, Root: base64.StdEncoding.EncodeToString(c.Root[:]), Note: sn.Text, Signers: []string{}}
 		for _, k := range sn.Signers {
 			r.Signers = append(r.Signers, k.ID())
 		}

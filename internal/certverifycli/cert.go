@@ -81,14 +81,14 @@ func runCert(ctx context.Context, p certParams) (*Report, error) {
 		r.Certificate.Signers = []string{}
 	}
 	if p.expectedHead != nil {
-		r.Anchors = append(r.Anchors, chain.Anchor{Kind: "expected_head", Size: v.Chain.Records, Covers: v.Chain.HeadMatched, Verified: v.Chain.HeadMatched})
+		r.Anchors = append(r.Anchors, chain.Anchor{Kind: "expected_head", Size: v.Chain.Records, Covers: v.Chain.HeadMatched, Verified: v.Chain.HeadMatched, Keys: []string{}})
 	}
 	if v.Signed {
 		size := int64(0)
 		if v.Certificate != nil {
 			size = v.Certificate.TreeSize
 		}
-		r.Anchors = append(r.Anchors, chain.Anchor{Kind: "certificate", Size: size, Covers: v.Anchored, Verified: len(v.Signers) > 0 && v.Anchored, Keys: v.Signers})
+		r.Anchors = append(r.Anchors, chain.Anchor{Kind: "certificate", Size: size, Covers: v.Anchored, Verified: len(v.Signers) > 0 && v.Anchored, Keys: r.Certificate.Signers})
 	}
 	r.Stats.Records, r.Stats.Bytes = v.Chain.Records, v.Chain.Bytes
 	return r, nil
