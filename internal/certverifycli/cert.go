@@ -3,7 +3,6 @@ package certverifycli
 import (
 	"context"
 	"flag"
-	"os"
 
 	"polc.dev/polc/certificate"
 	"polc.dev/polc/chain"
@@ -60,9 +59,9 @@ func runCert(ctx context.Context, p certParams) (*Report, error) {
 			return nil, err
 		}
 	}
-	f, err := os.Open(p.chainLog)
+	f, err := openLog(p.chainLog)
 	if err != nil {
-		return nil, &inputError{err}
+		return nil, err
 	}
 	defer f.Close()
 	v, err := certificate.Verify(certificate.VerifyInput{

@@ -3,7 +3,6 @@ package certverifycli
 import (
 	"context"
 	"flag"
-	"os"
 
 	"polc.dev/polc/chain"
 )
@@ -58,9 +57,9 @@ func runChain(ctx context.Context, p chainParams) (*Report, error) {
 		}
 		notes = append(notes, b)
 	}
-	f, err := os.Open(p.log)
+	f, err := openLog(p.log)
 	if err != nil {
-		return nil, &inputError{err}
+		return nil, err
 	}
 	defer f.Close()
 	a, err := chain.AuditChain(chain.AuditInput{

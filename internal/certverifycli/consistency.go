@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"io"
-	"os"
 
 	"polc.dev/polc/chain"
 )
@@ -58,9 +57,9 @@ func runConsistency(ctx context.Context, p consistencyParams) (*Report, error) {
 			return nil, err
 		}
 	} else {
-		f, err := os.Open(p.chainLog)
+		f, err := openLog(p.chainLog)
 		if err != nil {
-			return nil, &inputError{err}
+			return nil, err
 		}
 		defer f.Close()
 		in.Log = io.Reader(f)

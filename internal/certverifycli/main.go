@@ -183,6 +183,18 @@ func readInput(what, path string) ([]byte, error) {
 	return b, nil
 }
 
+// openLog opens a chain file ("-" is stdin).
+func openLog(path string) (io.ReadCloser, error) {
+	if path == "-" {
+		return io.NopCloser(os.Stdin), nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &inputError{err}
+	}
+	return f, nil
+}
+
 // loadTrust reads and parses a trust file ("" = none).
 func loadTrust(path string) (*chain.Trust, error) {
 	if path == "" {
