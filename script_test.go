@@ -11,13 +11,15 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"polc.dev/polc/internal/certverifycli"
 	"polc.dev/polc/internal/polccli"
 	"polc.dev/polc/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"polc": func() { os.Exit(polccli.Main()) },
+		"polc":       func() { os.Exit(polccli.Main()) },
+		"certverify": func() { os.Exit(certverifycli.Main()) },
 	})
 }
 

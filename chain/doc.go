@@ -1,0 +1,68 @@
+// Package chain is polc's evidence layer (ADR-0087 EvidenceRecord and
+// EvidenceStore, DESIGN §6): records, the sha256-v1 hash chain, stores,
+// streaming verification, RFC 6962 Merkle proofs, signed checkpoints, trust
+// files and the projection source. It knows policies only by id, version and
+// digest.
+//
+// # Record format (sha256-v1)
+//
+// A chain is a JSONL file: one record per line, each line the RFC 8785
+// canonical JSON of one object followed by "\n". A record has exactly these
+// members, which in canonical order are:
+//
+//	chain_hash            64 lowercase hex
+//	chain_id              lowercase UUID, the same on every record
+//	created_at            YYYY-MM-DDTHH:MM:SS.ffffffZ (UTC, 6 digits)
+//	hash_algorithm        "sha256-v1"
+//	operation_id          lowercase UUID; null exactly on task_closed and record_superseded
+//	payload_digest        64 lowercase hex
+//	payload_json          string: the canonical JSON of the payload (below)
+//	policy_id             lowercase UUID
+//	policy_version        non-empty string
+//	previous_chain_hash   64 lowercase hex; null exactly on the genesis record
+//	record_id             lowercase UUID, unique in the chain
+//	record_type           one of the twelve Types
+//	sequence              integer, 0 for the genesis record, then +1, at most 2^53-1
+//	supersedes_record_id  lowercase UUID; set exactly on record_superseded
+//
+// payload_digest is SHA-256 of the UTF-8 bytes of payload_json. chain_hash
+// is SHA-256 of the canonical JSON of the record without chain_hash, which
+// for a canonical line is "{" followed by the bytes after the chain_hash
+// member: verifiers hash the line itself and never re-serialise.
+//
+// Payloads (DESIGN §6 table) are canonical JSON objects with exactly their
+// type's members; integers only (no floats), non-empty strings, hex digests
+// of 64 lowercase characters, null only where a member is nullable:
+//
+//	policy_bound               effect_backend_id, effect_capability_digest (hex), policy_digest (hex), task_boundary_id (uuid)
+//	operation_started          actor ("kind:id"|null), attempt_id (uuid), parent_operation_id (uuid|null), request_digest (hex), run_id (string|null), tool_id
+//	gate_evaluated             arguments_digest (hex), decision (allow|deny), gate_id, level (hard|soft|advisory), reason_code, result_id (uuid), rule_ids ([string])
+//	exception_granted          actor ("kind:id"), expires_at (time, > issued_at), gate_id, grant_id (uuid), issued_at (time), reason_code
+//	operation_denied           approver_class (string, null unless escalate), disposition (deny|escalate), gate_id (string|null), reason_code
+//	callable_completed         duration_us (int), result_digest (hex)
+//	callable_failed            duration_us, error_class
+//	operation_cancelled        duration_us
+//	operation_timed_out        duration_us
+//	external_result_ambiguous  duration_us, reason_code
+//	task_closed                closed_at (time, >= opened_at), opened_at (time), operation_count (int), task_boundary_id (uuid)
+//	record_superseded          reason_code
+//
+// # Chain rules
+//
+// Besides each record's own checks and the links, a valid chain has one
+// policy id, version and policy_bound digest, one task boundary; each
+// operation's records read policy_bound, operation_started, gate_evaluated
+// or exception_granted records, then exactly one terminal (in a closed
+// chain); a hard deny, or a soft deny without an earlier unexpired exception
+// for its gate, ends in operation_denied; task_closed is the last record and
+// counts the operation_started records; record_superseded names an earlier
+// record. docs/certverify.md lists the finding code of every violation.
+//
+// # Merkle tree, checkpoints, proofs
+//
+// Leaf i of the chain's RFC 6962 tree is SHA-256(0x00 || chain_hash_i) (the
+// 32 raw bytes). A checkpoint is a C2SP signed note (Ed25519) whose body is
+// exactly "polc.dev/chain/<chain_id>\n<size>\n<base64 root>\n". Inclusion
+// proofs use C2SP tlog-proof; consistency proofs use
+// ConsistencyProofFile's format. See docs/evidence.md.
+package chain

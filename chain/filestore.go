@@ -1,0 +1,502 @@
+package chain
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// FileStore is the embedded default Store: one JSONL file per chain in a
+// directory, one canonical record per line, each append written with a
+// single write and fsync'd before its receipt is returned.
+//
+// Layout of the directory:
+//
+//	<chain_id>.jsonl          the chain, one record per line
+//	<chain_id>.lock           held (flock) by the one process writing the chain
+//	<chain_id>.jsonl.torn-<offset>  bytes removed by Repair, kept for audit
+//	projection.idx            append order for Scan: "<chain_id> <sequence> <record_id> <chain_hash>\n"
+//
+// A torn last line (an append interrupted between write and fsync, or a
+// crash mid-write) is detected when the chain is opened: Verify reports it
+// as torn_tail and Append refuses with *TornTailError until Repair is called
+// explicitly. Nothing is ever dropped silently: Repair moves the torn bytes
+// into a side file before truncating.
+type FileStore struct {
+	dir string
+
+	mu     sync.Mutex
+	chains map[string]*fileChain
+
+	idxMu     sync.Mutex
+	idx       *os.File
+	idxSize   int64
+	idxSynced int64
+
+	// test hooks (crash tests)
+	writeHook  func(f *os.File, b []byte) (int, error)
+	beforeSync func()
+}
+
+type fileChain struct {
+	mu      sync.Mutex
+	f       *os.File
+	lock    *os.File
+	state   *chainState
+	size    int64 // bytes of complete lines
+	torn    int64 // bytes after the last newline (0 = none)
+	broken  error // a previous write or fsync failed: reopen required
+	corrupt error // the file does not verify as a chain prefix
+}
+
+// TornTailError is returned by Append on a chain whose last line is torn.
+type TornTailError struct {
+	ChainID string
+	Offset  int64 // where the torn bytes start
+	Bytes   int64
+}
+
+func (e *TornTailError) Error() string {
+	return fmt.Sprintf("chain %s: torn tail of %d bytes at offset %d; run repair before appending", e.ChainID, e.Bytes, e.Offset)
+}
+
+// CorruptChainError is returned by Append on a chain file that does not
+// verify up to its last complete line.
+type CorruptChainError struct {
+	ChainID string
+	Line    int
+	Err     error
+}
+
+func (e *CorruptChainError) Error() string {
+	return fmt.Sprintf("chain %s: line %d: %v", e.ChainID, e.Line, e.Err)
+}
+
+func (e *CorruptChainError) Unwrap() error { return e.Err }
+
+// ErrLocked is returned when another process holds a chain's writer lock.
+var ErrLocked = errors.New("chain: another writer holds the chain's lock")
+
+const indexName = "projection.idx"
+
+// OpenFileStore opens (creating if needed) a file store in dir and
+// reconciles its projection index with the chain files.
+func OpenFileStore(dir string) (*FileStore, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &FileStore{dir: dir, chains: make(map[string]*fileChain)}
+	if err := s.recoverIndex(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close releases every lock and file.
+func (s *FileStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, c := range s.chains {
+		c.mu.Lock()
+		if c.f != nil {
+			errs = append(errs, c.f.Close())
+		}
+		if c.lock != nil {
+			errs = append(errs, unlockFile(c.lock), c.lock.Close())
+		}
+		c.mu.Unlock()
+	}
+	s.chains = map[string]*fileChain{}
+	s.idxMu.Lock()
+	if s.idx != nil {
+		errs = append(errs, s.idx.Sync(), s.idx.Close())
+		s.idx = nil
+	}
+	s.idxMu.Unlock()
+	return errors.Join(errs...)
+}
+
+func (s *FileStore) path(chainID string) string { return filepath.Join(s.dir, chainID+".jsonl") }
+
+// chain returns the loaded writer state of a chain, loading it on first use.
+func (s *FileStore) chain(chainID string) (*fileChain, error) {
+	if !IsUUID(chainID) {
+		return nil, fmt.Errorf("chain: %q is not a lowercase UUID", chainID)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.chains[chainID]; c != nil {
+		return c, nil
+	}
+	lock, err := lockFile(filepath.Join(s.dir, chainID+".lock"))
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(s.path(chainID), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		unlockFile(lock)
+		lock.Close()
+		return nil, err
+	}
+	c := &fileChain{f: f, lock: lock, state: newChainState()}
+	if err := c.load(chainID); err != nil {
+		f.Close()
+		unlockFile(lock)
+		lock.Close()
+		return nil, err
+	}
+	if err := syncDir(s.dir); err != nil {
+		return nil, err
+	}
+	s.chains[chainID] = c
+	return c, nil
+}
+
+// load replays the file through the append checks.
+func (c *fileChain) load(chainID string) error {
+	if _, err := c.f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	br := bufio.NewReaderSize(c.f, 1<<16)
+	lineNo := 0
+	for {
+		b, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			c.torn = int64(len(b))
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		lineNo++
+		if c.corrupt == nil {
+			r, perr := ParseRecord(b[:len(b)-1])
+			if perr == nil && r.ChainID != chainID {
+				perr = fmt.Errorf("record of chain %s", r.ChainID)
+			}
+			if perr == nil {
+				_, perr = c.state.check(r)
+			}
+			if perr != nil {
+				c.corrupt = &CorruptChainError{ChainID: chainID, Line: lineNo, Err: perr}
+			} else {
+				c.state.commit(r)
+			}
+		}
+		c.size += int64(len(b))
+	}
+}
+
+// Append implements Store.
+func (s *FileStore) Append(ctx context.Context, r *Record) (AppendReceipt, error) {
+	if err := ctx.Err(); err != nil {
+		return AppendReceipt{}, err
+	}
+	if r == nil {
+		return AppendReceipt{}, errors.New("chain: nil record")
+	}
+	c, err := s.chain(r.ChainID)
+	if err != nil {
+		return AppendReceipt{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.broken != nil:
+		return AppendReceipt{}, fmt.Errorf("chain %s: an earlier write failed (%w); reopen the store", r.ChainID, c.broken)
+	case c.corrupt != nil:
+		return AppendReceipt{}, c.corrupt
+	case c.torn > 0:
+		return AppendReceipt{}, &TornTailError{ChainID: r.ChainID, Offset: c.size, Bytes: c.torn}
+	}
+	line, err := c.state.check(r)
+	if err != nil {
+		return AppendReceipt{}, err
+	}
+	buf := append(line, '\n')
+	write := func(f *os.File, b []byte) (int, error) { return f.WriteAt(b, c.size) }
+	if s.writeHook != nil {
+		write = s.writeHook
+	}
+	n, err := write(c.f, buf)
+	if err != nil || n != len(buf) {
+		c.broken = fmt.Errorf("short write of %d/%d bytes: %v", n, len(buf), err)
+		c.torn = int64(n)
+		return AppendReceipt{}, c.broken
+	}
+	if s.beforeSync != nil {
+		s.beforeSync()
+	}
+	if err := c.f.Sync(); err != nil {
+		c.broken = err
+		return AppendReceipt{}, fmt.Errorf("chain %s: fsync: %w", r.ChainID, err)
+	}
+	c.size += int64(n)
+	stored, _ := ParseRecord(line)
+	c.state.commit(stored)
+	if err := s.index(stored); err != nil {
+		// The record is durable; the index is rebuilt from the chain files
+		// on the next open, so the append still succeeded.
+		_ = err
+	}
+	return receiptOf(stored), nil
+}
+
+// Read implements Store.
+func (s *FileStore) Read(ctx context.Context, chainID string, after int64) ([]*Record, error) {
+	if !IsUUID(chainID) {
+		return nil, fmt.Errorf("chain: %q is not a lowercase UUID", chainID)
+	}
+	data, err := os.ReadFile(s.path(chainID))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for i, ln := range bytes.SplitAfter(data, []byte("\n")) {
+		if len(ln) == 0 || ln[len(ln)-1] != '\n' {
+			break // a torn tail is not a record; Verify reports it
+		}
+		r, err := ParseRecord(ln[:len(ln)-1])
+		if err != nil {
+			return nil, &CorruptChainError{ChainID: chainID, Line: i + 1, Err: err}
+		}
+		if r.Sequence > after {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Head implements Store.
+func (s *FileStore) Head(ctx context.Context, chainID string) (Tip, bool, error) {
+	c, err := s.chain(chainID)
+	if err != nil {
+		return Tip{}, false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.corrupt != nil {
+		return Tip{}, false, c.corrupt
+	}
+	return c.state.tip, c.state.has, nil
+}
+
+// Verify implements Store. It streams the file through the verifier.
+func (s *FileStore) Verify(ctx context.Context, chainID string, expectedHead Hash) (*Result, error) {
+	f, err := os.Open(s.path(chainID))
+	if errors.Is(err, os.ErrNotExist) {
+		return Verify(bytes.NewReader(nil), VerifyOptions{ExpectedHead: &expectedHead, ChainID: chainID})
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Verify(f, VerifyOptions{ExpectedHead: &expectedHead, ChainID: chainID})
+}
+
+// RepairReport describes what Repair did.
+type RepairReport struct {
+	ChainID string `json:"chain_id"`
+	Offset  int64  `json:"offset"`   // where the torn bytes started
+	Bytes   int64  `json:"bytes"`    // how many were removed
+	SavedTo string `json:"saved_to"` // side file holding them ("" if none)
+}
+
+// Repair removes a torn tail from a chain after saving it to
+// <chain_id>.jsonl.torn-<offset>. It is the only operation that removes bytes,
+// and it only ever removes bytes that no receipt acknowledged. A chain
+// without a torn tail is left unchanged.
+func (s *FileStore) Repair(chainID string) (RepairReport, error) {
+	c, err := s.chain(chainID)
+	if err != nil {
+		return RepairReport{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rep := RepairReport{ChainID: chainID, Offset: c.size, Bytes: c.torn}
+	if c.torn == 0 {
+		return rep, nil
+	}
+	torn := make([]byte, c.torn)
+	if _, err := c.f.ReadAt(torn, c.size); err != nil {
+		return rep, err
+	}
+	side := s.path(chainID) + ".torn-" + strconv.FormatInt(c.size, 10)
+	if err := writeFileSync(side, torn); err != nil {
+		return rep, err
+	}
+	if err := c.f.Truncate(c.size); err != nil {
+		return rep, err
+	}
+	if err := c.f.Sync(); err != nil {
+		return rep, err
+	}
+	if err := syncDir(s.dir); err != nil {
+		return rep, err
+	}
+	c.torn, c.broken = 0, nil
+	rep.SavedTo = side
+	return rep, nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// index appends a projection entry; it is synced lazily by Scan.
+func (s *FileStore) index(r *Record) error {
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	if s.idx == nil {
+		return errors.New("chain: store is closed")
+	}
+	entry := r.ChainID + " " + strconv.FormatInt(r.Sequence, 10) + " " + r.RecordID + " " + r.ChainHash + "\n"
+	n, err := s.idx.WriteAt([]byte(entry), s.idxSize)
+	s.idxSize += int64(n)
+	return err
+}
+
+// recoverIndex truncates a torn index line (the index is derived data) and
+// appends entries for durable records it lacks, chain by chain in sorted
+// order, so that every committed append becomes visible to Scan.
+func (s *FileStore) recoverIndex() error {
+	f, err := os.OpenFile(filepath.Join(s.dir, indexName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	good := bytes.LastIndexByte(data, '\n') + 1
+	if good != len(data) {
+		if err := f.Truncate(int64(good)); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	indexed := make(map[string]int64)
+	for _, ln := range strings.Split(string(data[:good]), "\n") {
+		fields := strings.Fields(ln)
+		if len(fields) != 4 {
+			continue
+		}
+		seq, _ := strconv.ParseInt(fields[1], 10, 64)
+		indexed[fields[0]] = max(indexed[fields[0]], seq+1)
+	}
+	s.idx, s.idxSize = f, int64(good)
+	names, err := filepath.Glob(filepath.Join(s.dir, "*.jsonl"))
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		id := strings.TrimSuffix(filepath.Base(name), ".jsonl")
+		if !IsUUID(id) {
+			continue
+		}
+		recs, err := s.Read(context.Background(), id, indexed[id]-1)
+		if err != nil {
+			continue // a corrupt chain is reported by Verify; index what we can
+		}
+		for _, r := range recs {
+			if err := s.index(r); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.idx.Sync(); err != nil {
+		return err
+	}
+	s.idxSynced = s.idxSize
+	return nil
+}
+
+// Scan implements ProjectionSource. A cursor is the decimal byte offset of
+// the next entry in projection.idx. Entries are synced before they are
+// delivered, so a delivered cursor stays valid across crashes.
+func (s *FileStore) Scan(ctx context.Context, after string, limit int) (ProjectionPage, error) {
+	var off int64
+	if after != "" {
+		n, err := strconv.ParseInt(after, 10, 64)
+		if err != nil || n < 0 || strconv.FormatInt(n, 10) != after {
+			return ProjectionPage{}, fmt.Errorf("chain: invalid cursor %q", after)
+		}
+		off = n
+	}
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	if s.idx == nil {
+		return ProjectionPage{}, errors.New("chain: store is closed")
+	}
+	if off > s.idxSize {
+		return ProjectionPage{}, fmt.Errorf("chain: cursor %q is beyond the index", after)
+	}
+	if s.idxSynced < s.idxSize {
+		if err := s.idx.Sync(); err != nil {
+			return ProjectionPage{}, err
+		}
+		s.idxSynced = s.idxSize
+	}
+	buf := make([]byte, s.idxSize-off)
+	if _, err := s.idx.ReadAt(buf, off); err != nil && err != io.EOF {
+		return ProjectionPage{}, err
+	}
+	page := ProjectionPage{NextCursor: strconv.FormatInt(off, 10)}
+	for len(buf) > 0 && (limit <= 0 || len(page.Receipts) < limit) {
+		k := bytes.IndexByte(buf, '\n')
+		if k < 0 {
+			break
+		}
+		fields := strings.Fields(string(buf[:k]))
+		off += int64(k + 1)
+		buf = buf[k+1:]
+		if len(fields) != 4 {
+			return ProjectionPage{}, fmt.Errorf("chain: malformed index entry before offset %d", off)
+		}
+		seq, _ := strconv.ParseInt(fields[1], 10, 64)
+		h, err := ParseHash(fields[3])
+		if err != nil {
+			return ProjectionPage{}, err
+		}
+		c := strconv.FormatInt(off, 10)
+		page.Receipts = append(page.Receipts, ProjectionReceipt{Cursor: c, ChainID: fields[0], RecordID: fields[2], Sequence: seq, HeadHash: h})
+		page.NextCursor = c
+	}
+	return page, nil
+}

@@ -1,0 +1,329 @@
+package chain
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+)
+
+// AppendReceipt acknowledges a durable append (ADR-0087).
+type AppendReceipt struct {
+	ChainID  string `json:"chain_id"`
+	RecordID string `json:"record_id"`
+	Sequence int64  `json:"sequence"`
+	HeadHash Hash   `json:"head_hash"`
+}
+
+// Tip is the last record of a chain.
+type Tip struct {
+	Sequence int64
+	Hash     Hash
+	Closed   bool // the last record is task_closed
+}
+
+// Store is an append-only evidence store (ADR-0087 EvidenceStore). There is
+// intentionally no update or delete.
+type Store interface {
+	// Append commits r atomically to its chain after recomputing its hashes.
+	// A missing chain accepts only sequence 0 with previous_chain_hash null;
+	// an existing chain only the next sequence with previous_chain_hash
+	// equal to its head. Bad content returns *IntegrityError; a stale head,
+	// wrong sequence, duplicate record_id or chain_hash, or an append after
+	// task_closed returns *ConflictError. A duplicate append is an error,
+	// not an idempotent success.
+	Append(ctx context.Context, r *Record) (AppendReceipt, error)
+	// Read returns the records with sequence > afterSequence in ascending
+	// order (afterSequence -1 reads the whole chain; a missing chain reads
+	// as empty).
+	Read(ctx context.Context, chainID string, afterSequence int64) ([]*Record, error)
+	// Head returns the chain's last record; ok is false for a missing chain.
+	Head(ctx context.Context, chainID string) (tip Tip, ok bool, err error)
+	// Verify verifies the stored chain against expectedHead. Problems with
+	// the content are findings in the result, never errors.
+	Verify(ctx context.Context, chainID string, expectedHead Hash) (*Result, error)
+}
+
+// ProjectionReceipt is one append as delivered to a projection consumer.
+type ProjectionReceipt struct {
+	Cursor   string `json:"cursor"`
+	ChainID  string `json:"chain_id"`
+	RecordID string `json:"record_id"`
+	Sequence int64  `json:"sequence"`
+	HeadHash Hash   `json:"head_hash"`
+}
+
+// ProjectionPage is one page of a projection scan. NextCursor advances past
+// the whole page; it equals the input cursor when there was nothing new.
+type ProjectionPage struct {
+	Receipts   []ProjectionReceipt `json:"receipts"`
+	NextCursor string              `json:"next_cursor"`
+}
+
+// ProjectionSource delivers every durable append at least once, in a cursor
+// order that is stable across restarts. Cursors are opaque; "" starts at the
+// beginning. Consumers apply receipts idempotently, keyed by
+// (chain_id, record_id, projection_version), and re-read records by chain
+// and sequence.
+type ProjectionSource interface {
+	Scan(ctx context.Context, afterCursor string, limit int) (ProjectionPage, error)
+}
+
+// IntegrityError rejects a record whose own content is invalid.
+type IntegrityError struct{ Err *RecordError }
+
+func (e *IntegrityError) Error() string { return "chain: integrity: " + e.Err.Error() }
+
+// Unwrap returns the record error.
+func (e *IntegrityError) Unwrap() error { return e.Err }
+
+// Conflict reasons.
+const (
+	ConflictStaleHead     = "stale_head"
+	ConflictSequence      = "wrong_sequence"
+	ConflictDuplicateID   = "duplicate_record_id"
+	ConflictDuplicateHash = "duplicate_chain_hash"
+	ConflictClosed        = "chain_closed"
+)
+
+// ConflictError rejects a record that does not extend its chain's head.
+type ConflictError struct {
+	ChainID  string
+	Reason   string
+	Expected string
+	Actual   string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("chain %s: conflict %s (expected %s, actual %s)", e.ChainID, e.Reason, e.Expected, e.Actual)
+}
+
+// chainState is the append-side view of one chain.
+type chainState struct {
+	has    bool
+	tip    Tip
+	ids    map[uuid]struct{}
+	hashes map[Hash]struct{}
+}
+
+func newChainState() *chainState {
+	return &chainState{ids: make(map[uuid]struct{}), hashes: make(map[Hash]struct{})}
+}
+
+// check validates r as the next record and returns its line.
+func (s *chainState) check(r *Record) ([]byte, error) {
+	if r == nil {
+		return nil, errors.New("chain: nil record")
+	}
+	line := r.Canonical()
+	if _, err := ParseRecord(line); err != nil {
+		var re *RecordError
+		if errors.As(err, &re) {
+			return nil, &IntegrityError{re}
+		}
+		return nil, err
+	}
+	conflict := func(reason, exp, act string) error {
+		return &ConflictError{ChainID: r.ChainID, Reason: reason, Expected: exp, Actual: act}
+	}
+	prev := "null"
+	if r.PreviousChainHash != nil {
+		prev = *r.PreviousChainHash
+	}
+	if !s.has {
+		if r.Sequence != 0 {
+			return nil, conflict(ConflictSequence, "0", strconv.FormatInt(r.Sequence, 10))
+		}
+		if r.PreviousChainHash != nil {
+			return nil, conflict(ConflictStaleHead, "null", prev)
+		}
+	} else {
+		if s.tip.Closed {
+			return nil, conflict(ConflictClosed, "no record after task_closed", string(r.RecordType))
+		}
+		if r.Sequence != s.tip.Sequence+1 {
+			return nil, conflict(ConflictSequence, strconv.FormatInt(s.tip.Sequence+1, 10), strconv.FormatInt(r.Sequence, 10))
+		}
+		if prev != s.tip.Hash.String() {
+			return nil, conflict(ConflictStaleHead, s.tip.Hash.String(), prev)
+		}
+	}
+	if _, dup := s.ids[parseUUID([]byte(r.RecordID))]; dup {
+		return nil, conflict(ConflictDuplicateID, "a new record_id", r.RecordID)
+	}
+	if _, dup := s.hashes[r.Hash()]; dup {
+		return nil, conflict(ConflictDuplicateHash, "a new chain_hash", r.ChainHash)
+	}
+	return line, nil
+}
+
+func (s *chainState) commit(r *Record) {
+	s.has = true
+	s.tip = Tip{Sequence: r.Sequence, Hash: r.Hash(), Closed: r.RecordType == TaskClosed}
+	s.ids[parseUUID([]byte(r.RecordID))] = struct{}{}
+	s.hashes[r.Hash()] = struct{}{}
+}
+
+func receiptOf(r *Record) AppendReceipt {
+	return AppendReceipt{ChainID: r.ChainID, RecordID: r.RecordID, Sequence: r.Sequence, HeadHash: r.Hash()}
+}
+
+// MemStore is an in-memory Store and ProjectionSource, for tests and for
+// runtimes that keep evidence elsewhere. It is safe for concurrent use.
+type MemStore struct {
+	mu     sync.Mutex
+	chains map[string]*memChain
+	log    []memRef
+}
+
+type memChain struct {
+	state   *chainState
+	lines   [][]byte
+	records []*Record
+}
+
+type memRef struct {
+	chainID string
+	seq     int64
+}
+
+// NewMemStore returns an empty MemStore.
+func NewMemStore() *MemStore { return &MemStore{chains: make(map[string]*memChain)} }
+
+// Append implements Store.
+func (m *MemStore) Append(ctx context.Context, r *Record) (AppendReceipt, error) {
+	if err := ctx.Err(); err != nil {
+		return AppendReceipt{}, err
+	}
+	if r == nil {
+		return AppendReceipt{}, errors.New("chain: nil record")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.chains[r.ChainID]
+	if c == nil {
+		c = &memChain{state: newChainState()}
+	}
+	line, err := c.state.check(r)
+	if err != nil {
+		return AppendReceipt{}, err
+	}
+	stored, _ := ParseRecord(line)
+	c.state.commit(stored)
+	c.lines = append(c.lines, line)
+	c.records = append(c.records, stored)
+	m.chains[r.ChainID] = c
+	m.log = append(m.log, memRef{r.ChainID, r.Sequence})
+	return receiptOf(stored), nil
+}
+
+// Read implements Store.
+func (m *MemStore) Read(ctx context.Context, chainID string, after int64) ([]*Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.chains[chainID]
+	if c == nil {
+		return nil, nil
+	}
+	start := max(after+1, 0)
+	if start >= int64(len(c.records)) {
+		return nil, nil
+	}
+	return append([]*Record(nil), c.records[start:]...), nil
+}
+
+// Head implements Store.
+func (m *MemStore) Head(ctx context.Context, chainID string) (Tip, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.chains[chainID]
+	if c == nil {
+		return Tip{}, false, nil
+	}
+	return c.state.tip, true, nil
+}
+
+// Verify implements Store.
+func (m *MemStore) Verify(ctx context.Context, chainID string, expectedHead Hash) (*Result, error) {
+	return Verify(bytes.NewReader(m.Export(chainID)), VerifyOptions{ExpectedHead: &expectedHead, ChainID: chainID})
+}
+
+// Export returns the chain's JSONL bytes (nil for a missing chain).
+func (m *MemStore) Export(chainID string) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.chains[chainID]
+	if c == nil {
+		return nil
+	}
+	var b []byte
+	for _, l := range c.lines {
+		b = append(append(b, l...), '\n')
+	}
+	return b
+}
+
+// Scan implements ProjectionSource. Cursors are decimal positions in the
+// store's append order.
+func (m *MemStore) Scan(ctx context.Context, after string, limit int) (ProjectionPage, error) {
+	pos := 0
+	if after != "" {
+		n, err := strconv.Atoi(after)
+		if err != nil || n < 0 || strconv.Itoa(n) != after {
+			return ProjectionPage{}, fmt.Errorf("chain: invalid cursor %q", after)
+		}
+		pos = n
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if pos > len(m.log) {
+		return ProjectionPage{}, fmt.Errorf("chain: cursor %q is beyond the log", after)
+	}
+	page := ProjectionPage{NextCursor: strconv.Itoa(pos)}
+	for pos < len(m.log) && (limit <= 0 || len(page.Receipts) < limit) {
+		ref := m.log[pos]
+		r := m.chains[ref.chainID].records[ref.seq]
+		pos++
+		page.Receipts = append(page.Receipts, ProjectionReceipt{
+			Cursor: strconv.Itoa(pos), ChainID: r.ChainID, RecordID: r.RecordID, Sequence: r.Sequence, HeadHash: r.Hash(),
+		})
+		page.NextCursor = strconv.Itoa(pos)
+	}
+	return page, nil
+}
+
+// Writer appends records to one chain, holding a lock around head lookup,
+// record construction and append, as ADR-0087's coordinator does. It is safe
+// for concurrent use; callables must run outside it.
+type Writer struct {
+	Store   Store
+	ChainID string
+	mu      sync.Mutex
+}
+
+// Append seals d as the next record of the chain and appends it. d.ChainID
+// is set to the writer's chain.
+func (w *Writer) Append(ctx context.Context, d Draft) (*Record, AppendReceipt, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d.ChainID = w.ChainID
+	tip, ok, err := w.Store.Head(ctx, w.ChainID)
+	if err != nil {
+		return nil, AppendReceipt{}, err
+	}
+	seq, prev := int64(0), (*Hash)(nil)
+	if ok {
+		seq, prev = tip.Sequence+1, &tip.Hash
+	}
+	r, err := Seal(d, seq, prev)
+	if err != nil {
+		return nil, AppendReceipt{}, err
+	}
+	rc, err := w.Store.Append(ctx, r)
+	if err != nil {
+		return nil, AppendReceipt{}, err
+	}
+	return r, rc, nil
+}

@@ -1,0 +1,425 @@
+package chain
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A minimal producer for internal tests (evidencegen imports this package).
+
+type testIDs struct{ n int }
+
+func (g *testIDs) next() string {
+	g.n++
+	return fmt.Sprintf("00000000-0000-4000-8000-%012x", g.n)
+}
+
+const (
+	testPolicy = "11111111-1111-4111-8111-111111111111"
+	testChain  = "22222222-2222-4222-8222-222222222222"
+	testChain2 = "33333333-3333-4333-8333-333333333333"
+)
+
+var testDigest = strings.Repeat("ab", 32)
+
+func draft(ids *testIDs, chainID string, op *string, p Payload) Draft {
+	return Draft{RecordID: ids.next(), ChainID: chainID, OperationID: op, PolicyID: testPolicy, PolicyVersion: "1",
+		Payload: p, CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)}
+}
+
+func boundPayload() Payload {
+	return PolicyBoundPayload{EffectBackendID: "b", EffectCapabilityDigest: testDigest, PolicyDigest: testDigest, TaskBoundaryID: testPolicy}
+}
+
+type storeUnderTest struct {
+	name string
+	open func(t *testing.T) Store
+}
+
+func stores() []storeUnderTest {
+	return []storeUnderTest{
+		{"mem", func(t *testing.T) Store { return NewMemStore() }},
+		{"file", func(t *testing.T) Store {
+			s, err := OpenFileStore(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}},
+	}
+}
+
+func conflictReason(err error) string {
+	var ce *ConflictError
+	if errors.As(err, &ce) {
+		return ce.Reason
+	}
+	return ""
+}
+
+func TestStoreAppendRules(t *testing.T) {
+	for _, st := range stores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := st.open(t)
+			ids := &testIDs{}
+			op := ids.next()
+			r0, _ := Seal(draft(ids, testChain, &op, boundPayload()), 0, nil)
+			bad, _ := Seal(draft(ids, testChain, &op, boundPayload()), 1, nil)
+			if _, err := s.Append(ctx, bad); conflictReason(err) != ConflictSequence {
+				t.Fatalf("genesis at sequence 1: %v", err)
+			}
+			rc, err := s.Append(ctx, r0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rc.Sequence != 0 || rc.RecordID != r0.RecordID || rc.HeadHash != r0.Hash() || rc.ChainID != testChain {
+				t.Fatalf("receipt %+v", rc)
+			}
+			if _, err := s.Append(ctx, r0); conflictReason(err) != ConflictSequence {
+				t.Fatalf("duplicate append: %v", err)
+			}
+			stale := Hash{1}
+			r1stale, _ := Seal(draft(ids, testChain, &op, OperationStartedPayload{AttemptID: ids.next(), RequestDigest: testDigest, ToolID: "t"}), 1, &stale)
+			if _, err := s.Append(ctx, r1stale); conflictReason(err) != ConflictStaleHead {
+				t.Fatalf("stale head: %v", err)
+			}
+			h0 := r0.Hash()
+			d1 := draft(ids, testChain, &op, OperationStartedPayload{AttemptID: ids.next(), RequestDigest: testDigest, ToolID: "t"})
+			r1, _ := Seal(d1, 1, &h0)
+			tampered := *r1
+			tampered.PayloadJSON = strings.Replace(tampered.PayloadJSON, `"t"`, `"u"`, 1)
+			var ie *IntegrityError
+			if _, err := s.Append(ctx, &tampered); !errors.As(err, &ie) || ie.Err.Code != CodeContentMismatch {
+				t.Fatalf("tampered record: %v", err)
+			}
+			if _, err := s.Append(ctx, r1); err != nil {
+				t.Fatal(err)
+			}
+			h1 := r1.Hash()
+			dupID := draft(ids, testChain, &op, CallableCompletedPayload{DurationUS: 1, ResultDigest: testDigest})
+			dupID.RecordID = r0.RecordID
+			r2dup, _ := Seal(dupID, 2, &h1)
+			if _, err := s.Append(ctx, r2dup); conflictReason(err) != ConflictDuplicateID {
+				t.Fatalf("duplicate record_id: %v", err)
+			}
+			r2, _ := Seal(draft(ids, testChain, &op, CallableCompletedPayload{DurationUS: 1, ResultDigest: testDigest}), 2, &h1)
+			if _, err := s.Append(ctx, r2); err != nil {
+				t.Fatal(err)
+			}
+			h2 := r2.Hash()
+			r3, _ := Seal(draft(ids, testChain, nil, TaskClosedPayload{ClosedAt: "2026-01-02T03:04:05.000006Z", OpenedAt: "2026-01-02T03:04:05.000006Z", OperationCount: 1, TaskBoundaryID: testPolicy}), 3, &h2)
+			if _, err := s.Append(ctx, r3); err != nil {
+				t.Fatal(err)
+			}
+			h3 := r3.Hash()
+			d4 := draft(ids, testChain, nil, RecordSupersededPayload{ReasonCode: "x"})
+			d4.SupersedesRecordID = &r0.RecordID
+			r4, err := Seal(d4, 4, &h3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Append(ctx, r4); conflictReason(err) != ConflictClosed {
+				t.Fatalf("append after task_closed: %v", err)
+			}
+			recs, err := s.Read(ctx, testChain, 1)
+			if err != nil || len(recs) != 2 || recs[0].Sequence != 2 || recs[1].RecordID != r3.RecordID {
+				t.Fatalf("Read(after 1): %v %v", recs, err)
+			}
+			if none, _ := s.Read(ctx, testChain2, -1); len(none) != 0 {
+				t.Fatal("a missing chain reads as non-empty")
+			}
+			tip, ok, err := s.Head(ctx, testChain)
+			if err != nil || !ok || tip.Hash != h3 || tip.Sequence != 3 || !tip.Closed {
+				t.Fatalf("Head: %+v %v %v", tip, ok, err)
+			}
+			res, err := s.Verify(ctx, testChain, h3)
+			if err != nil || !res.OK() || !res.HeadMatched || res.Records != 4 {
+				t.Fatalf("Verify: %+v %v", res, err)
+			}
+			res, _ = s.Verify(ctx, testChain, h2)
+			if res.OK() {
+				t.Fatal("Verify against an older head passed")
+			}
+		})
+	}
+}
+
+func appendN(t *testing.T, s Store, ids *testIDs, chainID string, n int) []AppendReceipt {
+	t.Helper()
+	w := &Writer{Store: s, ChainID: chainID}
+	var out []AppendReceipt
+	for range n {
+		op := ids.next()
+		_, rc, err := w.Append(context.Background(), draft(ids, chainID, &op, boundPayload()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rc)
+	}
+	return out
+}
+
+func TestProjectionScan(t *testing.T) {
+	for _, st := range stores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			s := st.open(t)
+			ids := &testIDs{}
+			a := appendN(t, s, ids, testChain, 3)
+			b := appendN(t, s, ids, testChain2, 2)
+			src := s.(ProjectionSource)
+			var seen []ProjectionReceipt
+			cursor := ""
+			for {
+				page, err := src.Scan(context.Background(), cursor, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Receipts) == 0 {
+					if page.NextCursor != cursor {
+						t.Fatal("empty page moved the cursor")
+					}
+					break
+				}
+				seen = append(seen, page.Receipts...)
+				cursor = page.NextCursor
+			}
+			if len(seen) != len(a)+len(b) {
+				t.Fatalf("scanned %d receipts, want %d", len(seen), len(a)+len(b))
+			}
+			for i, rc := range append(a, b...) {
+				if seen[i].RecordID != rc.RecordID || seen[i].HeadHash != rc.HeadHash || seen[i].Sequence != rc.Sequence {
+					t.Fatalf("receipt %d: %+v, want %+v", i, seen[i], rc)
+				}
+			}
+			if _, err := src.Scan(context.Background(), "x", 1); err == nil {
+				t.Fatal("invalid cursor accepted")
+			}
+		})
+	}
+}
+
+// TestFileStoreReopen checks that cursors survive a restart and that a lost
+// index is rebuilt (every append delivered at least once).
+func TestFileStoreReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := &testIDs{}
+	appendN(t, s, ids, testChain, 3)
+	page, err := s.Scan(context.Background(), "", 0)
+	if err != nil || len(page.Receipts) != 3 {
+		t.Fatalf("scan: %v %v", page, err)
+	}
+	s.Close()
+	s, err = OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	more := appendN(t, s, ids, testChain, 2)
+	next, err := s.Scan(context.Background(), page.NextCursor, 0)
+	if err != nil || len(next.Receipts) != 2 || next.Receipts[0].RecordID != more[0].RecordID {
+		t.Fatalf("scan after reopen: %+v %v", next, err)
+	}
+	s.Close()
+	os.Remove(filepath.Join(dir, indexName))
+	s, err = OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	all, err := s.Scan(context.Background(), "", 0)
+	if err != nil || len(all.Receipts) != 5 {
+		t.Fatalf("rebuilt index: %d receipts, %v", len(all.Receipts), err)
+	}
+}
+
+func TestFileStoreOneWriterPerChain(t *testing.T) {
+	dir := t.TempDir()
+	s1, _ := OpenFileStore(dir)
+	defer s1.Close()
+	s2, _ := OpenFileStore(dir)
+	defer s2.Close()
+	ids := &testIDs{}
+	appendN(t, s1, ids, testChain, 1)
+	op := ids.next()
+	r, _ := Seal(draft(ids, testChain, &op, boundPayload()), 1, nil)
+	if _, err := s2.Append(context.Background(), r); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second writer: %v, want ErrLocked", err)
+	}
+	appendN(t, s2, ids, testChain2, 1) // another chain is free
+}
+
+// --- crash tests --------------------------------------------------------
+
+// TestCrashChild is the writer process of the crash tests; it does nothing
+// unless started by them.
+func TestCrashChild(t *testing.T) {
+	mode := os.Getenv("POLC_CRASH_CHILD")
+	if mode == "" {
+		t.Skip("helper process")
+	}
+	dir := os.Getenv("POLC_CRASH_DIR")
+	k, _ := strconv.Atoi(os.Getenv("POLC_CRASH_AT"))
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	n := 0
+	die := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
+	s.writeHook = func(f *os.File, b []byte) (int, error) {
+		n++
+		if n == k && mode == "torn" {
+			off, _ := f.Seek(0, 2)
+			f.WriteAt(b[:len(b)/2], off)
+			die()
+		}
+		off, _ := f.Seek(0, 2)
+		return f.WriteAt(b, off)
+	}
+	s.beforeSync = func() {
+		if n == k && mode == "presync" {
+			die()
+		}
+	}
+	ids := &testIDs{n: 1000}
+	w := &Writer{Store: s, ChainID: testChain}
+	out := bufio.NewWriter(os.Stdout)
+	for {
+		op := ids.next()
+		_, rc, err := w.Append(context.Background(), draft(ids, testChain, &op, boundPayload()))
+		if err != nil {
+			fmt.Fprintln(out, "error", err)
+			out.Flush()
+			os.Exit(1)
+		}
+		fmt.Fprintln(out, "ack", rc.Sequence, rc.HeadHash)
+		out.Flush()
+	}
+}
+
+func runCrashChild(t *testing.T, mode, dir string, at int) map[int64]Hash {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
+	cmd.Env = append(os.Environ(), "POLC_CRASH_CHILD="+mode, "POLC_CRASH_DIR="+dir, "POLC_CRASH_AT="+strconv.Itoa(at))
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child did not die by SIGKILL: %v\n%s", err, out)
+	}
+	acked := map[int64]Hash{}
+	for _, ln := range strings.Split(string(out), "\n") {
+		f := strings.Fields(ln)
+		if len(f) == 3 && f[0] == "ack" {
+			seq, _ := strconv.ParseInt(f[1], 10, 64)
+			h, _ := ParseHash(f[2])
+			acked[seq] = h
+		}
+	}
+	if len(acked) != at-1 {
+		t.Fatalf("child acknowledged %d appends, want %d", len(acked), at-1)
+	}
+	return acked
+}
+
+func checkAcked(t *testing.T, s *FileStore, acked map[int64]Hash) {
+	t.Helper()
+	recs, err := s.Read(context.Background(), testChain, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq, h := range acked {
+		if seq >= int64(len(recs)) || recs[seq].Hash() != h {
+			t.Fatalf("acknowledged record %d lost", seq)
+		}
+	}
+}
+
+// TestCrashTornWrite kills the writer in the middle of a write: on reopen
+// nothing acknowledged is lost, the torn tail is reported, appends refuse
+// until Repair, which keeps the torn bytes in a side file.
+func TestCrashTornWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+	dir := t.TempDir()
+	acked := runCrashChild(t, "torn", dir, 6)
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkAcked(t, s, acked)
+	res, err := s.Verify(context.Background(), testChain, acked[4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.First(CodeTornTail) == nil || !res.TornTail || res.Records != 5 {
+		t.Fatalf("torn tail not reported: %+v", res.Findings)
+	}
+	ids := &testIDs{n: 5000}
+	op := ids.next()
+	h := acked[4]
+	next, _ := Seal(draft(ids, testChain, &op, boundPayload()), 5, &h)
+	var tt *TornTailError
+	if _, err := s.Append(context.Background(), next); !errors.As(err, &tt) {
+		t.Fatalf("append on a torn chain: %v", err)
+	}
+	rep, err := s.Repair(testChain)
+	if err != nil || rep.Bytes == 0 || rep.SavedTo == "" {
+		t.Fatalf("repair: %+v %v", rep, err)
+	}
+	saved, _ := os.ReadFile(rep.SavedTo)
+	if int64(len(saved)) != rep.Bytes {
+		t.Fatalf("side file has %d bytes, want %d", len(saved), rep.Bytes)
+	}
+	if _, err := s.Append(context.Background(), next); err != nil {
+		t.Fatalf("append after repair: %v", err)
+	}
+	res, _ = s.Verify(context.Background(), testChain, next.Hash())
+	if !res.OK() || res.Records != 6 {
+		t.Fatalf("after repair: %+v", res.Findings)
+	}
+}
+
+// TestCrashBeforeSync kills the writer after a complete write but before
+// fsync: the unacknowledged record may be present (the page cache survived
+// the process), every acknowledged one is, and appends continue.
+func TestCrashBeforeSync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+	dir := t.TempDir()
+	acked := runCrashChild(t, "presync", dir, 4)
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkAcked(t, s, acked)
+	tip, ok, err := s.Head(context.Background(), testChain)
+	if err != nil || !ok || tip.Sequence < 2 {
+		t.Fatalf("head after crash: %+v %v", tip, err)
+	}
+	appendN(t, s, &testIDs{n: 9000}, testChain, 1)
+	page, _ := s.Scan(context.Background(), "", 0)
+	if int64(len(page.Receipts)) != tip.Sequence+2 {
+		t.Fatalf("projection has %d entries, want %d (recovered from the chain file)", len(page.Receipts), tip.Sequence+2)
+	}
+}

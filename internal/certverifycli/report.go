@@ -1,0 +1,196 @@
+package certverifycli
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"polc.dev/polc/certificate"
+	"polc.dev/polc/chain"
+)
+
+// ReportFormat identifies the JSON report's version.
+const ReportFormat = "polc.certverify.report/v1"
+
+// Verdicts.
+const (
+	VerdictVerified     = "verified"
+	VerdictFailed       = "failed"
+	VerdictError        = "error"
+	VerdictInconclusive = "inconclusive"
+)
+
+// Report is what certverify prints: with --format json, one object on
+// stdout; its members are a contract (docs/certverify.md).
+type Report struct {
+	Format          string                   `json:"format"`
+	Command         string                   `json:"command"`
+	Verdict         string                   `json:"verdict"`
+	ExitCode        int                      `json:"exit_code"`
+	Error           string                   `json:"error,omitempty"`
+	Findings        []chain.Finding          `json:"findings"`
+	FindingsOmitted int                      `json:"findings_omitted"`
+	Chain           *ChainSummary            `json:"chain"`
+	Anchors         []chain.Anchor           `json:"anchors"`
+	Checkpoints     []chain.CheckpointReport `json:"checkpoints"`
+	Certificate     *CertificateSummary      `json:"certificate,omitempty"`
+	Record          *RecordSummary           `json:"record,omitempty"`
+	Stats           Stats                    `json:"stats"`
+	summaryCounts   map[chain.Severity]int   `json:"-"`
+}
+
+// ChainSummary is what was derived from the chain.
+type ChainSummary struct {
+	ChainID        string                  `json:"chain_id"`
+	Records        int64                   `json:"records"`
+	Head           string                  `json:"head"`
+	HeadSequence   *int64                  `json:"head_sequence"`
+	MerkleRoot     string                  `json:"merkle_root"`
+	Closed         bool                    `json:"closed"`
+	TaskBoundaryID string                  `json:"task_boundary_id"`
+	PolicyID       string                  `json:"policy_id"`
+	PolicyVersion  string                  `json:"policy_version"`
+	PolicyDigest   string                  `json:"policy_digest"`
+	Operations     int64                   `json:"operations"`
+	GateSummary    certificate.GateSummary `json:"gate_summary"`
+	ProcessGrade   string                  `json:"process_grade"`
+	TornTail       bool                    `json:"torn_tail"`
+}
+
+// CertificateSummary describes the certificate checked by `cert`.
+type CertificateSummary struct {
+	Signed      bool                     `json:"signed"`
+	Signers     []string                 `json:"signers"`
+	Certificate *certificate.Certificate `json:"certificate"`
+}
+
+// RecordSummary describes the record checked by `inclusion`.
+type RecordSummary struct {
+	ChainID   string `json:"chain_id"`
+	RecordID  string `json:"record_id"`
+	Sequence  int64  `json:"sequence"`
+	ChainHash string `json:"chain_hash"`
+}
+
+// Stats are measurements of the run; seconds is the only member that is not
+// deterministic.
+type Stats struct {
+	Records int64   `json:"records"`
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+}
+
+func newReport(cmd string) *Report {
+	return &Report{Format: ReportFormat, Command: cmd, Findings: []chain.Finding{}, Anchors: []chain.Anchor{}, Checkpoints: []chain.CheckpointReport{}}
+}
+
+func errorReport(cmd string, err error) *Report {
+	r := newReport(cmd)
+	r.Verdict, r.ExitCode, r.Error = VerdictError, ExitError, err.Error()
+	return r
+}
+
+func summarize(res *chain.Result) *ChainSummary {
+	s := &ChainSummary{
+		ChainID: res.ChainID, Records: res.Records, MerkleRoot: base64.StdEncoding.EncodeToString(res.Root[:]),
+		Closed: res.Closed, TaskBoundaryID: res.TaskBoundaryID, PolicyID: res.PolicyID,
+		PolicyVersion: res.PolicyVersion, PolicyDigest: res.PolicyDigest, Operations: res.Operations,
+		TornTail: res.TornTail,
+	}
+	if res.HasHead {
+		s.Head = res.Head.String()
+		seq := res.HeadSequence
+		s.HeadSequence = &seq
+	}
+	s.GateSummary, s.ProcessGrade = certificate.Derive(res)
+	return s
+}
+
+// addFindings appends findings and the omitted count.
+func (r *Report) addFindings(fs []chain.Finding) { r.Findings = append(r.Findings, fs...) }
+
+// finish computes the verdict and exit code from the findings:
+// any error → failed (1); else any unsupported → error (2); else any
+// inconclusive → inconclusive (3); else verified (0).
+func (r *Report) finish(d time.Duration) {
+	r.Stats.Seconds = float64(d.Microseconds()) / 1e6
+	r.summaryCounts = map[chain.Severity]int{}
+	for _, f := range r.Findings {
+		r.summaryCounts[f.Severity]++
+	}
+	switch {
+	case r.summaryCounts[chain.SeverityError] > 0:
+		r.Verdict, r.ExitCode = VerdictFailed, ExitFailed
+	case r.summaryCounts[chain.SeverityUnsupported] > 0:
+		r.Verdict, r.ExitCode = VerdictError, ExitError
+	case r.summaryCounts[chain.SeverityInconclusive] > 0:
+		r.Verdict, r.ExitCode = VerdictInconclusive, ExitInconclusive
+	default:
+		r.Verdict, r.ExitCode = VerdictVerified, ExitVerified
+	}
+}
+
+func writeJSON(w io.Writer, r *Report) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		panic(err) // every member is a plain value
+	}
+	w.Write(append(b, '\n'))
+}
+
+func (r *Report) writeText(w io.Writer) {
+	fmt.Fprintf(w, "certverify %s: %s (exit %d)\n", r.Command, strings.ToUpper(r.Verdict), r.ExitCode)
+	if c := r.Chain; c != nil {
+		fmt.Fprintf(w, "chain %s: %d records", orNone(c.ChainID), c.Records)
+		if c.Head != "" {
+			fmt.Fprintf(w, ", head %s (sequence %d)", c.Head, *c.HeadSequence)
+		}
+		fmt.Fprintf(w, "\n  merkle root %s, closed %v, operations %d, grade %s\n", c.MerkleRoot, c.Closed, c.Operations, c.ProcessGrade)
+	}
+	if c := r.Certificate; c != nil && c.Certificate != nil {
+		fmt.Fprintf(w, "certificate %s for boundary %s", c.Certificate.CertificateID, c.Certificate.TaskBoundaryID)
+		if c.Signed {
+			fmt.Fprintf(w, ", signed by %s", orNone(strings.Join(c.Signers, ", ")))
+		} else {
+			fmt.Fprint(w, ", unsigned")
+		}
+		fmt.Fprintln(w)
+	}
+	if rec := r.Record; rec != nil {
+		fmt.Fprintf(w, "record %s: chain %s, sequence %d, chain_hash %s\n", rec.RecordID, rec.ChainID, rec.Sequence, rec.ChainHash)
+	}
+	for _, cp := range r.Checkpoints {
+		fmt.Fprintf(w, "checkpoint %s size %d: verified %v, signers %s\n", cp.Origin, cp.Size, cp.Verified, orNone(strings.Join(cp.Signers, ", ")))
+	}
+	for _, a := range r.Anchors {
+		fmt.Fprintf(w, "anchor %s: size %d, covers head %v, verified %v\n", a.Kind, a.Size, a.Covers, a.Verified)
+	}
+	for _, f := range r.Findings {
+		loc := ""
+		if f.Line != nil {
+			loc += fmt.Sprintf("line %d ", *f.Line)
+		}
+		if f.Sequence != nil {
+			loc += fmt.Sprintf("(sequence %d) ", *f.Sequence)
+		}
+		fmt.Fprintf(w, "%-12s %s%s: %s\n", f.Severity, loc, f.Code, f.Message)
+		if f.Expected != "" || f.Actual != "" {
+			fmt.Fprintf(w, "             expected %s\n             actual   %s\n", orNone(f.Expected), orNone(f.Actual))
+		}
+	}
+	if r.FindingsOmitted > 0 {
+		fmt.Fprintf(w, "… %d more findings omitted (--max-findings)\n", r.FindingsOmitted)
+	}
+	fmt.Fprintf(w, "%d error(s), %d warning(s); %d records, %d bytes\n",
+		r.summaryCounts[chain.SeverityError], r.summaryCounts[chain.SeverityWarning], r.Stats.Records, r.Stats.Bytes)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
