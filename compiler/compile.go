@@ -34,6 +34,8 @@ type Result struct {
 	// Files maps output paths (relative to the output directory, slash
 	// separated) to their contents. Set by the emit stage.
 	Files map[string][]byte
+	// Tests are the declared decision tests.
+	Tests []*TestCase
 	// Dumps holds the dump of each stage that ran, by stage name.
 	Dumps map[string]any
 	// Diagnostics are every error and warning, sorted.
@@ -106,6 +108,7 @@ func (s *state) load() diag.List {
 
 func (s *state) validate() diag.List {
 	diags := s.decls.validate()
+	s.res.Tests = s.decls.Tests
 	if !diags.HasErrors() && len(s.decls.Policies) == 0 {
 		diags.Add(diag.Pos{}, diag.CodeNoPolicies, "no policies declared (declare them under `policies: <name>: {...}`)")
 	}
@@ -218,7 +221,7 @@ func (s *state) lower() diag.List {
 		if parent != nil && p.Decl.Gates != nil {
 			s.checkGates(p, r, parent, auth, &diags)
 		}
-		auth.check(&diags)
+		auth.check(&diags, p.Decl.Extends == nil)
 		r.expansions = auth.recorded()
 		l, err := lower(r, parent)
 		if err != nil {

@@ -137,8 +137,10 @@ func (a *expansionAuth) authorize(path string, value any) bool {
 }
 
 // check reports unknown expansion paths (errors) and unused values
-// (warnings).
-func (a *expansionAuth) check(diags *diag.List) {
+// (warnings). A root policy has no parent to expand, so its declared
+// expansions record intentional grants for polc diff instead: all of them
+// are kept and none is reported unused.
+func (a *expansionAuth) check(diags *diag.List, root bool) {
 	for i, e := range a.decls {
 		path := fmt.Sprintf("expansions[%d]", i)
 		if !slices.Contains(expansionPaths, e.Path) {
@@ -146,6 +148,10 @@ func (a *expansionAuth) check(diags *diag.List) {
 			continue
 		}
 		for j, v := range e.Values {
+			if root {
+				a.used[i][j] = true
+				continue
+			}
 			if !a.used[i][j] {
 				b, _ := json.Marshal(v)
 				diags.Warn(a.p.PosOf(fmt.Sprintf("%s.values[%d]", path, j)), diag.CodeExpansionUnused, "policy %q: expansion %s %s grants nothing the parent does not already allow", a.p.Name, e.Path, b)

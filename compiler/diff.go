@@ -1,0 +1,269 @@
+package compiler
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"polc.dev/polc/internal/pattern"
+	"polc.dev/polc/snapshot"
+)
+
+// Change is one permission that differs between two versions of a policy.
+type Change struct {
+	Policy string `json:"policy"`
+	// Kind is "widened", "narrowed", "added" (a policy only in NEW) or
+	// "removed" (a policy only in OLD).
+	Kind string `json:"kind"`
+	// Path is the declaration path (the vocabulary of expansions).
+	Path string `json:"path"`
+	// Value is the pattern, mode, limit or rule id that changed.
+	Value any `json:"value"`
+	// Note qualifies the change, e.g. "deny removed".
+	Note string `json:"note,omitempty"`
+	// Approved is the NEW snapshot's expansion that authorizes a widening.
+	Approved *snapshot.Expansion `json:"approved,omitempty"`
+}
+
+// Unapproved reports whether c is a widening without an approved expansion.
+func (c Change) Unapproved() bool { return c.Kind == "widened" && c.Approved == nil }
+
+func (c Change) String() string {
+	v, _ := json.Marshal(c.Value)
+	s := fmt.Sprintf("%s: %s %s %s", c.Policy, c.Kind, c.Path, v)
+	if c.Note != "" {
+		s += " (" + c.Note + ")"
+	}
+	if c.Approved != nil {
+		s += fmt.Sprintf(" [approved by %s: %s]", c.Approved.Authority, c.Approved.Evidence)
+	}
+	return s
+}
+
+// DiffSets compares two sets of snapshots by policy name.
+func DiffSets(old, new []*snapshot.Snapshot) []Change {
+	byName := func(ss []*snapshot.Snapshot) map[string]*snapshot.Snapshot {
+		m := map[string]*snapshot.Snapshot{}
+		for _, s := range ss {
+			m[s.Name] = s
+		}
+		return m
+	}
+	om, nm := byName(old), byName(new)
+	var out []Change
+	for _, name := range sortedKeys(om) {
+		if _, ok := nm[name]; !ok {
+			out = append(out, Change{Policy: name, Kind: "removed", Path: "", Value: om[name].Digest})
+		}
+	}
+	for _, name := range sortedKeys(nm) {
+		o, ok := om[name]
+		if !ok {
+			out = append(out, Change{Policy: name, Kind: "added", Path: "", Value: nm[name].Digest})
+			continue
+		}
+		var ancestors []*snapshot.Snapshot
+		for _, a := range nm[name].Lineage {
+			if s, ok := nm[a.Name]; ok && s.Digest == a.Digest {
+				ancestors = append(ancestors, s)
+			}
+		}
+		out = append(out, Diff(o, nm[name], ancestors...)...)
+	}
+	return out
+}
+
+// Diff lists every permission that widened or narrowed from old to new,
+// deciding pattern coverage as conservatively as the compiler does, and
+// marks widenings that the expansions recorded in new or in one of its
+// ancestors (whose digests new's lineage pins) approve.
+func Diff(old, new *snapshot.Snapshot, ancestors ...*snapshot.Snapshot) []Change {
+	approvers := append([]*snapshot.Snapshot{new}, ancestors...)
+	o, n := raise(old, nil), raise(new, nil)
+	var out []Change
+	add := func(kind, path string, value any, note string) {
+		c := Change{Policy: new.Name, Kind: kind, Path: path, Value: value, Note: note}
+		if kind == "widened" && note == "" {
+			c.Approved = approvedBy(approvers, path, value)
+		}
+		out = append(out, c)
+	}
+	for f := range numFacets {
+		spec := facets[f]
+		if spec.deny {
+			for _, p := range o.sets[f].sorted() {
+				if n.sets[f][p] == nil {
+					add("widened", spec.path, p, "deny removed")
+				}
+			}
+			for _, p := range n.sets[f].sorted() {
+				if o.sets[f][p] == nil {
+					add("narrowed", spec.path, p, "deny added")
+				}
+			}
+			continue
+		}
+		path := func(p string) (string, any) {
+			if p == "*" && (f == fNetAllow || f == fSubAllow) {
+				return strings.Split(spec.path, ".")[0] + ".mode", "allow"
+			}
+			return spec.path, p
+		}
+		oi, ni := newCoverIndex(spec.kind, o.sets[f]), newCoverIndex(spec.kind, n.sets[f])
+		for _, p := range n.sets[f].sorted() {
+			if !oi.covers(p) {
+				pp, v := path(p)
+				add("widened", pp, v, "")
+			}
+		}
+		for _, p := range o.sets[f].sorted() {
+			if !ni.covers(p) {
+				pp, v := path(p)
+				add("narrowed", pp, v, "")
+			}
+		}
+	}
+	if o.shell != n.shell && len(n.sets[fSubAllow]) > 0 {
+		add(map[bool]string{true: "widened", false: "narrowed"}[n.shell == "allow"], "subprocess.shell", n.shell, "")
+	}
+	for _, k := range sortedKeys(o.approvals) {
+		if n.approvals[k] == nil {
+			add("widened", "actions.approve", k, "approval requirement removed")
+		}
+	}
+	for _, k := range sortedKeys(n.approvals) {
+		if o.approvals[k] == nil {
+			add("narrowed", "actions.approve", k, "approval requirement added")
+		}
+	}
+	diffSecrets(o, n, add)
+	for _, bf := range budgetFields {
+		ob, nb := o.budgets[bf.kind], n.budgets[bf.kind]
+		path := "budgets." + bf.kind
+		switch {
+		case ob != nil && nb == nil:
+			add("widened", path, ob.limit, "limit removed")
+		case ob == nil && nb != nil:
+			add("narrowed", path, nb.limit, "limit added")
+		case ob != nil && nb.limit > ob.limit:
+			add("widened", path, nb.limit, "")
+		case ob != nil && nb.limit < ob.limit:
+			add("narrowed", path, nb.limit, "")
+		}
+	}
+	if len(o.budgets) > 0 && len(n.budgets) > 0 && !windowEqual(o.window, n.window) {
+		longer := o.window != nil && (n.window == nil || *n.window > *o.window)
+		add(map[bool]string{true: "narrowed", false: "widened"}[longer], "budgets.window", windowValue(n.window), "")
+	}
+	diffTime := func(path string, ot, nt *time.Time, laterWidens bool) {
+		switch {
+		case ot == nil && nt == nil:
+		case ot != nil && nt == nil:
+			add("widened", path, formatTime(*ot), path+" removed")
+		case ot == nil:
+			add("narrowed", path, formatTime(*nt), "")
+		case nt.After(*ot):
+			add(map[bool]string{true: "widened", false: "narrowed"}[laterWidens], path, formatTime(*nt), "")
+		case nt.Before(*ot):
+			add(map[bool]string{true: "narrowed", false: "widened"}[laterWidens], path, formatTime(*nt), "")
+		}
+	}
+	diffTime("expires_at", o.expiresAt, n.expiresAt, true)
+	diffTime("not_before", o.notBefore, n.notBefore, false)
+	ol, nl := gateLevels(old), gateLevels(new)
+	gateOf := map[string]string{}
+	for _, g := range new.GateBindings {
+		for _, id := range g.RuleIDs {
+			gateOf[id] = g.GateID
+		}
+	}
+	for _, id := range sortedKeys(nl) {
+		if pl, ok := ol[id]; ok && pl != nl[id] {
+			kind := "narrowed"
+			if levelRank[nl[id]] < levelRank[pl] {
+				kind = "widened"
+			}
+			c := len(out)
+			add(kind, "gates", gateOf[id], fmt.Sprintf("%s: %s → %s", id, pl, nl[id]))
+			if kind == "widened" {
+				// The note names the rule; approval is by gate id.
+				out[c].Approved = approvedBy(approvers, "gates", gateOf[id])
+			}
+		}
+	}
+	return out
+}
+
+func approvedBy(snaps []*snapshot.Snapshot, path string, value any) *snapshot.Expansion {
+	key := valueKey(value)
+	for _, s := range snaps {
+		for i, e := range s.Expansions {
+			if e.Path != path {
+				continue
+			}
+			for _, v := range e.Values {
+				if valueKey(jsonValue(v)) == key {
+					return &s.Expansions[i]
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// diffSecrets compares exposures: a grant NEW has that OLD does not cover
+// (at that exposure or above) widens; a forbid OLD had and NEW lacks widens.
+func diffSecrets(o, n *resolved, add func(kind, path string, value any, note string)) {
+	covered := func(in *resolved, s *secret) bool {
+		for _, x := range in.secrets {
+			if x.exposure != "forbid" && exposureRank[x.exposure] >= exposureRank[s.exposure] && coversNS(x.namespace, s.namespace) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, k := range sortedKeys(n.secrets) {
+		s := n.secrets[k]
+		if s.exposure == "forbid" {
+			if o.secrets[k] == nil {
+				add("narrowed", "secrets.forbid", s.namespace, "forbid added")
+			}
+		} else if !covered(o, s) {
+			add("widened", "secrets."+s.exposure, s.namespace, "")
+		}
+	}
+	for _, k := range sortedKeys(o.secrets) {
+		s := o.secrets[k]
+		if s.exposure == "forbid" {
+			if n.secrets[k] == nil {
+				add("widened", "secrets.forbid", s.namespace, "forbid removed")
+			}
+		} else if !covered(n, s) {
+			add("narrowed", "secrets."+s.exposure, s.namespace, "")
+		}
+	}
+}
+
+func coversNS(parent, child string) bool { return pattern.Covers(pattern.Namespace, parent, child) }
+
+func windowEqual(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func windowValue(w *int64) any {
+	if w == nil {
+		return "lifetime"
+	}
+	return *w
+}
+
+// jsonValue maps snapshot expansion values (float64 from encoding/json,
+// json.Number, int64, string) to the forms valueKey compares.
+func jsonValue(v any) any {
+	switch v := v.(type) {
+	case float64:
+		return int64(v)
+	case json.Number:
+		return v
+	}
+	return v
+}

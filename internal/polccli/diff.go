@@ -1,0 +1,128 @@
+package polccli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"polc.dev/polc/compiler"
+	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/snapshot"
+)
+
+type diffParams struct {
+	old, new string
+	format   string
+}
+
+func newDiffCmd(e *env) *cobra.Command {
+	p := &diffParams{}
+	c := &cobra.Command{
+		Use:   "diff OLD NEW [--format text|json]",
+		Short: "List permissions that widened or narrowed between two versions",
+		Long: `diff compares OLD and NEW semantically, policy by policy (matched by name).
+Each side is a snapshot file, a compile output directory (DIR/snapshots), or
+declarations (a CUE file or directory, JSON or YAML), which are compiled.
+Every widened or narrowed permission is listed; a widening that NEW's recorded
+expansions approve is marked with its authority. Exit 1 when any widening is
+not approved (for CI), 0 otherwise, 2 when an input cannot be read.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			p.old, p.new = args[0], args[1]
+			return runDiff(c.Context(), e, p)
+		},
+	}
+	c.Flags().StringVar(&p.format, "format", "text", "text or json")
+	return c
+}
+
+// loadSide reads one side of a diff.
+func loadSide(e *env, arg string) ([]*snapshot.Snapshot, diag.List) {
+	var diags diag.List
+	abs := arg
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(e.dir, arg)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		diags.Add(diag.Pos{File: diag.Rel(e.dir, abs)}, diag.CodeIO, "cannot read: %v", err)
+		return nil, diags
+	}
+	var files []string
+	switch {
+	case fi.IsDir():
+		if entries, err := os.ReadDir(filepath.Join(abs, "snapshots")); err == nil {
+			for _, en := range entries {
+				if strings.HasSuffix(en.Name(), ".json") && !strings.HasSuffix(en.Name(), ".srcmap.json") {
+					files = append(files, filepath.Join(abs, "snapshots", en.Name()))
+				}
+			}
+		}
+	case strings.HasSuffix(abs, ".json"):
+		if data, err := os.ReadFile(abs); err == nil {
+			if s, err := snapshot.Parse(data); err == nil {
+				return []*snapshot.Snapshot{s}, nil
+			}
+		}
+	}
+	if files != nil {
+		var out []*snapshot.Snapshot
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				diags.Add(diag.Pos{File: diag.Rel(e.dir, f)}, diag.CodeIO, "cannot read: %v", err)
+				continue
+			}
+			s, err := snapshot.Parse(data)
+			if err != nil {
+				diags.Add(diag.Pos{File: diag.Rel(e.dir, f)}, diag.CodeInvalidInput, "%v", err)
+				continue
+			}
+			out = append(out, s)
+		}
+		return out, diags
+	}
+	res := compiler.Vet(compiler.Config{Dir: e.dir}, []string{arg})
+	return res.Snapshots, res.Diagnostics.Errors()
+}
+
+func runDiff(_ context.Context, e *env, p *diffParams) error {
+	if p.format != "text" && p.format != "json" {
+		return usagef("--format %q: want text or json", p.format)
+	}
+	old, d1 := loadSide(e, p.old)
+	new, d2 := loadSide(e, p.new)
+	if diags := append(d1, d2...); diags.HasErrors() {
+		return report(e, diags, diag.FormatText)
+	}
+	changes := compiler.DiffSets(old, new)
+	unapproved := 0
+	for _, c := range changes {
+		if c.Unapproved() {
+			unapproved++
+		}
+	}
+	if p.format == "json" {
+		if changes == nil {
+			changes = []compiler.Change{}
+		}
+		if err := printJSON(e, map[string]any{"changes": changes, "unapproved_widenings": unapproved}); err != nil {
+			return err
+		}
+	} else {
+		for _, c := range changes {
+			fmt.Fprintln(e.stdout, c)
+		}
+		if unapproved > 0 {
+			fmt.Fprintf(e.stderr, "polc diff: %d widening(s) without an approved expansion\n", unapproved)
+		}
+	}
+	if unapproved > 0 {
+		return &exitError{ExitFindings}
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package polccli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"polc.dev/polc/compiler"
+	"polc.dev/polc/executor"
+	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/regoeval"
+)
+
+type testParams struct {
+	paths  []string
+	engine string
+	format string
+}
+
+func newTestCmd(e *env) *cobra.Command {
+	p := &testParams{}
+	c := &cobra.Command{
+		Use:   "test PATH...",
+		Short: "Run the decision tests declared next to the policies",
+		Long: `test compiles the policies and runs each declared test
+(tests: [{policy, request, want}]): the request is normalized and evaluated,
+and every member of want that is given must equal the decision's. With
+--engine both (the default) the native evaluator and the Rego bundle in OPA
+must both pass. Failures are positioned at the test; exit 1 when any fails.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			p.paths = args
+			return runTest(c.Context(), e, p)
+		},
+	}
+	c.Flags().StringVar(&p.engine, "engine", "both", "native, opa or both")
+	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json or github")
+	return c
+}
+
+func runTest(ctx context.Context, e *env, p *testParams) error {
+	f, err := diagFormat(p.format)
+	if err != nil {
+		return err
+	}
+	if p.engine != "native" && p.engine != "opa" && p.engine != "both" {
+		return usagef("--engine %q: want native, opa or both", p.engine)
+	}
+	res := compiler.Vet(compiler.Config{Dir: e.dir}, p.paths)
+	diags := res.Diagnostics
+	if diags.HasErrors() {
+		return report(e, diags, f)
+	}
+	if len(res.Tests) == 0 {
+		diags.Add(diag.Pos{}, diag.CodeNoPolicies, "no tests declared (tests: [{policy, request, want}])")
+		return report(e, diags, f)
+	}
+	pols := map[string]*executor.Policy{}
+	for _, s := range res.Snapshots {
+		pol, err := executor.Compile(s)
+		if err != nil {
+			return err
+		}
+		pols[s.Name] = pol
+	}
+	var eng *regoeval.Engine
+	if p.engine != "native" {
+		bb, err := compiler.WriteBundle(res.Snapshots, nil)
+		if err != nil {
+			return err
+		}
+		if eng, err = regoeval.New(ctx, bb); err != nil {
+			return err
+		}
+	}
+	passed := 0
+	for _, tc := range res.Tests {
+		label := fmt.Sprintf("tests[%d]", tc.Index)
+		if tc.Name != "" {
+			label += " (" + tc.Name + ")"
+		}
+		pol, ok := pols[tc.Policy]
+		if !ok {
+			diags.Add(tc.Pos, diag.CodeTestFailed, "%s: no policy %q in the compile set", label, tc.Policy)
+			continue
+		}
+		req, nerr := (&executor.Normalizer{}).Normalize(tc.Request)
+		var got []engineDecision
+		if nerr != nil {
+			got = []engineDecision{{"normalizer", executor.Decision{Disposition: executor.Deny, RuleIDs: []string{}, Reasons: []string{nerr.Reason}}}}
+		} else {
+			if p.engine != "opa" {
+				d, _ := pol.Evaluate(req)
+				got = append(got, engineDecision{"native", d})
+			}
+			if eng != nil {
+				d, err := eng.Evaluate(ctx, tc.Policy, req)
+				if err != nil {
+					return err
+				}
+				got = append(got, engineDecision{"opa", d})
+			}
+		}
+		failed := false
+		for _, g := range got {
+			if msg := compareWant(tc.Want, g.d); msg != "" {
+				diags.Add(tc.Pos, diag.CodeTestFailed, "%s: policy %q (%s): %s", label, tc.Policy, g.engine, msg)
+				failed = true
+			}
+		}
+		if !failed {
+			passed++
+		}
+	}
+	if err := report(e, diags, f); err != nil {
+		return err
+	}
+	if f == diag.FormatText {
+		fmt.Fprintf(e.stdout, "ok: %d tests passed\n", passed)
+	}
+	return nil
+}
+
+type engineDecision struct {
+	engine string
+	d      executor.Decision
+}
+
+// compareWant returns "" when d has every member want gives.
+func compareWant(want compiler.TestWant, d executor.Decision) string {
+	var problems []string
+	if want.Disposition != d.Disposition {
+		problems = append(problems, fmt.Sprintf("want disposition %s, got %s (reasons: %s)", want.Disposition, d.Disposition, strings.Join(d.Reasons, ", ")))
+	}
+	if want.RuleIDs != nil && !sameSet(*want.RuleIDs, d.RuleIDs) {
+		problems = append(problems, fmt.Sprintf("want rule_ids %q, got %q", *want.RuleIDs, d.RuleIDs))
+	}
+	if want.Reasons != nil && !sameSet(*want.Reasons, d.Reasons) {
+		problems = append(problems, fmt.Sprintf("want reasons %q, got %q", *want.Reasons, d.Reasons))
+	}
+	if len(want.ApproverClass) > 0 {
+		var w *string
+		json.Unmarshal(want.ApproverClass, &w)
+		if (w == nil) != (d.ApproverClass == nil) || (w != nil && *w != *d.ApproverClass) {
+			problems = append(problems, fmt.Sprintf("want approver_class %s, got %s", want.ApproverClass, jsonString(d.ApproverClass)))
+		}
+	}
+	return strings.Join(problems, "; ")
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+func jsonString(s *string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
