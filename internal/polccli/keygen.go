@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -32,7 +33,11 @@ func runKeygen(_ context.Context, e *env, name, dir string) error {
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(e.dir, dir)
 	}
-	files, err := keys.Write(dir, name, rand.Reader)
+	err := os.MkdirAll(dir, 0o700)
+	var files keys.Files
+	if err == nil {
+		files, err = keys.Write(dir, name, rand.Reader)
+	}
 	if err != nil {
 		var d diag.List
 		d.Add(diag.Pos{File: diag.Rel(e.dir, dir)}, diag.CodeIO, "keygen: %v", err)
