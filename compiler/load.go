@@ -32,8 +32,8 @@ type Declarations struct {
 	// schema and sorted by name; package harness compiles them.
 	Harnesses []*Harness
 	values    []cue.Value
-	files    []string
-	l        *loader
+	files     []string
+	l         *loader
 }
 
 // Lookup returns the policy named name, or nil.

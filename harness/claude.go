@@ -118,7 +118,7 @@ func (c claudeCode) build(s *Spec, probe *ProbeResult) (*build, error) {
 	perms := map[string]any{
 		"allow": sortedSet(allow), "deny": sortedSet(deny), "ask": []string{},
 		"defaultMode": "dontAsk", "disableBypassPermissionsMode": "disable", "denyInsteadOfPrompting": true,
-		"additionalDirectories":               addDirs,
+		"additionalDirectories":                addDirs,
 		"blockWritesOutsideWorkingDirectories": true,
 		"blockReadsOutsideWorkingDirectories":  s.ReadRoots != nil,
 	}

@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -80,7 +81,9 @@ harnesses: h: {
 				t.Fatal(err)
 			}
 			secret := "sk-test-" + strings.Repeat("x", 16)
+			var raw bytes.Buffer
 			res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{
+				Stream: &raw,
 				Prompt: "run the greeting",
 				Getenv: func(k string) (string, bool) {
 					if k == "POLC_TEST_MODEL_KEY" {
@@ -105,6 +108,12 @@ harnesses: h: {
 			}
 			if !sawReq || !sawResult {
 				t.Fatalf("exit %d, kinds %v\nstderr: %s", res.ExitCode, kinds, res.Stderr)
+			}
+			if strings.Contains(raw.String(), secret) {
+				t.Errorf("the model key reached the stream")
+			}
+			if dir := os.Getenv("POLC_RECORD_STREAMS"); dir != "" {
+				os.WriteFile(filepath.Join(dir, c.provider+".jsonl"), raw.Bytes(), 0o644)
 			}
 			t.Logf("%s: exit %d in %v, observations %v", c.provider, res.ExitCode, res.Duration, kinds)
 		})

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,8 @@ type SpawnOptions struct {
 	// OnObservation, when set, is called for each observation as it
 	// arrives (from one goroutine).
 	OnObservation func(Observation)
+	// Stream, when set, receives a copy of the provider's raw stdout.
+	Stream io.Writer
 	// Getenv reads polc's own environment for allowlisted variables and
 	// env: secret references. Default: os.LookupEnv.
 	Getenv func(string) (string, bool)
@@ -163,7 +166,11 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 	}()
 
 	var attestErr error
-	sc := bufio.NewScanner(stdout)
+	var src io.Reader = stdout
+	if opts.Stream != nil {
+		src = io.TeeReader(stdout, opts.Stream)
+	}
+	sc := bufio.NewScanner(src)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	n := 0
 	for sc.Scan() {

@@ -236,6 +236,6 @@ const (
 	CodeHarnessMissing          = "harness_missing"
 	CodeCapabilityNotEnforced   = "capability_not_enforced"
 	CodeHarnessCompile          = "harness_compile_error"
-	CodeNoEffect      = "no_effect"
-	CodePolicyExpired = "policy_expired"
+	CodeNoEffect                = "no_effect"
+	CodePolicyExpired           = "policy_expired"
 )

@@ -62,7 +62,7 @@ func Run(ctx context.Context, args []string, e *env) int {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err.Error()} })
 	root.AddCommand(
 		newVetCmd(e), newCompileCmd(e), newCanonCmd(e), newExportCmd(e),
-		newImportCmd(e), newSchemaCmd(e),
+		newImportCmd(e), newSchemaCmd(e), newHarnessCmd(e),
 	)
 	err := root.ExecuteContext(ctx)
 	var ee *exitError
