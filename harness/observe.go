@@ -1,6 +1,12 @@
 package harness
 
-import "encoding/json"
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+)
 
 // ObservationKind is the closed set of things a provider stream reports.
 type ObservationKind string
@@ -53,4 +59,23 @@ func clip(s string) string {
 		return s[:maxObsText] + "…"
 	}
 	return s
+}
+
+// ParseStream parses a recorded provider stream (one JSON event per line)
+// into observations, as Spawn does while the provider runs.
+func ParseStream(provider string, r io.Reader) ([]Observation, error) {
+	p, ok := providers[provider]
+	if !ok {
+		return nil, fmt.Errorf("unknown provider %q", provider)
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var out []Observation
+	for n := 1; sc.Scan(); n++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		out = append(out, p.parse(sc.Bytes(), n)...)
+	}
+	return out, sc.Err()
 }
