@@ -204,15 +204,16 @@ func nonNil(s []string) []string {
 
 // claudeEvent is the part of a stream-json line the parser reads.
 type claudeEvent struct {
-	Type      string `json:"type"`
-	Subtype   string `json:"subtype"`
-	UUID      string `json:"uuid"`
-	SessionID string `json:"session_id"`
-	Error     string `json:"error"`
-	IsError   bool   `json:"is_error"`
-	Result    string `json:"result"`
-	Attempt   int    `json:"attempt"`
-	Message   struct {
+	Type      string          `json:"type"`
+	Subtype   string          `json:"subtype"`
+	UUID      string          `json:"uuid"`
+	SessionID string          `json:"session_id"`
+	Error     string          `json:"error"`
+	IsError   bool            `json:"is_error"`
+	Result    string          `json:"result"`
+	Attempt   int             `json:"attempt"`
+	RawMsg    json.RawMessage `json:"message"`
+	Message   struct {        // decoded from RawMsg when it is an object
 		Content []struct {
 			Type      string          `json:"type"`
 			ID        string          `json:"id"`
@@ -223,7 +224,7 @@ type claudeEvent struct {
 			Content   json.RawMessage `json:"content"`
 			IsError   bool            `json:"is_error"`
 		} `json:"content"`
-	} `json:"message"`
+	} `json:"-"`
 	ToolResultMeta []struct {
 		ID                 string `json:"id"`
 		NonExecutionKind   string `json:"non_execution_kind"`
@@ -238,6 +239,9 @@ func (claudeCode) parse(line []byte, n int) []Observation {
 	var e claudeEvent
 	if json.Unmarshal(line, &e) != nil {
 		return []Observation{{Kind: ObsError, Provider: "claude-code", Line: n, EventType: "unparsed", Text: clip(string(line)), IsError: true}}
+	}
+	if len(e.RawMsg) > 0 && e.RawMsg[0] == '{' {
+		json.Unmarshal(e.RawMsg, &e.Message)
 	}
 	o := Observation{Provider: "claude-code", Line: n, EventType: e.Type, EventID: e.UUID, SessionID: e.SessionID}
 	switch e.Type {
