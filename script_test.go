@@ -2,6 +2,7 @@ package polc_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"polc.dev/polc/harness"
 	"polc.dev/polc/internal/certverifycli"
 	"polc.dev/polc/internal/polccli"
 	"polc.dev/polc/internal/testutil"
@@ -56,7 +58,20 @@ func scriptParams(t *testing.T) testscript.Params {
 		RequireUniqueNames:  true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("POLC_ROOT", root)
+			env.Setenv("POLC_PROVIDERS_DIR", harness.ProvidersDir())
 			return nil
+		},
+		// [provider:NAME] holds when the pinned CLI is installed; scripts
+		// skip without it (CI installs it and requires it).
+		Condition: func(cond string) (bool, error) {
+			name, ok := strings.CutPrefix(cond, "provider:")
+			if !ok {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			if harness.CachedExecutable(name) == "" && os.Getenv("POLC_REQUIRE_PROVIDERS") != "" {
+				return false, fmt.Errorf("provider %s required but not installed", name)
+			}
+			return harness.CachedExecutable(name) != "", nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode":  cmdExitcode,

@@ -109,8 +109,8 @@ func (s *state) load() diag.List {
 func (s *state) validate() diag.List {
 	diags := s.decls.validate()
 	s.res.Tests = s.decls.Tests
-	if !diags.HasErrors() && len(s.decls.Policies) == 0 {
-		diags.Add(diag.Pos{}, diag.CodeNoPolicies, "no policies declared (declare them under `policies: <name>: {...}`)")
+	if !diags.HasErrors() && len(s.decls.Policies) == 0 && len(s.decls.Harnesses) == 0 {
+		diags.Add(diag.Pos{}, diag.CodeNoPolicies, "no policies declared (declare them under `policies: <name>: {...}` or `harnesses: <name>: {...}`)")
 	}
 	return diags
 }

@@ -138,14 +138,36 @@ type Policy struct {
 
 // PosOf returns the position of a declaration path within the policy, or of
 // the nearest enclosing path that has one, or of the policy itself.
-func (p *Policy) PosOf(path string) diag.Pos {
+func (p *Policy) PosOf(path string) diag.Pos { return posIn(p.positions, path, p.Pos) }
+
+// Harness is a loaded HarnessSpec declaration, validated against the
+// schema. Package harness decodes and compiles it.
+type Harness struct {
+	// Name is the key under `harnesses`.
+	Name string
+	// Pos is the position of the harness's key.
+	Pos diag.Pos
+	// Value is the author's CUE value.
+	Value cue.Value
+	// JSON is the declaration as JSON, exactly as authored (unset fields
+	// absent).
+	JSON      []byte
+	positions map[string]diag.Pos
+}
+
+// PosOf returns the position of a declaration path within the harness
+// ("workspace.extra_dirs[1]"), or of the nearest enclosing path that has
+// one, or of the harness itself.
+func (h *Harness) PosOf(path string) diag.Pos { return posIn(h.positions, path, h.Pos) }
+
+func posIn(positions map[string]diag.Pos, path string, fallback diag.Pos) diag.Pos {
 	for path != "" {
-		if pos, ok := p.positions[path]; ok {
+		if pos, ok := positions[path]; ok {
 			return pos
 		}
 		path = parentPath(path)
 	}
-	return p.Pos
+	return fallback
 }
 
 func parentPath(p string) string {

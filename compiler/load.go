@@ -28,6 +28,9 @@ import (
 // sources, sorted by name.
 type Declarations struct {
 	Policies []*Policy
+	// Harnesses are the declared HarnessSpecs, validated against the
+	// schema and sorted by name; package harness compiles them.
+	Harnesses []*Harness
 	// Tests are the declared decision tests, in source order.
 	Tests  []*TestCase
 	values []cue.Value
@@ -44,6 +47,15 @@ func (d *Declarations) Lookup(name string) *Policy {
 	return d.Policies[i]
 }
 
+// LookupHarness returns the harness named name, or nil.
+func (d *Declarations) LookupHarness(name string) *Harness {
+	i, ok := slices.BinarySearchFunc(d.Harnesses, name, func(h *Harness, n string) int { return strings.Compare(h.Name, n) })
+	if !ok {
+		return nil
+	}
+	return d.Harnesses[i]
+}
+
 func (d *Declarations) names() string {
 	var names []string
 	for _, p := range d.Policies {
@@ -56,7 +68,7 @@ func (d *Declarations) names() string {
 }
 
 // topLevelFields are the regular fields a declaration file may have.
-var topLevelFields = []string{"policies", "tests"}
+var topLevelFields = []string{"harnesses", "policies", "tests"}
 
 // policyName is the grammar of policy names (keys under `policies`); names
 // become file names, so nothing else is accepted.
@@ -87,8 +99,8 @@ func Load(cfg Config, paths []string) (*Declarations, diag.List) {
 // loadSources is the load stage: it parses every input into CUE values.
 func loadSources(cfg Config, paths []string) (*Declarations, diag.List) {
 	l := &loader{cfg: cfg, ctx: cuecontext.New()}
-	l.schema = l.ctx.CompileString(schema.PolicyCUE+"\nin: _\nout: #PermissionPolicy & in\n", cue.Filename(schema.PolicyFile))
-	l.tschema = l.ctx.CompileString(schema.PolicyCUE+"\nin: _\nout: #Test & in\n", cue.Filename(schema.PolicyFile))
+	l.schema = l.ctx.CompileString(schema.Declarations()+"\nin: _\nout: #PermissionPolicy & in\nhin: _\nhout: #HarnessSpec & hin\n", cue.Filename(schema.PolicyFile))
+	l.tschema = l.ctx.CompileString(schema.Declarations()+"\nin: _\nout: #Test & in\n", cue.Filename(schema.PolicyFile))
 	for _, v := range []cue.Value{l.schema, l.tschema} {
 		if err := v.Err(); err != nil {
 			panic("polc: embedded schema does not compile: " + err.Error())
@@ -133,9 +145,19 @@ func loadSources(cfg Config, paths []string) (*Declarations, diag.List) {
 func (d *Declarations) validate() diag.List {
 	l := d.l
 	seen := map[string]*Policy{}
+	seenH := map[string]*Harness{}
 	for _, v := range d.values {
 		d.Tests = append(d.Tests, l.tests(v)...)
-		for _, p := range l.policies(v) {
+		policies, harnesses := l.declarations(v)
+		for _, h := range harnesses {
+			if prev, dup := seenH[h.Name]; dup {
+				l.diags.Add(h.Pos, diag.CodeDuplicatePolicy, "harness %q is declared twice (also at %s)", h.Name, prev.Pos)
+				continue
+			}
+			seenH[h.Name] = h
+			d.Harnesses = append(d.Harnesses, h)
+		}
+		for _, p := range policies {
 			if prev, dup := seen[p.Name]; dup {
 				l.diags.Add(p.Pos, diag.CodeDuplicatePolicy, "policy %q is declared twice (also at %s)", p.Name, prev.Pos)
 				continue
@@ -145,6 +167,7 @@ func (d *Declarations) validate() diag.List {
 		}
 	}
 	slices.SortFunc(d.Policies, func(a, b *Policy) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(d.Harnesses, func(a, b *Harness) int { return strings.Compare(a.Name, b.Name) })
 	diags := l.diags
 	l.diags = nil
 	return diags
@@ -241,22 +264,24 @@ func (l *loader) addCUEErrors(err error, file, code string) {
 	}
 }
 
-// policies checks the top level of one source and validates each policy.
-func (l *loader) policies(v cue.Value) []*Policy {
+// declarations checks the top level of one source and validates each
+// policy and harness.
+func (l *loader) declarations(v cue.Value) ([]*Policy, []*Harness) {
 	it, err := v.Fields()
 	if err != nil {
-		l.diags.Add(l.pos(v.Pos()), diag.CodeSchemaViolation, "a declaration file must be a struct with a `policies` field")
-		return nil
+		l.diags.Add(l.pos(v.Pos()), diag.CodeSchemaViolation, "a declaration file must be a struct with a `policies` or `harnesses` field")
+		return nil, nil
 	}
 	var out []*Policy
+	var harnesses []*Harness
 	for it.Next() {
 		name := it.Selector().Unquoted()
 		if !slices.Contains(topLevelFields, name) {
 			l.diags.Add(l.pos(it.Value().Pos()), diag.CodeUnknownField, "unknown top-level field %q (allowed: %s; helpers may be definitions #X or hidden fields _x)", name, strings.Join(topLevelFields, ", "))
 			continue
 		}
-		if name != "policies" {
-			continue
+		if name == "tests" {
+			continue // validated by tests()
 		}
 		pv := it.Value()
 		if s, err := pv.String(); err == nil && s == "inherit" {
@@ -265,16 +290,22 @@ func (l *loader) policies(v cue.Value) []*Policy {
 		}
 		pit, err := pv.Fields()
 		if err != nil {
-			l.diags.Add(l.pos(pv.Pos()), diag.CodeSchemaViolation, "policies must be a struct of policy name to policy")
+			l.diags.Add(l.pos(pv.Pos()), diag.CodeSchemaViolation, "%s must be a struct of name to declaration", name)
 			continue
 		}
 		for pit.Next() {
+			if name == "harnesses" {
+				if h := l.harness(pit.Selector().Unquoted(), pit.Value()); h != nil {
+					harnesses = append(harnesses, h)
+				}
+				continue
+			}
 			if p := l.policy(pit.Selector().Unquoted(), pit.Value()); p != nil {
 				out = append(out, p)
 			}
 		}
 	}
-	return out
+	return out, harnesses
 }
 
 const inheritMsg = `"inherit" is not a preset or a policy: to inherit, set extends: "<parent policy>" and leave the fields you want inherited unset`
@@ -303,38 +334,7 @@ func (l *loader) policy(name string, v cue.Value) *Policy {
 		l.diags.Add(p.Pos, diag.CodeSchemaViolation, "policy %q must be a struct", name)
 		return nil
 	}
-	before := len(l.diags)
-	l.index(p, v, "")
-	if len(l.diags) > before {
-		return nil // "inherit" traps: schema errors would only repeat them
-	}
-	out := l.schema.FillPath(cue.ParsePath("in"), v).LookupPath(cue.ParsePath("out"))
-	reported := map[string]bool{}
-	if err := out.Validate(cue.Concrete(true)); err != nil {
-		for _, e := range cueerrors.Errors(err) {
-			path := declPath(e.Path())
-			format, args := e.Msg()
-			msg := fmt.Sprintf(format, args...)
-			pos := l.userPos(e)
-			if pos.File == "" {
-				pos = p.PosOf(path)
-			}
-			switch {
-			case msg == "field not allowed":
-				l.diags.Add(pos, diag.CodeUnknownField, "policy %q: unknown field %q%s", name, path, l.allowedHint(path))
-			case strings.Contains(msg, "required but not present"):
-				l.diags.Add(p.PosOf(parentPath(path)), diag.CodeSchemaViolation, "policy %q: missing required field %q", name, path)
-			default:
-				if reported[path] {
-					continue
-				}
-				l.diags.Add(pos, diag.CodeSchemaViolation, "policy %q: %s: %s", name, path, l.describe(v, path, msg))
-			}
-			reported[path] = true
-		}
-	}
-	l.requireFields(p, out, "", reported)
-	if len(l.diags) > before {
+	if !l.check(policyKind, name, v, p.positions, p.Pos) {
 		return nil
 	}
 	d, err := decodeDecl(v)
@@ -350,34 +350,109 @@ func (l *loader) policy(name string, v cue.Value) *Policy {
 	return p
 }
 
-// index records the position of every field and list element of a policy
-// and reports literal "inherit" where a section, mode or parent is expected.
-func (l *loader) index(p *Policy, v cue.Value, path string) {
+// declKind says which schema definition a declaration is checked against.
+type declKind struct {
+	noun    string // "policy" or "harness", in messages
+	def     string // the schema definition
+	in, out string // the schema's input and output fields
+}
+
+var (
+	policyKind  = declKind{noun: "policy", def: "#PermissionPolicy", in: "in", out: "out"}
+	harnessKind = declKind{noun: "harness", def: "#HarnessSpec", in: "hin", out: "hout"}
+)
+
+// check indexes positions and validates one declaration against its schema
+// definition, reporting every problem with a position. It reports whether
+// the declaration is valid.
+func (l *loader) check(k declKind, name string, v cue.Value, positions map[string]diag.Pos, at diag.Pos) bool {
+	posOf := func(path string) diag.Pos { return posIn(positions, path, at) }
+	before := len(l.diags)
+	l.index(k, name, positions, v, "")
+	if len(l.diags) > before {
+		return false // "inherit" traps: schema errors would only repeat them
+	}
+	out := l.schema.FillPath(cue.ParsePath(k.in), v).LookupPath(cue.ParsePath(k.out))
+	reported := map[string]bool{}
+	if err := out.Validate(cue.Concrete(true)); err != nil {
+		for _, e := range cueerrors.Errors(err) {
+			path := declPath(e.Path())
+			format, args := e.Msg()
+			msg := fmt.Sprintf(format, args...)
+			pos := l.userPos(e)
+			if pos.File == "" {
+				pos = posOf(path)
+			}
+			switch {
+			case msg == "field not allowed":
+				l.diags.Add(pos, diag.CodeUnknownField, "%s %q: unknown field %q%s", k.noun, name, path, l.allowedHint(k, path))
+			case strings.Contains(msg, "required but not present"):
+				l.diags.Add(posOf(parentPath(path)), diag.CodeSchemaViolation, "%s %q: missing required field %q", k.noun, name, path)
+			default:
+				if reported[path] {
+					continue
+				}
+				l.diags.Add(pos, diag.CodeSchemaViolation, "%s %q: %s: %s", k.noun, name, path, l.describe(k, v, path, msg))
+			}
+			reported[path] = true
+		}
+	}
+	l.requireFields(k, name, posOf, out, "", reported)
+	return len(l.diags) == before
+}
+
+// harness validates one harness declaration against #HarnessSpec.
+func (l *loader) harness(name string, v cue.Value) *Harness {
+	h := &Harness{Name: name, Pos: l.pos(v.Pos()), Value: v, positions: map[string]diag.Pos{}}
+	if !policyName.MatchString(name) {
+		l.diags.Add(h.Pos, diag.CodeInvalidValue, "harness name %q: want letters, digits, '_', '.' or '-', starting with a letter or digit", name)
+		return nil
+	}
+	if v.Kind() != cue.StructKind {
+		l.diags.Add(h.Pos, diag.CodeSchemaViolation, "harness %q must be a struct", name)
+		return nil
+	}
+	if !l.check(harnessKind, name, v, h.positions, h.Pos) {
+		return nil
+	}
+	raw, err := v.MarshalJSON()
+	if err != nil {
+		l.diags.Add(h.Pos, diag.CodeSchemaViolation, "harness %q: %v", name, err)
+		return nil
+	}
+	h.JSON = raw
+	return h
+}
+
+// index records the position of every field and list element of a
+// declaration and reports literal "inherit" where a section, mode or parent
+// is expected.
+func (l *loader) index(k declKind, name string, positions map[string]diag.Pos, v cue.Value, path string) {
 	switch v.Kind() {
 	case cue.StructKind:
 		it, _ := v.Fields()
 		for it.Next() {
 			key := it.Selector().Unquoted()
 			sub := joinPath(path, key)
-			p.positions[sub] = l.pos(it.Value().Pos())
+			positions[sub] = l.pos(it.Value().Pos())
 			if s, err := it.Value().String(); err == nil && s == "inherit" && inheritTrap[key] {
-				l.diags.Add(p.positions[sub], diag.CodeInheritNotAPreset, "policy %q: %s: %s", p.Name, sub, inheritMsg)
+				l.diags.Add(positions[sub], diag.CodeInheritNotAPreset, "%s %q: %s: %s", k.noun, name, sub, inheritMsg)
 			}
-			l.index(p, it.Value(), sub)
+			l.index(k, name, positions, it.Value(), sub)
 		}
 	case cue.ListKind:
 		it, _ := v.List()
 		for i := 0; it.Next(); i++ {
 			sub := fmt.Sprintf("%s[%d]", path, i)
-			p.positions[sub] = l.pos(it.Value().Pos())
-			l.index(p, it.Value(), sub)
+			positions[sub] = l.pos(it.Value().Pos())
+			l.index(k, name, positions, it.Value(), sub)
 		}
 	}
 }
 
 // requireFields reports required fields (`name!:`) that are absent. CUE's
 // Validate does not always report them once another error has been found.
-func (l *loader) requireFields(p *Policy, v cue.Value, path string, reported map[string]bool) {
+func (l *loader) requireFields(k declKind, name string, posOf func(string) diag.Pos, v cue.Value, path string, reported map[string]bool) {
 	switch v.IncompleteKind() {
 	case cue.StructKind:
 		it, err := v.Fields(cue.Optional(true))
@@ -390,12 +465,12 @@ func (l *loader) requireFields(p *Policy, v cue.Value, path string, reported map
 			switch sel.ConstraintType() {
 			case cue.RequiredConstraint:
 				if !reported[sub] {
-					l.diags.Add(p.PosOf(path), diag.CodeSchemaViolation, "policy %q: missing required field %q", p.Name, sub)
+					l.diags.Add(posOf(path), diag.CodeSchemaViolation, "%s %q: missing required field %q", k.noun, name, sub)
 					reported[sub] = true
 				}
 			case cue.OptionalConstraint:
 			default:
-				l.requireFields(p, it.Value(), sub, reported)
+				l.requireFields(k, name, posOf, it.Value(), sub, reported)
 			}
 		}
 	case cue.ListKind:
@@ -404,7 +479,7 @@ func (l *loader) requireFields(p *Policy, v cue.Value, path string, reported map
 			return
 		}
 		for i := 0; it.Next(); i++ {
-			l.requireFields(p, it.Value(), fmt.Sprintf("%s[%d]", path, i), reported)
+			l.requireFields(k, name, posOf, it.Value(), fmt.Sprintf("%s[%d]", path, i), reported)
 		}
 	}
 }
@@ -412,10 +487,17 @@ func (l *loader) requireFields(p *Policy, v cue.Value, path string, reported map
 // describe improves CUE's message for the common cases: a value outside an
 // enumeration (mode: "sometimes" is not one of "deny", "allowlist", "allow")
 // and a value of the wrong type (want string, got 2).
-func (l *loader) describe(raw cue.Value, path, msg string) string {
-	sv := l.schemaAt(path)
+func (l *loader) describe(k declKind, raw cue.Value, path, msg string) string {
+	sv := l.schemaAt(k, path)
 	got, _ := raw.LookupPath(cuePath(path)).MarshalJSON()
-	if op, args := sv.Expr(); op == cue.OrOp {
+	op, args := sv.Expr()
+	if op == cue.SelectorOp && len(args) == 2 {
+		// A reference to a definition (#ToolID): describe the definition.
+		if def, err := args[1].String(); err == nil && strings.HasPrefix(def, "#") {
+			op, args = l.schema.LookupPath(cue.ParsePath(def)).Expr()
+		}
+	}
+	if op == cue.OrOp {
 		var alts []string
 		for _, a := range args {
 			if s, err := a.String(); err == nil {
@@ -435,16 +517,20 @@ func (l *loader) describe(raw cue.Value, path, msg string) string {
 	return msg
 }
 
-// schemaAt looks a declaration path up in #PermissionPolicy, whose fields
-// are optional or required and so need matching selectors.
-func (l *loader) schemaAt(path string) cue.Value {
-	v := l.schema.LookupPath(cue.ParsePath("#PermissionPolicy"))
+// schemaAt looks a declaration path up in the kind's definition, whose
+// fields are optional or required and so need matching selectors.
+func (l *loader) schemaAt(k declKind, path string) cue.Value {
+	v := l.schema.LookupPath(cue.ParsePath(k.def))
 	if path == "" {
 		return v
 	}
 	for _, sel := range cuePath(path).Selectors() {
 		if sel.Type() == cue.IndexLabel {
 			v = v.LookupPath(cue.MakePath(cue.AnyIndex))
+			continue
+		}
+		if pat := v.LookupPath(cue.MakePath(cue.AnyString)); pat.Exists() && !v.LookupPath(cue.MakePath(sel.Optional())).Exists() {
+			v = pat // a pattern constraint ([#Name]: #MCPServerSpec)
 			continue
 		}
 		next := v.LookupPath(cue.MakePath(sel.Optional()))
@@ -460,8 +546,8 @@ func (l *loader) schemaAt(path string) cue.Value {
 }
 
 // allowedHint lists the fields allowed next to an unknown one.
-func (l *loader) allowedHint(path string) string {
-	sv := l.schemaAt(parentPath(path))
+func (l *loader) allowedHint(k declKind, path string) string {
+	sv := l.schemaAt(k, parentPath(path))
 	it, err := sv.Fields(cue.Optional(true))
 	if err != nil {
 		return ""
@@ -497,7 +583,7 @@ func cuePath(path string) cue.Path {
 
 // declPath converts a CUE error path below `out` into a declaration path.
 func declPath(elems []string) string {
-	if len(elems) > 0 && elems[0] == "out" {
+	if len(elems) > 0 && (elems[0] == "out" || elems[0] == "hout") {
 		elems = elems[1:]
 	}
 	var b strings.Builder

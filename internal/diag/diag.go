@@ -229,6 +229,13 @@ func escapeGitHub(s string) string {
 
 // Further stable codes.
 const (
-	CodeNoEffect      = "no_effect"
-	CodePolicyExpired = "policy_expired"
+	CodeUnknownCapability       = "unknown_capability"
+	CodeHarnessPolicyConflict   = "harness_policy_conflict"
+	CodeHarnessPolicyUnmappable = "harness_policy_unmappable"
+	CodeLegacyYolo              = "legacy_yolo"
+	CodeHarnessMissing          = "harness_missing"
+	CodeCapabilityNotEnforced   = "capability_not_enforced"
+	CodeHarnessCompile          = "harness_compile_error"
+	CodeNoEffect                = "no_effect"
+	CodePolicyExpired           = "policy_expired"
 )

@@ -14,7 +14,7 @@ func newSchemaCmd(e *env) *cobra.Command {
 	var format string
 	export := &cobra.Command{
 		Use:   "export [--format cue|snapshot-jsonschema]",
-		Short: "Print the #PermissionPolicy CUE schema or the snapshot JSON Schema",
+		Short: "Print the #PermissionPolicy and #HarnessSpec CUE schema or the snapshot JSON Schema",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			return runSchemaExport(c.Context(), e, format)
@@ -28,7 +28,7 @@ func newSchemaCmd(e *env) *cobra.Command {
 func runSchemaExport(_ context.Context, e *env, format string) error {
 	switch format {
 	case "cue":
-		_, err := fmt.Fprint(e.stdout, schema.PolicyCUE)
+		_, err := fmt.Fprint(e.stdout, schema.Declarations())
 		return err
 	case "snapshot-jsonschema":
 		_, err := fmt.Fprint(e.stdout, schema.SnapshotJSONSchema)

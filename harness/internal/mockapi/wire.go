@@ -1,0 +1,137 @@
+package mockapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+)
+
+// offered lists the tool names a request offers the model, across the
+// three wire formats.
+func offered(body []byte) []string {
+	var req struct {
+		Tools []struct {
+			Name                 string `json:"name"`
+			FunctionDeclarations []struct {
+				Name string `json:"name"`
+			} `json:"functionDeclarations"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil
+	}
+	var names []string
+	for _, t := range req.Tools {
+		if t.Name != "" {
+			names = append(names, t.Name)
+		}
+		for _, f := range t.FunctionDeclarations {
+			names = append(names, f.Name)
+		}
+	}
+	return names
+}
+
+// OfferedTools returns the tool names the given request offered the model.
+func OfferedTools(r Request) []string { return offered(r.Body) }
+
+func (m *Server) wantsTool(body []byte, markers ...string) bool {
+	return m.callTool(body, markers...) && slices.Contains(offered(body), m.script.Tool)
+}
+
+// anthropic answers a Messages API request.
+func (m *Server) anthropic(w http.ResponseWriter, body []byte) {
+	var req struct {
+		Stream bool   `json:"stream"`
+		Model  string `json:"model"`
+	}
+	json.Unmarshal(body, &req)
+	tool := m.wantsTool(body, `"type":"tool_result"`)
+	var block map[string]any
+	stop := "end_turn"
+	if tool {
+		block = map[string]any{"type": "tool_use", "id": "toolu_mock_1", "name": m.script.Tool, "input": m.script.Input}
+		stop = "tool_use"
+	} else {
+		block = map[string]any{"type": "text", "text": m.text()}
+	}
+	usage := map[string]any{"input_tokens": 10, "output_tokens": 5}
+	msg := map[string]any{"id": "msg_mock", "type": "message", "role": "assistant", "model": req.Model,
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": usage}
+	if !req.Stream {
+		msg["content"] = []any{block}
+		msg["stop_reason"] = stop
+		writeJSON(w, msg)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	sse(w, "message_start", map[string]any{"type": "message_start", "message": msg})
+	if tool {
+		in, _ := json.Marshal(m.script.Input)
+		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+			"content_block": map[string]any{"type": "tool_use", "id": "toolu_mock_1", "name": m.script.Tool, "input": map[string]any{}}})
+		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+			"delta": map[string]any{"type": "input_json_delta", "partial_json": string(in)}})
+	} else {
+		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+			"content_block": map[string]any{"type": "text", "text": ""}})
+		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+			"delta": map[string]any{"type": "text_delta", "text": m.text()}})
+	}
+	sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	sse(w, "message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 5}})
+	sse(w, "message_stop", map[string]any{"type": "message_stop"})
+}
+
+// responses answers an OpenAI Responses API request (always streamed).
+func (m *Server) responses(w http.ResponseWriter, body []byte) {
+	var req struct {
+		Model string `json:"model"`
+	}
+	json.Unmarshal(body, &req)
+	tool := m.wantsTool(body, `"type":"function_call_output"`)
+	w.Header().Set("Content-Type", "text/event-stream")
+	resp := map[string]any{"id": "resp_mock", "object": "response", "model": req.Model, "status": "in_progress", "output": []any{}}
+	sse(w, "response.created", map[string]any{"type": "response.created", "response": resp})
+	var item map[string]any
+	if tool {
+		args, _ := json.Marshal(m.script.Input)
+		item = map[string]any{"type": "function_call", "id": "fc_mock_1", "call_id": "call_mock_1",
+			"name": m.script.Tool, "arguments": string(args), "status": "completed"}
+	} else {
+		item = map[string]any{"type": "message", "id": "msg_mock_1", "role": "assistant", "status": "completed",
+			"content": []any{map[string]any{"type": "output_text", "text": m.text(), "annotations": []any{}}}}
+		sse(w, "response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": "msg_mock_1",
+			"output_index": 0, "content_index": 0, "delta": m.text()})
+	}
+	sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
+	resp["status"] = "completed"
+	resp["output"] = []any{item}
+	resp["usage"] = map[string]any{"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+		"input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens_details": map[string]any{"reasoning_tokens": 0}}
+	sse(w, "response.completed", map[string]any{"type": "response.completed", "response": resp})
+}
+
+// gemini answers a generateContent or streamGenerateContent request.
+func (m *Server) gemini(w http.ResponseWriter, body []byte, stream bool) {
+	tool := m.wantsTool(body, `"functionResponse"`)
+	var part map[string]any
+	if tool {
+		part = map[string]any{"functionCall": map[string]any{"name": m.script.Tool, "args": m.script.Input}}
+	} else {
+		part = map[string]any{"text": m.text()}
+	}
+	resp := map[string]any{
+		"candidates": []any{map[string]any{"content": map[string]any{"role": "model", "parts": []any{part}},
+			"finishReason": "STOP", "index": 0}},
+		"usageMetadata": map[string]any{"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+		"modelVersion":  "mock",
+	}
+	if !stream {
+		writeJSON(w, resp)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	sse(w, "", resp)
+}

@@ -1,0 +1,336 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// SpawnOptions configure one run.
+type SpawnOptions struct {
+	// Prompt replaces {prompt} in the plan's argv.
+	Prompt string
+	// OnObservation, when set, is called for each observation as it
+	// arrives (from one goroutine).
+	OnObservation func(Observation)
+	// Stream, when set, receives a copy of the provider's raw stdout.
+	Stream io.Writer
+	// Getenv reads polc's own environment for allowlisted variables and
+	// env: secret references. Default: os.LookupEnv.
+	Getenv func(string) (string, bool)
+}
+
+// RunResult is what a run produced.
+type RunResult struct {
+	// Argv is the argv that ran (prompt and run directory substituted).
+	Argv         []string      `json:"argv"`
+	ExitCode     int           `json:"exit_code"`
+	Observations []Observation `json:"observations"`
+	// Stopped says why polc stopped the provider: "" (it exited by
+	// itself), "wall_clock" or "attestation".
+	Stopped string `json:"stopped"`
+	// Stderr is the end of the provider's stderr, secrets redacted.
+	Stderr   string        `json:"stderr"`
+	Duration time.Duration `json:"duration"`
+}
+
+// LeaseError is returned when the workspace is held by another run.
+type LeaseError struct{ Root, Mode string }
+
+func (e *LeaseError) Error() string {
+	return fmt.Sprintf("workspace %s is leased by another harness run (wanted %s)", e.Root, e.Mode)
+}
+
+// SecretError is returned when a secret reference cannot be resolved. It
+// never holds the value.
+type SecretError struct{ Name, Ref, Msg string }
+
+func (e *SecretError) Error() string { return fmt.Sprintf("secret %s (%s): %s", e.Name, e.Ref, e.Msg) }
+
+// AttestationError is returned when the provider's post-launch echo does
+// not match the plan; the run was stopped.
+type AttestationError struct {
+	Provider string
+	Mismatch []string
+}
+
+func (e *AttestationError) Error() string {
+	return fmt.Sprintf("%s post-launch attestation failed, run stopped: %s", e.Provider, strings.Join(e.Mismatch, "; "))
+}
+
+// Spawn runs a plan with the adapter of its provider. It refuses a plan
+// whose report has blocking results (*NotEnforcedError), leases the
+// workspace, writes the plan's files into a fresh private run directory,
+// starts the provider with exactly the plan's argv, environment and working
+// directory in its own process group, kills the group when the wall clock
+// runs out, parses the stream into observations and, where the provider
+// echoes its effective policy, stops the run when the echo differs from the
+// plan. The run directory is removed afterwards.
+func Spawn(ctx context.Context, plan *Plan, opts SpawnOptions) (*RunResult, error) {
+	p, ok := providers[plan.Provider]
+	if !ok {
+		return nil, fmt.Errorf("unknown provider %q", plan.Provider)
+	}
+	return spawn(ctx, p, plan, opts)
+}
+
+func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (*RunResult, error) {
+	if plan.CapabilityReport == nil {
+		return nil, &CompileError{plan.Harness, plan.Provider, "plan has no capability report"}
+	}
+	if b := plan.CapabilityReport.Blocking(); len(b) > 0 {
+		return nil, &NotEnforcedError{Harness: plan.Harness, Results: b}
+	}
+	if err := plan.checkDigest(); err != nil {
+		return nil, err
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	unlock, err := lease(plan.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	run, err := os.MkdirTemp("", "polc-run-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(run)
+	sub := func(s string) string { return strings.ReplaceAll(s, RunDir, run) }
+	for _, d := range []string{"home"} {
+		if err := os.MkdirAll(filepath.Join(run, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range plan.Files {
+		path := sub(f.Path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, []byte(sub(f.Content)), os.FileMode(f.Mode)); err != nil {
+			return nil, err
+		}
+	}
+	env, secrets, err := resolveEnv(plan.Env, sub, getenv)
+	if err != nil {
+		return nil, err
+	}
+	argv := make([]string, len(plan.Argv))
+	for i, a := range plan.Argv {
+		argv[i] = strings.ReplaceAll(sub(a), Prompt, opts.Prompt)
+	}
+	res := &RunResult{Argv: argv}
+	cmd := &exec.Cmd{Path: plan.Executable, Args: argv, Dir: plan.Dir, Env: env,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	var stderr tailBuffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", plan.Executable, err)
+	}
+	pgid := cmd.Process.Pid
+	var stopOnce sync.Once
+	stop := func(why string) {
+		stopOnce.Do(func() {
+			res.Stopped = why
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		})
+	}
+	wall := time.Duration(plan.WallClockMicroseconds) * time.Microsecond
+	timer := time.AfterFunc(wall, func() { stop("wall_clock") })
+	defer timer.Stop()
+	ctxDone := make(chan struct{})
+	defer close(ctxDone)
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop("cancelled")
+		case <-ctxDone:
+		}
+	}()
+
+	var attestErr error
+	var src io.Reader = stdout
+	if opts.Stream != nil {
+		src = io.TeeReader(stdout, opts.Stream)
+	}
+	sc := bufio.NewScanner(src)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		for _, o := range p.parse(sc.Bytes(), n) {
+			o.Text = redact(o.Text, secrets)
+			o.Input = []byte(redact(string(o.Input), secrets))
+			if len(o.Input) == 0 {
+				o.Input = nil
+			}
+			if o.Kind == ObsSessionStart && plan.Attestation != nil && attestErr == nil {
+				if err := p.attest(o, plan.Attestation); err != nil {
+					attestErr = err
+					stop("attestation")
+				}
+			}
+			o.Raw = nil
+			res.Observations = append(res.Observations, o)
+			if opts.OnObservation != nil {
+				opts.OnObservation(o)
+			}
+		}
+	}
+	waitErr := cmd.Wait()
+	syscall.Kill(-pgid, syscall.SIGKILL) // reap anything the provider left behind
+	res.Duration = time.Since(start)
+	res.Stderr = redact(stderr.String(), secrets)
+	res.ExitCode = cmd.ProcessState.ExitCode()
+	if attestErr != nil {
+		return res, attestErr
+	}
+	if plan.Attestation != nil && !hasKind(res.Observations, ObsSessionStart) && res.Stopped == "" {
+		return res, &AttestationError{plan.Provider, []string{"the stream had no " + plan.Attestation.Event + " event"}}
+	}
+	var ee *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &ee) {
+		return res, waitErr
+	}
+	return res, nil
+}
+
+func hasKind(obs []Observation, k ObservationKind) bool {
+	for _, o := range obs {
+		if o.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Plan) checkDigest() error {
+	d := p.Digest
+	if err := p.Seal(); err != nil {
+		return err
+	}
+	if p.Digest != d {
+		got := p.Digest
+		p.Digest = d
+		return &CompileError{p.Harness, p.Provider, fmt.Sprintf("plan digest %s does not match its content (%s): the plan was changed after compile", d, got)}
+	}
+	return nil
+}
+
+// resolveEnv turns the plan's variables into the process environment and
+// returns the secret values (for redaction).
+func resolveEnv(vars []EnvVar, sub func(string) string, getenv func(string) (string, bool)) ([]string, map[string]string, error) {
+	var env []string
+	secrets := map[string]string{}
+	for _, v := range vars {
+		switch {
+		case v.Secret != "":
+			val, err := resolveSecret(v, getenv)
+			if err != nil {
+				return nil, nil, err
+			}
+			secrets[v.Name] = val
+			env = append(env, v.Name+"="+val)
+		case v.Inherit:
+			if val, ok := getenv(v.Name); ok {
+				env = append(env, v.Name+"="+val)
+			}
+		default:
+			env = append(env, v.Name+"="+sub(v.Value))
+		}
+	}
+	return env, secrets, nil
+}
+
+func resolveSecret(v EnvVar, getenv func(string) (string, bool)) (string, error) {
+	kind, ref, _ := strings.Cut(v.Secret, ":")
+	switch kind {
+	case "env":
+		val, ok := getenv(ref)
+		if !ok || val == "" {
+			return "", &SecretError{v.Name, v.Secret, "the variable is not set in polc's environment"}
+		}
+		return val, nil
+	case "file":
+		b, err := os.ReadFile(ref)
+		if err != nil {
+			return "", &SecretError{v.Name, v.Secret, "cannot read the file"}
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return "", &SecretError{v.Name, v.Secret, "want env:NAME or file:/path"}
+}
+
+// redact replaces every secret value in s.
+func redact(s string, secrets map[string]string) string {
+	for name, val := range secrets {
+		if len(val) >= 4 {
+			s = strings.ReplaceAll(s, val, "[redacted:"+name+"]")
+		}
+	}
+	return s
+}
+
+// lease takes an advisory lock on the workspace root (flock on the
+// directory itself, so nothing is written into the workspace).
+func lease(w Workspace) (func(), error) {
+	f, err := os.Open(w.Root)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	how := syscall.LOCK_EX
+	if w.Lease == "shared" {
+		how = syscall.LOCK_SH
+	}
+	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, &LeaseError{w.Root, w.Lease}
+		}
+		return nil, fmt.Errorf("workspace lease: %w", err)
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// tailBuffer keeps the last 64 KiB written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf.Write(p)
+	if t.buf.Len() > 64<<10 {
+		b := t.buf.Bytes()[t.buf.Len()-(64<<10):]
+		t.buf = *bytes.NewBuffer(append([]byte(nil), b...))
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.String()
+}

@@ -1,0 +1,385 @@
+package harness
+
+import "slices"
+
+// Cond is a set of facts about one compiled plan that decide which row of
+// a capability table applies.
+type Cond uint
+
+// Conditions.
+const (
+	// CondShell: the plan gives the agent a shell tool.
+	CondShell Cond = 1 << iota
+	// CondSandbox: the plan runs the shell inside an OS sandbox.
+	CondSandbox
+	// CondMCP: the plan starts MCP servers (which no provider sandboxes).
+	CondMCP
+	// CondRunners: the allowed commands include one that runs other
+	// programs (an interpreter, a shell, a build tool) or any command.
+	CondRunners
+	// CondYolo: the plan is a provider's legacy yolo profile.
+	CondYolo
+	// CondToolsExact: the provider can express the requested tool
+	// allow/deny sets exactly.
+	CondToolsExact
+)
+
+// Row is one line of a capability table: when every condition in When
+// holds and none in Unless, the capability has this status.
+type Row struct {
+	Capability string
+	When       Cond
+	Unless     Cond
+	Status     Status
+	Sources    []Source
+	Reason     string
+	Evidence   string
+}
+
+// Table is the capability table of one provider, valid for the listed
+// versions only: they are the versions whose behaviour was established by
+// running them (docs/harness.md). Rows are tried in order; the first that
+// matches decides.
+type Table struct {
+	Provider string
+	Versions []string
+	Rows     []Row
+}
+
+// Supports reports whether the table applies to version.
+func (t *Table) Supports(version string) bool { return slices.Contains(t.Versions, version) }
+
+// Decide returns the row for a capability under conditions c; ok is false
+// when the table has no row for it, which Compile reports as unsupported.
+func (t *Table) Decide(capability string, c Cond) (Row, bool) {
+	for _, r := range t.Rows {
+		if r.Capability == capability && c&r.When == r.When && c&r.Unless == 0 {
+			return r, true
+		}
+	}
+	return Row{}, false
+}
+
+func src(by, scope string) Source { return Source{By: by, Scope: scope} }
+
+var (
+	byProvider = func(scope string) Source { return src(SourceProvider, scope) }
+	byBwrap    = func(scope string) Source { return src(SourceOSSandboxPrefix+"bubblewrap", scope) }
+	byHarness  = func(scope string) Source { return src(SourceHarness, scope) }
+)
+
+// harnessRows are the controls polc enforces itself, whatever the provider.
+var harnessRows = []Row{
+	{Capability: CapEnvAllowlist, Status: Enforced,
+		Sources:  []Source{byHarness("the provider process environment")},
+		Reason:   "polc starts the provider with exactly the planned variables (allowlisted names and secret references); the provider passes them on to its tools as its own rows for env.secret_isolation/v1 say",
+		Evidence: "harness/spawn.go"},
+	{Capability: CapWallClock, Status: Enforced,
+		Sources:  []Source{byHarness("the provider's process group")},
+		Reason:   "polc kills the provider's process group when the wall clock runs out; no provider has a limit of its own, and offline they retry for a long time or forever",
+		Evidence: "providers.md §0.1, §8 'All three'"},
+}
+
+const yoloReason = "the legacy yolo profile sets nothing that enforces this"
+
+// ClaudeCode is the capability table of Claude Code.
+var ClaudeCode = &Table{Provider: "claude-code", Versions: []string{"2.1.328"}, Rows: slices.Concat([]Row{
+	// approval
+	{Capability: CapApprovalHeadless, When: CondYolo, Status: Unsupported, Reason: "legacy yolo is --dangerously-skip-permissions (bypassPermissions): every call is approved; as root Claude refuses to start unless IS_SANDBOX=1", Evidence: "providers.md §4.1 Bypass; adr0087-notes §7"},
+	{Capability: CapApprovalHeadless, Status: Enforced, Sources: []Source{byProvider("every tool call")},
+		Reason:   "--permission-mode dontAsk and --permission-prompts none refuse every call that no allow rule pre-approves; nobody is asked",
+		Evidence: "providers.md §4.1 Permission mode, §4.3 (dontAsk, --permission-prompts none rejected the call)"},
+	{Capability: CapApprovalAsk, Status: Degraded, Sources: []Source{byProvider("every tool call")},
+		Reason:   "headless -p has no approval surface: a call that would ask is refused instead (no permission host is implemented)",
+		Evidence: "providers.md §8 Claude 4"},
+	// tools
+	{Capability: CapToolsAllowlist, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapToolsAllowlist, Status: Enforced, Sources: []Source{byProvider("built-in tools offered to the model")},
+		Reason:   "--tools lists exactly the allowed built-in tools; the others are not in the model's context, and system/init.tools echoes the list",
+		Evidence: "providers.md §4.1 Which built-in tools exist"},
+	{Capability: CapToolsDeny, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapToolsDeny, Status: Enforced, Sources: []Source{byProvider("built-in tools offered to the model")},
+		Reason:   "a bare deny rule removes the tool from the model's context (deny wins over allow, also under bypass)",
+		Evidence: "providers.md §4.1 Deny, Rule precedence"},
+	// filesystem
+	{Capability: CapFSWriteRoots, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapFSWriteRoots, When: CondShell | CondSandbox | CondMCP, Status: Degraded,
+		Sources:  []Source{byProvider("file tools"), byBwrap("Bash and its children")},
+		Reason:   "MCP servers run outside the sandbox and are not confined",
+		Evidence: "providers.md §4.1 MCP, §8 Claude 3"},
+	{Capability: CapFSWriteRoots, When: CondShell | CondSandbox, Status: Enforced,
+		Sources:  []Source{byProvider("file tools"), byBwrap("Bash and its children")},
+		Reason:   "blockWritesOutsideWorkingDirectories confines the file tools; the Bash sandbox (sandbox.enabled, failIfUnavailable, allowUnsandboxedCommands false) allows writes only to the working dirs",
+		Evidence: "providers.md §4.1 OS sandbox, Sandbox must work, FS scope in sandbox"},
+	{Capability: CapFSWriteRoots, When: CondShell, Status: Degraded, Sources: []Source{byProvider("file tools")},
+		Reason:   "only the file tools are confined (blockWritesOutsideWorkingDirectories, which 'does not limit shell commands'); without bubblewrap and socat on the host there is no Bash sandbox, so a command run through Bash writes anywhere the user can",
+		Evidence: "providers.md §4.1 Write confinement, §0.3, §8 Claude 1"},
+	{Capability: CapFSWriteRoots, When: CondMCP, Status: Degraded, Sources: []Source{byProvider("file tools")},
+		Reason: "MCP servers are not confined", Evidence: "providers.md §8 Claude 3"},
+	{Capability: CapFSWriteRoots, Status: Enforced, Sources: []Source{byProvider("file tools")},
+		Reason:   "the plan has no shell and no MCP server; Write/Edit/NotebookEdit outside the working dirs are refused (blockWritesOutsideWorkingDirectories)",
+		Evidence: "providers.md §4.1 Working dirs, Write confinement"},
+	{Capability: CapFSReadRoots, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapFSReadRoots, When: CondShell | CondSandbox, Status: Degraded,
+		Sources:  []Source{byProvider("file tools"), byBwrap("Bash and its children")},
+		Reason:   "the Bash sandbox reads the whole disk except denyRead paths; that blockReadsOutsideWorkingDirectories also denies sandbox reads is read from the settings schema, not observed",
+		Evidence: "providers.md §4.1 Read confinement, FS scope in sandbox"},
+	{Capability: CapFSReadRoots, When: CondShell, Status: Degraded, Sources: []Source{byProvider("file tools")},
+		Reason:   "only the file tools are confined (blockReadsOutsideWorkingDirectories); a program run through Bash reads anything the user can",
+		Evidence: "providers.md §4.3 (python3 read a denied file)"},
+	{Capability: CapFSReadRoots, When: CondMCP, Status: Degraded, Sources: []Source{byProvider("file tools")},
+		Reason: "MCP servers are not confined", Evidence: "providers.md §8 Claude 3"},
+	{Capability: CapFSReadRoots, Status: Enforced, Sources: []Source{byProvider("file tools")},
+		Reason:   "the plan has no shell and no MCP server; blockReadsOutsideWorkingDirectories refuses file-tool reads outside the working dirs",
+		Evidence: "providers.md §4.1 Read confinement"},
+	{Capability: CapFSDenyPaths, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapFSDenyPaths, When: CondShell | CondSandbox | CondMCP, Status: Degraded,
+		Sources: []Source{byProvider("file tools"), byBwrap("Bash and its children")},
+		Reason:  "MCP servers are not confined", Evidence: "providers.md §8 Claude 3"},
+	{Capability: CapFSDenyPaths, When: CondShell | CondSandbox, Status: Enforced,
+		Sources:  []Source{byProvider("file tools"), byBwrap("Bash and its children")},
+		Reason:   "Read()/Edit() deny rules for the file tools, sandbox.filesystem.denyRead/denyWrite for Bash",
+		Evidence: "providers.md §4.1 FS scope in sandbox, §4.2"},
+	{Capability: CapFSDenyPaths, When: CondShell, Status: Degraded, Sources: []Source{byProvider("file tools and commands that name the path")},
+		Reason:   "Read()/Edit() deny rules are matched in the Claude process: cat of a denied file is refused, but python3 -c \"open('…')\" under an allowed Bash rule read it",
+		Evidence: "providers.md §0.4, §4.3"},
+	{Capability: CapFSDenyPaths, When: CondMCP, Status: Degraded, Sources: []Source{byProvider("file tools")},
+		Reason: "MCP servers are not confined", Evidence: "providers.md §8 Claude 3"},
+	{Capability: CapFSDenyPaths, Status: Enforced, Sources: []Source{byProvider("file tools")},
+		Reason:   "the plan has no shell and no MCP server; Read()/Edit() deny rules refuse the paths",
+		Evidence: "providers.md §4.3 (Read of a denied path refused)"},
+	// network
+	{Capability: CapNetEgress, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapNetEgress, When: CondMCP, Status: Degraded, Sources: []Source{byProvider("WebFetch, WebSearch")},
+		Reason: "MCP servers run outside every sandbox and keep their network", Evidence: "providers.md §8 'All three'"},
+	{Capability: CapNetEgress, When: CondShell | CondSandbox, Status: Enforced,
+		Sources:  []Source{byProvider("WebFetch, WebSearch"), byBwrap("Bash and its children (network namespace and proxy, empty allowedDomains, strictAllowlist)")},
+		Reason:   "web tools are denied in the Claude process; Bash runs in the sandbox with no allowed domain",
+		Evidence: "providers.md §4.1 Network for shell"},
+	{Capability: CapNetEgress, When: CondShell, Status: Unsupported, Sources: []Source{byProvider("WebFetch, WebSearch")},
+		Reason:   "without the Bash sandbox there is no network control for Bash at all: curl under an allowed Bash rule reached the network with WebFetch denied",
+		Evidence: "providers.md §0.4, §4.3"},
+	{Capability: CapNetEgress, Status: Enforced, Sources: []Source{byProvider("WebFetch, WebSearch")},
+		Reason:   "the plan has no shell and no MCP server; the only network tools, WebFetch and WebSearch, are denied",
+		Evidence: "providers.md §4.1 Network for built-in web tools"},
+	{Capability: CapNetAllowlist, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapNetAllowlist, When: CondMCP, Status: Degraded, Sources: []Source{byProvider("WebFetch")},
+		Reason: "MCP servers run outside every sandbox and keep their network", Evidence: "providers.md §8 'All three'"},
+	{Capability: CapNetAllowlist, When: CondShell | CondSandbox, Status: Enforced,
+		Sources:  []Source{byProvider("WebFetch(domain:…) rules; WebSearch denied"), byBwrap("Bash and its children (sandbox.network.allowedDomains, strictAllowlist)")},
+		Reason:   "strictAllowlist denies unlisted hosts for sandboxed commands",
+		Evidence: "providers.md §4.1 Network for shell"},
+	{Capability: CapNetAllowlist, When: CondShell, Status: Unsupported, Sources: []Source{byProvider("WebFetch(domain:…) rules")},
+		Reason: "without the Bash sandbox, Bash has unrestricted network", Evidence: "providers.md §4.3"},
+	{Capability: CapNetAllowlist, Status: Enforced, Sources: []Source{byProvider("WebFetch(domain:…) rules; WebSearch denied")},
+		Reason:   "the plan has no shell and no MCP server; WebFetch is allowed only for the listed domains",
+		Evidence: "providers.md §4.2 rule grammar"},
+	// subprocess
+	{Capability: CapSubprocessAllow, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapSubprocessAllow, When: CondShell | CondRunners, Status: Degraded, Sources: []Source{byProvider("Bash command text")},
+		Reason:   "Bash(…) allow rules match the command as the agent spells it; an allowed command that runs other programs (an interpreter, a shell, a build tool, or any command) runs them unchecked",
+		Evidence: "providers.md §0.4, §4.3 (python3 under Bash(python3 *))"},
+	{Capability: CapSubprocessAllow, Status: Enforced, Sources: []Source{byProvider("Bash command text")},
+		Reason:   "in dontAsk mode only commands matching a Bash(…) allow rule run; compound commands are split and every part must match; no allowed command runs other programs",
+		Evidence: "providers.md §4.2 Bash, §4.3"},
+	{Capability: CapSubprocessDeny, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapSubprocessDeny, When: CondShell | CondRunners, Status: Degraded, Sources: []Source{byProvider("Bash command text")},
+		Reason:   "Bash(…) deny rules match the command as the agent spells it; an allowed command that runs other programs can run a denied one",
+		Evidence: "providers.md §0.4, §4.3"},
+	{Capability: CapSubprocessDeny, Status: Enforced, Sources: []Source{byProvider("Bash command text")},
+		Reason:   "deny rules win over allow rules and bypass; compound commands are split; no allowed command runs other programs",
+		Evidence: "providers.md §4.1 Rule precedence, §4.3"},
+	// MCP, env, resources, config, attestation
+	{Capability: CapMCPServers, When: CondYolo, Status: Unsupported, Reason: "the legacy yolo profile loads the user's and project's MCP configuration", Evidence: "adr0087-notes §7"},
+	{Capability: CapMCPServers, Status: Enforced, Sources: []Source{byProvider("MCP server set and tool rules")},
+		Reason:   "--strict-mcp-config with --mcp-config loads exactly the declared servers (system/init echoes them); mcp__server__tool rules allow only the declared tools. The servers themselves run unsandboxed",
+		Evidence: "providers.md §4.1 MCP"},
+	{Capability: CapEnvSecrets, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapEnvSecrets, When: CondShell, Status: Unsupported,
+		Reason:   "Claude has no inherit filter for tool subprocesses: every variable of the provider's environment, secrets such as ANTHROPIC_API_KEY included, reaches Bash (CLAUDE_CODE_SUBPROCESS_ENV_SCRUB needs bubblewrap and was not observed)",
+		Evidence: "providers.md §4.1 Credentials in shell, Set env; §8 Claude 2"},
+	{Capability: CapEnvSecrets, When: CondMCP, Status: Unsupported,
+		Reason: "MCP stdio servers inherit the provider's environment", Evidence: "providers.md §8 Claude 2"},
+	{Capability: CapEnvSecrets, Status: Enforced, Sources: []Source{byProvider("tool set")},
+		Reason:   "the plan gives the agent no shell and no MCP server, so no subprocess of the agent's exists to receive a secret",
+		Evidence: "providers.md §4.1 Which built-in tools exist"},
+	{Capability: CapTurns, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapTurns, Status: Enforced, Sources: []Source{byProvider("model turns")},
+		Reason: "--max-turns ends the run with result subtype error_max_turns", Evidence: "providers.md §4.1 Limits"},
+	{Capability: CapBudget, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapBudget, Status: Enforced, Sources: []Source{byProvider("model cost, as Claude computes it")},
+		Reason: "--max-budget-usd ends the run with result subtype error_max_budget_usd", Evidence: "providers.md §4.1 Limits"},
+	{Capability: CapConfigIsolation, When: CondYolo, Status: Unsupported, Reason: "the legacy yolo profile loads user, project and local settings", Evidence: "adr0087-notes §7"},
+	{Capability: CapConfigIsolation, Status: Enforced, Sources: []Source{byProvider("settings sources"), byHarness("private HOME and CLAUDE_CONFIG_DIR")},
+		Reason:   "--setting-sources \"\" loads no user, project or local settings; --strict-mcp-config ignores .mcp.json. Managed settings (/etc/claude-code) still apply, as they are meant to",
+		Evidence: "providers.md §4.1 Config isolation, settings precedence"},
+	{Capability: CapLaunchAttestation, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapLaunchAttestation, Status: Enforced, Sources: []Source{byProvider("system/init event"), byHarness("compared with the plan; the run is stopped on a mismatch")},
+		Reason:   "system/init echoes permissionMode, tools, additional_directories and mcp_servers; polc stops the run when they differ from the plan",
+		Evidence: "providers.md §0.10, §4.4"},
+}, harnessRows)}
+
+// Codex is the capability table of the Codex CLI.
+var Codex = &Table{Provider: "codex", Versions: []string{"0.169.0"}, Rows: slices.Concat([]Row{
+	{Capability: CapApprovalHeadless, Status: Enforced, Sources: []Source{byProvider("escalations out of the sandbox")},
+		Reason:   "codex exec with approval_policy never asks nobody: a command that needs more than the sandbox allows fails",
+		Evidence: "providers.md §5.1 Approval policy"},
+	{Capability: CapApprovalAsk, Status: Degraded, Sources: []Source{byProvider("escalations out of the sandbox")},
+		Reason:   "exec never prompts; on-request routes to an LLM reviewer, not a human, so ask becomes deny",
+		Evidence: "providers.md §8 Codex 2"},
+	{Capability: CapToolsAllowlist, When: CondToolsExact, Unless: CondYolo, Status: Enforced, Sources: []Source{byProvider("feature toggles")},
+		Reason:   "the requested set differs from Codex's own only in the shell (features.shell_tool) and web search (web_search), which have switches",
+		Evidence: "providers.md §5.1 Built-in tool restriction"},
+	{Capability: CapToolsAllowlist, Status: Degraded, Sources: []Source{byProvider("feature toggles")},
+		Reason:   "Codex has no per-tool list: only the shell (features.shell_tool) and web search (web_search) can be switched off; reading and editing files have no switch and are bounded by the sandbox only",
+		Evidence: "providers.md §5.1 Built-in tool restriction, §8 Codex 1"},
+	{Capability: CapToolsDeny, When: CondToolsExact, Unless: CondYolo, Status: Enforced, Sources: []Source{byProvider("feature toggles")},
+		Reason:   "every denied tool has a switch (features.shell_tool, web_search)",
+		Evidence: "providers.md §5.1 Built-in tool restriction"},
+	{Capability: CapToolsDeny, Status: Degraded, Sources: []Source{byProvider("feature toggles")},
+		Reason:   "only the shell and web search can be switched off; file reading and editing cannot be denied",
+		Evidence: "providers.md §8 Codex 1"},
+	{Capability: CapFSWriteRoots, When: CondYolo, Status: Degraded, Sources: []Source{byBwrap("every command (bwrap + seccomp)")},
+		Reason:   "legacy yolo is --sandbox workspace-write, which also makes /tmp and $TMPDIR writable",
+		Evidence: "providers.md §0.5, §5.1 What workspace-write means"},
+	{Capability: CapFSWriteRoots, When: CondMCP, Status: Degraded, Sources: []Source{byBwrap("every command (bwrap + seccomp)")},
+		Reason: "MCP servers run outside the sandbox", Evidence: "providers.md §5.1 MCP"},
+	{Capability: CapFSWriteRoots, Status: Enforced, Sources: []Source{byBwrap("every command the agent runs (bwrap + seccomp, Codex's bundled bubblewrap)")},
+		Reason:   "workspace-write with exclude_slash_tmp and exclude_tmpdir_env_var: only the workdir and --add-dir roots are writable (a write to /etc or /tmp fails with Read-only file system); cwd/.git and cwd/.codex stay read-only",
+		Evidence: "providers.md §5.1 Sandbox mode, /tmp and $TMPDIR writable"},
+	{Capability: CapFSReadRoots, Status: Unsupported,
+		Reason:   "the sandbox modes read the whole disk; only beta permission profiles deny reads, and they do not compose with sandbox_mode",
+		Evidence: "providers.md §8 Codex 4"},
+	{Capability: CapFSDenyPaths, Status: Unsupported,
+		Reason:   "no deny path outside beta permission profiles (which do not compose with sandbox_mode): a deny path inside the workdir stays readable and writable",
+		Evidence: "providers.md §5.1 Permission profiles, §8 Codex 4"},
+	{Capability: CapNetEgress, When: CondMCP, Status: Degraded, Sources: []Source{byBwrap("every command (seccomp)"), byProvider("web_search")},
+		Reason: "MCP servers run outside the sandbox and keep their network", Evidence: "providers.md §5.1 MCP"},
+	{Capability: CapNetEgress, When: CondYolo, Status: Degraded, Sources: []Source{byBwrap("every command (seccomp)")},
+		Reason: "legacy yolo leaves web_search at Codex's default", Evidence: "providers.md §5.1 Shell network"},
+	{Capability: CapNetEgress, Status: Enforced, Sources: []Source{byBwrap("every command (seccomp: socket/connect fail with EPERM, loopback too)"), byProvider("web_search disabled")},
+		Reason:   "sandbox_workspace_write.network_access = false; web_search = \"disabled\"",
+		Evidence: "providers.md §0.5, §5.1 Shell network"},
+	{Capability: CapNetAllowlist, Status: Unsupported,
+		Reason:   "domain rules are enforced only with the experimental features.network_proxy and a beta permission profile, and silently fail open without it; polc does not enable experimental features",
+		Evidence: "providers.md §0.6, §8 Codex 3"},
+	{Capability: CapSubprocessAllow, Unless: CondShell, Status: Enforced, Sources: []Source{byProvider("features.shell_tool = false")},
+		Reason: "the plan has no shell tool", Evidence: "providers.md §5.1 Built-in tool restriction"},
+	{Capability: CapSubprocessAllow, Status: Unsupported,
+		Reason:   "prefix rules decide only commands that ask to leave the sandbox; inside it any command runs",
+		Evidence: "providers.md §5.1 Command rules"},
+	{Capability: CapSubprocessDeny, Unless: CondShell, Status: Enforced, Sources: []Source{byProvider("features.shell_tool = false")},
+		Reason: "the plan has no shell tool", Evidence: "providers.md §5.1 Built-in tool restriction"},
+	{Capability: CapSubprocessDeny, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapSubprocessDeny, Status: Degraded, Sources: []Source{byProvider("prefix_rule forbidden ($CODEX_HOME/rules)")},
+		Reason:   "prefix rules match the argv the model asks for; a command run by another (an interpreter, a shell script) is not matched",
+		Evidence: "providers.md §5.1 Command rules"},
+	{Capability: CapMCPServers, When: CondYolo, Status: Unsupported, Reason: "the legacy yolo profile loads the user's config.toml and its MCP servers", Evidence: "adr0087-notes §7"},
+	{Capability: CapMCPServers, Status: Enforced, Sources: []Source{byProvider("MCP server set and enabled_tools")},
+		Reason:   "--ignore-user-config with a private CODEX_HOME: only the -c mcp_servers.* entries of the plan exist, each with enabled_tools. The servers themselves run unsandboxed",
+		Evidence: "providers.md §5.1 MCP, Config isolation"},
+	{Capability: CapEnvSecrets, When: CondYolo, Status: Unsupported, Reason: "Codex's default shell environment policy passes secrets through (FOO_TOKEN was visible)", Evidence: "providers.md §0.7"},
+	{Capability: CapEnvSecrets, When: CondMCP, Status: Degraded, Sources: []Source{byProvider("shell environment policy")},
+		Reason: "MCP servers are started by Codex outside the shell environment policy", Evidence: "providers.md §5.1 MCP"},
+	{Capability: CapEnvSecrets, Status: Enforced, Sources: []Source{byProvider("shell environment policy (built before each command is spawned)")},
+		Reason:   "shell_environment_policy excludes the secret variables (and ignore_default_excludes = false drops *KEY*/*SECRET*/*TOKEN*)",
+		Evidence: "providers.md §5.1 Shell env"},
+	{Capability: CapTurns, Status: Unsupported, Reason: "Codex has no turn limit", Evidence: "providers.md §8 Codex 7"},
+	{Capability: CapBudget, Status: Unsupported, Reason: "Codex has no token or cost limit", Evidence: "providers.md §8 Codex 7"},
+	{Capability: CapConfigIsolation, When: CondYolo, Status: Unsupported, Reason: "the legacy yolo profile loads the user's config.toml", Evidence: "adr0087-notes §7"},
+	{Capability: CapConfigIsolation, Status: Enforced, Sources: []Source{byProvider("config layers"), byHarness("private HOME and CODEX_HOME")},
+		Reason:   "--ignore-user-config and a private CODEX_HOME; an untrusted project's .codex/config.toml is not loaded. /etc/codex and managed requirements still apply, as they are meant to",
+		Evidence: "providers.md §5.1 Config isolation"},
+	{Capability: CapLaunchAttestation, Status: Unsupported,
+		Reason:   "--json echoes no effective policy (thread.started carries only thread_id); the stderr banner exists only in human mode",
+		Evidence: "providers.md §5.4, §8 Codex 8"},
+}, harnessRows)}
+
+// GeminiCLI is the capability table of Gemini CLI.
+var GeminiCLI = &Table{Provider: "gemini-cli", Versions: []string{"0.61.0"}, Rows: slices.Concat([]Row{
+	{Capability: CapApprovalHeadless, When: CondYolo, Status: Unsupported, Reason: "legacy yolo is --approval-mode yolo: every tool call is allowed", Evidence: "providers.md §6.1 Approval mode"},
+	{Capability: CapApprovalHeadless, Status: Enforced, Sources: []Source{byProvider("policy engine")},
+		Reason:   "headless runs never ask (ask_user is deny) and an admin-tier policy denies every tool the plan does not allow",
+		Evidence: "providers.md §6.1 Approval mode, Policy files"},
+	{Capability: CapApprovalAsk, Status: Degraded, Sources: []Source{byProvider("policy engine")},
+		Reason: "in headless mode ask_user is deny", Evidence: "providers.md §8 Gemini 8"},
+	{Capability: CapToolsAllowlist, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapToolsAllowlist, Status: Enforced, Sources: []Source{byProvider("tool registry and policy engine")},
+		Reason:   "tools.core lists the allowed built-ins and the admin-tier policy denies every other tool (a globally denied tool is not registered)",
+		Evidence: "providers.md §6.1 Available built-ins, Deny"},
+	{Capability: CapToolsDeny, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapToolsDeny, Status: Enforced, Sources: []Source{byProvider("policy engine (admin tier)")},
+		Reason: "admin-tier deny rules beat every other tier, yolo included", Evidence: "providers.md §6.1 Deny, Policy files"},
+	{Capability: CapFSWriteRoots, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapFSWriteRoots, When: CondMCP, Status: Degraded, Sources: []Source{byProvider("file tools")},
+		Reason: "MCP servers are not covered by the tool sandbox", Evidence: "providers.md §6.1 MCP"},
+	{Capability: CapFSWriteRoots, When: CondShell | CondSandbox, Status: Enforced,
+		Sources:  []Source{byProvider("file tools"), byBwrap("shell commands (security.toolSandboxing)")},
+		Reason:   "file tools write only inside the workspace roots; shell commands run in bwrap with the workspace bound writable and / read-only (/tmp is a throw-away tmpfs)",
+		Evidence: "providers.md §6.1 Tool sandbox"},
+	{Capability: CapFSWriteRoots, When: CondShell, Status: Degraded, Sources: []Source{byProvider("file tools")},
+		Reason:   "only the file tools are confined; without bwrap on the host there is no tool sandbox and a shell command writes anywhere the user can",
+		Evidence: "providers.md §8 Gemini 1"},
+	{Capability: CapFSWriteRoots, Status: Enforced, Sources: []Source{byProvider("file tools")},
+		Reason: "the plan has no shell and no MCP server; the file tools write only inside the workspace roots", Evidence: "providers.md §6.1 Workspace dirs"},
+	{Capability: CapFSReadRoots, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapFSReadRoots, When: CondMCP, Status: Degraded, Sources: []Source{byProvider("file tools")},
+		Reason: "MCP servers are not covered by the tool sandbox", Evidence: "providers.md §6.1 MCP"},
+	{Capability: CapFSReadRoots, When: CondShell, Status: Degraded, Sources: []Source{byProvider("file tools")},
+		Reason: "shell commands read the whole disk (the tool sandbox binds / read-only)", Evidence: "providers.md §6.1 Tool sandbox"},
+	{Capability: CapFSReadRoots, Status: Enforced, Sources: []Source{byProvider("file tools")},
+		Reason: "the plan has no shell and no MCP server; the file tools read only inside the workspace roots", Evidence: "providers.md §6.1 Workspace dirs"},
+	{Capability: CapFSDenyPaths, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapFSDenyPaths, Status: Unsupported,
+		Reason:   "Gemini has no deny-path setting; a policy argsPattern is a regex over the tool's JSON arguments, which another spelling of the path escapes, and polc does not claim it",
+		Evidence: "providers.md §7 Read scope"},
+	{Capability: CapNetEgress, When: CondYolo, Status: Unsupported, Reason: "yolo turns the tool sandbox's network on", Evidence: "providers.md §0.9, §8 Gemini 2"},
+	{Capability: CapNetEgress, When: CondMCP, Status: Degraded, Sources: []Source{byProvider("web_fetch, google_web_search")},
+		Reason: "MCP servers run outside every sandbox and keep their network", Evidence: "providers.md §8 'All three'"},
+	{Capability: CapNetEgress, When: CondShell | CondSandbox, Status: Enforced,
+		Sources:  []Source{byProvider("web_fetch, google_web_search"), byBwrap("shell commands (--unshare-all)")},
+		Reason:   "web tools denied by admin policy; shell commands run in bwrap without network (approval mode is never yolo)",
+		Evidence: "providers.md §6.1 Tool sandbox"},
+	{Capability: CapNetEgress, When: CondShell, Status: Unsupported, Sources: []Source{byProvider("web_fetch, google_web_search")},
+		Reason: "without the tool sandbox (bwrap not found) shell commands have the host's network", Evidence: "providers.md §8 Gemini 1"},
+	{Capability: CapNetEgress, Status: Enforced, Sources: []Source{byProvider("web_fetch, google_web_search")},
+		Reason: "the plan has no shell and no MCP server; the web tools are denied by admin policy", Evidence: "providers.md §6.1 Deny"},
+	{Capability: CapNetAllowlist, Status: Unsupported,
+		Reason: "Gemini has only network on/off on Linux (a proxy command exists only for container and Seatbelt sandboxes)", Evidence: "providers.md §8 Gemini 3"},
+	{Capability: CapSubprocessAllow, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapSubprocessAllow, When: CondShell | CondRunners, Status: Degraded, Sources: []Source{byProvider("policy engine commandPrefix")},
+		Reason:   "commandPrefix rules match the command text; an allowed command that runs other programs runs them unchecked",
+		Evidence: "providers.md §6.1 Auto-approve"},
+	{Capability: CapSubprocessAllow, Status: Enforced, Sources: []Source{byProvider("policy engine commandPrefix")},
+		Reason:   "admin-tier commandPrefix allows plus a default deny; chained commands are split and each part checked; no allowed command runs other programs",
+		Evidence: "providers.md §6.1 Auto-approve (Narrowing Enforcement)"},
+	{Capability: CapSubprocessDeny, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapSubprocessDeny, When: CondShell | CondRunners, Status: Degraded, Sources: []Source{byProvider("policy engine commandPrefix")},
+		Reason:   "deny rules match the command text; an allowed command that runs other programs can run a denied one",
+		Evidence: "providers.md §6.1 Deny"},
+	{Capability: CapSubprocessDeny, Status: Enforced, Sources: []Source{byProvider("policy engine commandPrefix (admin tier)")},
+		Reason: "admin-tier deny rules; chained commands are split; no allowed command runs other programs", Evidence: "providers.md §6.1 Deny"},
+	{Capability: CapMCPServers, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapMCPServers, Status: Degraded, Sources: []Source{byProvider("settings mcpServers and mcp.allowed; admin-tier policy for tools")},
+		Reason:   "Gemini takes MCP servers only from settings files, and a workspace .gemini/settings.json adds servers once the folder is trusted, which a headless run requires; their tools stay denied by the admin-tier policy, but the servers start",
+		Evidence: "providers.md §6.1 MCP, Workspace trust; §8 Gemini 5"},
+	{Capability: CapEnvSecrets, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapEnvSecrets, Unless: CondShell | CondMCP, Status: Enforced, Sources: []Source{byProvider("tool set")},
+		Reason: "the plan gives the agent no shell and no MCP server, so no subprocess of the agent's exists to receive a secret", Evidence: "providers.md §6.1"},
+	{Capability: CapEnvSecrets, Status: Degraded, Sources: []Source{byProvider("environmentVariableRedaction")},
+		Reason:   "redaction is by variable name and value pattern and is off by default; polc turns it on and blocks the secret names, which is a filter, not an allowlist",
+		Evidence: "providers.md §6.1 Env to tools, §8 Gemini 4"},
+	{Capability: CapTurns, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapTurns, Status: Enforced, Sources: []Source{byProvider("model turns")},
+		Reason: "model.maxSessionTurns ends the run (exit 53)", Evidence: "providers.md §6.1 Limits"},
+	{Capability: CapBudget, Status: Unsupported, Reason: "Gemini has no cost limit", Evidence: "providers.md §7"},
+	{Capability: CapConfigIsolation, When: CondYolo, Status: Unsupported, Reason: "the legacy yolo profile loads the user's settings", Evidence: "adr0087-notes §7"},
+	{Capability: CapConfigIsolation, Status: Degraded, Sources: []Source{byHarness("private GEMINI_CLI_HOME and HOME"), byProvider("admin-tier policy beats every settings file")},
+		Reason:   "a headless run needs a trusted workspace, and a trusted workspace's .gemini/settings.json is loaded; the admin-tier policy still decides tools",
+		Evidence: "providers.md §6.1 Workspace trust, Settings injection"},
+	{Capability: CapLaunchAttestation, Status: Unsupported,
+		Reason: "the init event has only session_id and model", Evidence: "providers.md §6.3, §8 Gemini 7"},
+}, harnessRows)}
+
+// Tables are the capability tables by provider.
+var Tables = map[string]*Table{"claude-code": ClaudeCode, "codex": Codex, "gemini-cli": GeminiCLI}
