@@ -3,6 +3,8 @@ package compiler
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
@@ -17,6 +19,8 @@ type TestCase struct {
 	Index int
 	// Name is the optional name, for messages.
 	Name string
+	// Note says why the expected decision is right.
+	Note string
 	// Policy names the policy under test.
 	Policy string
 	// Request is the action request.
@@ -74,6 +78,7 @@ func (l *loader) tests(v cue.Value) []*TestCase {
 		}
 		var decoded struct {
 			Name    string          `json:"name"`
+			Note    string          `json:"note"`
 			Policy  string          `json:"policy"`
 			Request json.RawMessage `json:"request"`
 			Want    TestWant        `json:"want"`
@@ -87,7 +92,37 @@ func (l *loader) tests(v cue.Value) []*TestCase {
 			l.diags.Add(pos, diag.CodeSchemaViolation, "tests[%d]: %v", i, err)
 			continue
 		}
-		out = append(out, &TestCase{Index: i, Name: decoded.Name, Policy: decoded.Policy, Request: req, Want: decoded.Want, Pos: pos})
+		out = append(out, &TestCase{Index: i, Name: decoded.Name, Note: decoded.Note, Policy: decoded.Policy, Request: req, Want: decoded.Want, Pos: pos})
 	}
 	return out
+}
+
+// Check returns "" when d has every member w gives, else what differs.
+func (w TestWant) Check(d executor.Decision) string {
+	var problems []string
+	if w.Disposition != d.Disposition {
+		problems = append(problems, fmt.Sprintf("want disposition %s, got %s (reasons: %s)", w.Disposition, d.Disposition, strings.Join(d.Reasons, ", ")))
+	}
+	if w.RuleIDs != nil && !sameSet(*w.RuleIDs, d.RuleIDs) {
+		problems = append(problems, fmt.Sprintf("want rule_ids %q, got %q", *w.RuleIDs, d.RuleIDs))
+	}
+	if w.Reasons != nil && !sameSet(*w.Reasons, d.Reasons) {
+		problems = append(problems, fmt.Sprintf("want reasons %q, got %q", *w.Reasons, d.Reasons))
+	}
+	if len(w.ApproverClass) > 0 {
+		var want *string
+		json.Unmarshal(w.ApproverClass, &want)
+		if (want == nil) != (d.ApproverClass == nil) || (want != nil && *want != *d.ApproverClass) {
+			got, _ := json.Marshal(d.ApproverClass)
+			problems = append(problems, fmt.Sprintf("want approver_class %s, got %s", w.ApproverClass, got))
+		}
+	}
+	return strings.Join(problems, "; ")
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }

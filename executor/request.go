@@ -82,7 +82,7 @@ func (u Usage) Of(kind string) int64 {
 }
 
 // ParseActionRequest decodes an action request strictly: unknown members are
-// errors, and action, arguments and workspace are required.
+// errors, action and workspace are required, and absent arguments are none.
 func ParseActionRequest(data []byte) (ActionRequest, error) {
 	var r ActionRequest
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -96,7 +96,7 @@ func ParseActionRequest(data []byte) (ActionRequest, error) {
 	}
 	var raw map[string]json.RawMessage
 	json.Unmarshal(data, &raw)
-	for _, k := range []string{"action", "arguments", "workspace"} {
+	for _, k := range []string{"action", "workspace"} {
 		if _, ok := raw[k]; !ok {
 			return r, fmt.Errorf("action request: missing %q", k)
 		}

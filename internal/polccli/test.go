@@ -2,10 +2,7 @@ package polccli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -107,7 +104,7 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 		}
 		failed := false
 		for _, g := range got {
-			if msg := compareWant(tc.Want, g.d); msg != "" {
+			if msg := tc.Want.Check(g.d); msg != "" {
 				diags.Add(tc.Pos, diag.CodeTestFailed, "%s: policy %q (%s): %s", label, tc.Policy, g.engine, msg)
 				failed = true
 			}
@@ -128,38 +125,4 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 type engineDecision struct {
 	engine string
 	d      executor.Decision
-}
-
-// compareWant returns "" when d has every member want gives.
-func compareWant(want compiler.TestWant, d executor.Decision) string {
-	var problems []string
-	if want.Disposition != d.Disposition {
-		problems = append(problems, fmt.Sprintf("want disposition %s, got %s (reasons: %s)", want.Disposition, d.Disposition, strings.Join(d.Reasons, ", ")))
-	}
-	if want.RuleIDs != nil && !sameSet(*want.RuleIDs, d.RuleIDs) {
-		problems = append(problems, fmt.Sprintf("want rule_ids %q, got %q", *want.RuleIDs, d.RuleIDs))
-	}
-	if want.Reasons != nil && !sameSet(*want.Reasons, d.Reasons) {
-		problems = append(problems, fmt.Sprintf("want reasons %q, got %q", *want.Reasons, d.Reasons))
-	}
-	if len(want.ApproverClass) > 0 {
-		var w *string
-		json.Unmarshal(want.ApproverClass, &w)
-		if (w == nil) != (d.ApproverClass == nil) || (w != nil && *w != *d.ApproverClass) {
-			problems = append(problems, fmt.Sprintf("want approver_class %s, got %s", want.ApproverClass, jsonString(d.ApproverClass)))
-		}
-	}
-	return strings.Join(problems, "; ")
-}
-
-func sameSet(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(slices.Compact(a), slices.Compact(b))
-}
-
-func jsonString(s *string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }

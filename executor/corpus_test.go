@@ -1,0 +1,69 @@
+package executor_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"polc.dev/polc/compiler"
+	"polc.dev/polc/executor"
+	"polc.dev/polc/internal/regoeval"
+)
+
+// TestDecisionCorpus runs testdata/decisions/*.cue on both engines.
+func TestDecisionCorpus(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/decisions/*.cue")
+	if len(files) < 4 {
+		t.Fatalf("only %d corpus files", len(files))
+	}
+	total := 0
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			res := compiler.Vet(compiler.Config{Dir: ".."}, []string{strings.TrimPrefix(f, "../")})
+			if res.Diagnostics.HasErrors() {
+				t.Fatal(res.Diagnostics)
+			}
+			bb, err := compiler.WriteBundle(res.Snapshots, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			eng, err := regoeval.New(context.Background(), bb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pols := map[string]*executor.Policy{}
+			for _, s := range res.Snapshots {
+				if pols[s.Name], err = executor.Compile(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, tc := range res.Tests {
+				if tc.Note == "" {
+					t.Errorf("%s: tests[%d] has no note", tc.Pos, tc.Index)
+				}
+				req, nerr := (&executor.Normalizer{}).Normalize(tc.Request)
+				decisions := map[string]executor.Decision{}
+				if nerr != nil {
+					decisions["normalizer"] = executor.Decision{Disposition: executor.Deny, Reasons: []string{nerr.Reason}}
+				} else {
+					decisions["native"], _ = pols[tc.Policy].Evaluate(req)
+					if decisions["opa"], err = eng.Evaluate(context.Background(), tc.Policy, req); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for engine, d := range decisions {
+					if msg := tc.Want.Check(d); msg != "" {
+						t.Errorf("%s: tests[%d] (%s): %s: %s", tc.Pos, tc.Index, tc.Note, engine, msg)
+					}
+				}
+				total++
+			}
+		})
+	}
+	if total < 40 {
+		t.Errorf("only %d corpus cases", total)
+	}
+	_ = os.Getenv
+}
