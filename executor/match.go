@@ -68,15 +68,63 @@ func decodeRune(s string) (rune, int) { return utf8.DecodeRuneInString(s) }
 
 func hasGlob(p string) bool { return strings.ContainsAny(p, "*?") }
 
+// globIndex holds glob patterns keyed by their literal prefix (the text
+// before the first wildcard), so that matching a value only tries the globs
+// whose prefix the value starts with: len(value) map lookups instead of a
+// scan of every glob.
+type globIndex[T any] struct {
+	byPrefix map[string][]globEntry[T]
+	maxLen   int
+	n        int
+}
+
+type globEntry[T any] struct {
+	pat string
+	v   T
+}
+
+func (g *globIndex[T]) add(pat string, v T) {
+	if g.byPrefix == nil {
+		g.byPrefix = map[string][]globEntry[T]{}
+	}
+	lp := pat[:strings.IndexAny(pat, "*?")]
+	g.byPrefix[lp] = append(g.byPrefix[lp], globEntry[T]{pat, v})
+	g.maxLen = max(g.maxLen, len(lp))
+	g.n++
+}
+
+// find returns the entry for exactly pat, if added.
+func (g *globIndex[T]) find(pat string) (T, bool) {
+	lp := pat[:strings.IndexAny(pat, "*?")]
+	for _, e := range g.byPrefix[lp] {
+		if e.pat == pat {
+			return e.v, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+// each calls f for every glob that matches s; f returns whether to count it.
+func (g *globIndex[T]) each(s string, f func(T) bool) bool {
+	if g.n == 0 {
+		return false
+	}
+	any := false
+	for i := 0; i <= len(s) && i <= g.maxLen; i++ {
+		for _, e := range g.byPrefix[s[:i]] {
+			if globMatch(e.pat, s) && f(e.v) {
+				any = true
+			}
+		}
+	}
+	return any
+}
+
 // globSet matches single-segment patterns (action ids, env names, scopes).
 type globSet struct {
 	exact map[string][]int32
-	globs []globRule
-}
-
-type globRule struct {
-	pat string
-	id  int32
+	globs globIndex[int32]
 }
 
 func (g *globSet) add(p string, id int32) {
@@ -87,7 +135,7 @@ func (g *globSet) add(p string, id int32) {
 		g.exact[p] = append(g.exact[p], id)
 		return
 	}
-	g.globs = append(g.globs, globRule{p, id})
+	g.globs.add(p, id)
 }
 
 func (g *globSet) match(s string, hits bits) bool {
@@ -98,18 +146,18 @@ func (g *globSet) match(s string, hits bits) bool {
 		}
 		any = true
 	}
-	for _, r := range g.globs {
-		if globMatch(r.pat, s) {
-			if hits != nil {
-				hits.set(r.id)
-			}
-			any = true
+	if g.globs.each(s, func(id int32) bool {
+		if hits != nil {
+			hits.set(id)
 		}
+		return true
+	}) {
+		any = true
 	}
 	return any
 }
 
-func (g *globSet) empty() bool { return len(g.exact) == 0 && len(g.globs) == 0 }
+func (g *globSet) empty() bool { return len(g.exact) == 0 && g.globs.n == 0 }
 
 // segTrie matches '/'-separated patterns with literal, glob and (when the
 // grammar has it) "**" segments. Values are split on '/' lazily.
@@ -120,14 +168,9 @@ type segTrie struct {
 
 type segNode struct {
 	lit   map[string]*segNode
-	globs []segGlob
+	globs globIndex[*segNode]
 	dstar *segNode
 	ids   []int32
-}
-
-type segGlob struct {
-	pat string
-	n   *segNode
 }
 
 func (t *segTrie) add(p string, id int32) {
@@ -140,15 +183,10 @@ func (t *segTrie) add(p string, id int32) {
 			}
 			n = n.dstar
 		case hasGlob(seg):
-			var next *segNode
-			for _, g := range n.globs {
-				if g.pat == seg {
-					next = g.n
-				}
-			}
-			if next == nil {
+			next, ok := n.globs.find(seg)
+			if !ok {
 				next = &segNode{}
-				n.globs = append(n.globs, segGlob{seg, next})
+				n.globs.add(seg, next)
 			}
 			n = next
 		default:
@@ -219,10 +257,8 @@ func (n *segNode) match(s string, off int, done bool, hits bits) bool {
 			any = true
 		}
 	}
-	for _, g := range n.globs {
-		if globMatch(g.pat, seg) && g.n.match(s, next, last, hits) {
-			any = true
-		}
+	if n.globs.each(seg, func(c *segNode) bool { return c.match(s, next, last, hits) }) {
+		any = true
 	}
 	return any
 }
@@ -236,14 +272,9 @@ type cmdTrie struct {
 
 type cmdNode struct {
 	lit   map[string]*cmdNode
-	globs []cmdGlob
+	globs globIndex[*cmdNode]
 	rest  []int32 // patterns ending in a trailing "*" here
 	ids   []int32 // patterns ending exactly here
-}
-
-type cmdGlob struct {
-	pat string
-	n   *cmdNode
 }
 
 func (t *cmdTrie) add(p string, id int32) {
@@ -256,15 +287,10 @@ func (t *cmdTrie) add(p string, id int32) {
 			return
 		}
 		if hasGlob(tok) {
-			var next *cmdNode
-			for _, g := range n.globs {
-				if g.pat == tok {
-					next = g.n
-				}
-			}
-			if next == nil {
+			next, ok := n.globs.find(tok)
+			if !ok {
 				next = &cmdNode{}
-				n.globs = append(n.globs, cmdGlob{tok, next})
+				n.globs.add(tok, next)
 			}
 			n = next
 			continue
@@ -315,10 +341,8 @@ func (n *cmdNode) match(argv []string, lower bool, hits bits) bool {
 	if c := n.lit[tok]; c != nil && c.match(argv[1:], lower, hits) {
 		any = true
 	}
-	for _, g := range n.globs {
-		if globMatch(g.pat, tok) && g.n.match(argv[1:], lower, hits) {
-			any = true
-		}
+	if n.globs.each(tok, func(c *cmdNode) bool { return c.match(argv[1:], lower, hits) }) {
+		any = true
 	}
 	return any
 }
