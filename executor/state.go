@@ -1,0 +1,121 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Profile is the strength of the guarantees behind an outcome; every
+// outcome carries the profile it was produced under (DESIGN §5).
+type Profile string
+
+// Runtime profiles.
+const (
+	// ProfileMinimal persists nothing.
+	ProfileMinimal Profile = "minimal"
+	// ProfileDurable commits each attempt, its outcome and its outbox
+	// messages in one StateStore transaction.
+	ProfileDurable Profile = "durable"
+	// ProfileGoverned appends ADR-0087 evidence for every operation to a
+	// chain.Store against an exact policy snapshot.
+	ProfileGoverned Profile = "governed"
+	// ProfileCertifiable is governed inside an open task boundary, closed
+	// once, after which a certificate is minted.
+	ProfileCertifiable Profile = "certifiable"
+)
+
+// AttemptRecord is what the durable profile persists for one attempt
+// (stage 14): the attempt, its normalized outcome and its outbox intents,
+// committed together.
+type AttemptRecord struct {
+	// RunID is the durable scope's run id.
+	RunID string
+	// AttemptID identifies this attempt; it is never reused.
+	AttemptID string
+	// OwnerAttemptID is the enclosing attempt of the scope, if any.
+	OwnerAttemptID *string
+	RequestID      string
+	// OperationID is set when the attempt reached operation_started.
+	OperationID *string
+	ActionID    string
+	// RequestDigest is the sha256-v1 digest of the canonical request.
+	RequestDigest string
+	// Outcome is the outcome kind ("succeeded", "denied", …).
+	Outcome string
+	// ReasonCode is the stable reason of the outcome ("" for success).
+	ReasonCode string
+	// ResultDigest is the digest of a successful result, nil otherwise.
+	ResultDigest *string
+	// CallExecuted says whether the callable was reached.
+	CallExecuted bool
+	Profile      Profile
+	StartedAt    time.Time
+	FinishedAt   time.Time
+	Outbox       []OutboxMessage
+}
+
+// OutboxMessage is an intent to deliver something after the commit
+// (ADR-0120 Delivery): delivered at least once by a separate relay.
+type OutboxMessage struct {
+	MessageID   string
+	Topic       string
+	PayloadJSON string
+}
+
+// StateStore is the durable profile's store. Implementations commit
+// CommitAttempt atomically: the run row (created if new), the attempt and
+// outcome row and every outbox message, or nothing.
+type StateStore interface {
+	// CommitAttempt persists a finished attempt. A second commit of the
+	// same AttemptID is a *StateConflictError, never an overwrite.
+	CommitAttempt(ctx context.Context, a AttemptRecord) error
+}
+
+// StateConflictError is a write that would overwrite committed state.
+type StateConflictError struct {
+	Key    string
+	Reason string
+}
+
+func (e *StateConflictError) Error() string {
+	return fmt.Sprintf("state conflict on %s: %s", e.Key, e.Reason)
+}
+
+// ProjectedRecord is one evidence record as the projector applies it.
+type ProjectedRecord struct {
+	ChainID     string
+	RecordID    string
+	Sequence    int64
+	RecordType  string
+	OperationID *string
+	ChainHash   string
+	// PayloadJSON is the record's canonical payload, for projections that
+	// derive attempt state (operation_started → running, terminal →
+	// outcome).
+	PayloadJSON string
+}
+
+// ProjectionStore is where an EvidenceProjector applies evidence.
+type ProjectionStore interface {
+	// ApplyProjection applies records under projection version with the
+	// idempotency key (chain_id, record_id, version) and sets the
+	// projector's cursor to next, in one transaction. A record already
+	// applied with the same chain_hash is a no-op; with a different one it
+	// is a *ProjectionConflictError and nothing is applied.
+	ApplyProjection(ctx context.Context, projector string, version int, records []ProjectedRecord, next string) error
+	// ProjectionCursor returns the projector's committed cursor ("" when
+	// it has applied nothing).
+	ProjectionCursor(ctx context.Context, projector string) (string, error)
+}
+
+// ProjectionConflictError is a replayed record whose digest differs from
+// the one already projected: fail closed and get an operator's attention.
+type ProjectionConflictError struct {
+	ChainID, RecordID string
+	Projected, Got    string
+}
+
+func (e *ProjectionConflictError) Error() string {
+	return fmt.Sprintf("projection conflict: record %s of chain %s was projected with chain_hash %s, replay has %s", e.RecordID, e.ChainID, e.Projected, e.Got)
+}
