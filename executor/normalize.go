@@ -4,6 +4,8 @@
 package executor
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +15,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
@@ -53,45 +58,18 @@ const TimeLayout = "2006-01-02T15:04:05.000000Z"
 type Normalizer struct {
 	// Now is the clock for requests without a time. Default time.Now.
 	Now func() time.Time
-	// Descriptors resolves action ids; default BuiltinDescriptors().
-	Descriptors map[string]*Descriptor
+	// Registry resolves action ids; default BuiltinRegistry().
+	Registry *Registry
 }
 
-// Descriptor says how an action's arguments become request facets.
-type Descriptor struct {
-	// ID is the canonical action id.
-	ID string
-	// Arguments lists the argument names and whether each is required;
-	// any other argument is invalid_request.
-	Arguments map[string]bool
-	// facets fills the facets of out from validated arguments.
-	facets func(args map[string]string, ws string, out *Normalized) *NormalizeError
-}
-
-// BuiltinDescriptors returns the built-in actions: bash, read_file,
-// write_file, edit_file, http_get and mcp.
-func BuiltinDescriptors() map[string]*Descriptor {
-	ds := []*Descriptor{
-		{ID: "bash", Arguments: map[string]bool{"command": true}, facets: bashFacets},
-		{ID: "read_file", Arguments: map[string]bool{"path": true}, facets: pathFacets("read")},
-		{ID: "write_file", Arguments: map[string]bool{"path": true, "content": false}, facets: pathFacets("write")},
-		{ID: "edit_file", Arguments: map[string]bool{"path": true, "old": false, "new": false}, facets: pathFacets("read", "write")},
-		{ID: "http_get", Arguments: map[string]bool{"url": true}, facets: urlFacets},
-		{ID: "mcp", Arguments: map[string]bool{"server": true, "tool": true, "resource": false, "arguments": false}, facets: mcpFacets},
-	}
-	m := map[string]*Descriptor{}
-	for _, d := range ds {
-		m[d.ID] = d
-	}
-	return m
-}
+var defaultRegistry = sync.OnceValue(BuiltinRegistry)
 
 // Normalize validates req and computes its facets. It never panics; any
 // input it cannot interpret is a *NormalizeError (a denial).
 func (n *Normalizer) Normalize(req ActionRequest) (*Normalized, *NormalizeError) {
-	descs := n.Descriptors
-	if descs == nil {
-		descs = BuiltinDescriptors()
+	reg := n.Registry
+	if reg == nil {
+		reg = defaultRegistry()
 	}
 	now := time.Now
 	if n.Now != nil {
@@ -136,36 +114,117 @@ func (n *Normalizer) Normalize(req ActionRequest) (*Normalized, *NormalizeError)
 		}
 		out.Action = "mcp"
 	}
-	d, ok := descs[out.Action]
-	if !ok {
+	e := reg.lookup(out.Action)
+	if e == nil {
 		return nil, nerr(ReasonUnknownAction, "no descriptor for action %q", req.Action)
 	}
-	strArgs := map[string]string{}
-	for k, v := range args {
-		if _, known := d.Arguments[k]; !known {
-			return nil, nerr(ReasonInvalidRequest, "action %s has no argument %q", d.ID, k)
-		}
-		if k == "arguments" || k == "content" || k == "old" || k == "new" {
-			continue // payloads: validated by the action, never policy facets
-		}
-		s, ok := v.(string)
-		if !ok {
-			return nil, nerr(ReasonInvalidRequest, "argument %q of %s must be a string", k, d.ID)
-		}
-		if strings.ContainsRune(s, 0) {
-			return nil, nerr(ReasonInvalidRequest, "argument %q contains NUL", k)
-		}
-		strArgs[k] = s
+	out.Action = e.desc.ID
+	if err := e.validate(args); err != nil {
+		return nil, err
 	}
-	for k, required := range d.Arguments {
-		if _, ok := args[k]; required && !ok {
-			return nil, nerr(ReasonInvalidRequest, "action %s needs argument %q", d.ID, k)
-		}
-	}
-	if err := d.facets(strArgs, out.Workspace, out); err != nil {
+	if err := e.desc.Hints.facets(args, out.Workspace, out); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// validate checks arguments against the descriptor's JSON Schema.
+func (e *entry) validate(args map[string]any) *NormalizeError {
+	// The schema validator wants JSON values: round-trip through JSON so
+	// that Go numbers and json.Number look alike.
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nerr(ReasonInvalidRequest, "arguments of %s: %v", e.desc.ID, err)
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nerr(ReasonInvalidRequest, "arguments of %s: %v", e.desc.ID, err)
+	}
+	if err := e.schema.Validate(v); err != nil {
+		msg := err.Error()
+		if ve, ok := err.(*jsonschema.ValidationError); ok {
+			msg = ve.Error()
+			for len(ve.Causes) > 0 {
+				ve = ve.Causes[0]
+				msg = ve.InstanceLocation + ": " + ve.Message
+			}
+		}
+		return nerr(ReasonInvalidRequest, "arguments of %s: %s", e.desc.ID, msg)
+	}
+	return nil
+}
+
+// facets fills the request facets named by the hints.
+func (h *NormalizationHints) facets(args map[string]any, ws string, out *Normalized) *NormalizeError {
+	str := func(name string) (string, bool, *NormalizeError) {
+		v, ok := args[name]
+		if !ok {
+			return "", false, nil
+		}
+		s, ok := v.(string)
+		if !ok {
+			return "", false, nerr(ReasonInvalidRequest, "argument %q must be a string", name)
+		}
+		if strings.ContainsRune(s, 0) {
+			return "", false, nerr(ReasonInvalidRequest, "argument %q contains NUL", name)
+		}
+		return s, true, nil
+	}
+	for _, ph := range h.Paths {
+		p, ok, err := str(ph.Arg)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if err := pathFacets(ph.Access...)(map[string]string{"path": p}, ws, out); err != nil {
+			return err
+		}
+	}
+	if h.Command != "" {
+		c, ok, err := str(h.Command)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if err := bashFacets(map[string]string{"command": c}, ws, out); err != nil {
+				return err
+			}
+		}
+	}
+	if h.URL != "" {
+		u, ok, err := str(h.URL)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if err := urlFacets(map[string]string{"url": u}, ws, out); err != nil {
+				return err
+			}
+		}
+	}
+	if h.MCP != nil {
+		m := map[string]string{}
+		for k, arg := range map[string]string{"server": h.MCP.Server, "tool": h.MCP.Tool, "resource": h.MCP.Resource} {
+			if arg == "" {
+				continue
+			}
+			v, ok, err := str(arg)
+			if err != nil {
+				return err
+			}
+			if ok {
+				m[k] = v
+			}
+		}
+		if err := mcpFacets(m, ws, out); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func pathFacets(accesses ...string) func(map[string]string, string, *Normalized) *NormalizeError {

@@ -1,0 +1,222 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"polc.dev/polc/internal/jcs"
+)
+
+// Callable is an action's implementation. The executor calls it at most
+// once per attempt, at stage 12, with the final validated arguments. A
+// Callable that cannot tell whether its external effect happened returns an
+// error wrapping ErrAmbiguous.
+type Callable func(ctx context.Context, args map[string]any) (any, error)
+
+// ErrAmbiguous marks a callable error whose external effect is unknown (the
+// transport died after sending): the outcome is Ambiguous and the attempt is
+// never retried.
+var ErrAmbiguous = fmt.Errorf("external result ambiguous")
+
+// ActionDescriptor identifies an action and says how to validate and
+// normalize its arguments. It carries no behaviour: the callable is
+// registered beside it and is reachable only by the executor.
+type ActionDescriptor struct {
+	// ID is the canonical action id (an action id pattern literal).
+	ID string `json:"id"`
+	// Aliases resolve to ID; they may not collide with any id or alias.
+	Aliases []string `json:"aliases"`
+	// Version is the descriptor's version.
+	Version string `json:"version"`
+	// Source is the provenance of the implementation.
+	Source Source `json:"source"`
+	// Arguments is the JSON Schema (draft 2020-12) of the arguments object.
+	Arguments json.RawMessage `json:"arguments"`
+	// Hints say which arguments are paths, commands, URLs or MCP targets.
+	Hints NormalizationHints `json:"hints"`
+	// Containment lists the effect containment the backend must prove
+	// before the action may run: "filesystem", "network", "subprocess",
+	// "environment", "secrets".
+	Containment []string `json:"containment"`
+}
+
+// Source is where an action's implementation comes from.
+type Source struct {
+	Kind   string `json:"kind"` // "builtin", "plugin", "mcp", "sdk"
+	Ref    string `json:"ref"`
+	Digest string `json:"digest"` // implementation digest, "" when unknown
+}
+
+// NormalizationHints map arguments to request facets (stage 2).
+type NormalizationHints struct {
+	// Paths are path arguments and the accesses each implies.
+	Paths []PathHint `json:"paths"`
+	// Command is a shell command argument, parsed into argv lists.
+	Command string `json:"command"`
+	// URL is a URL argument, normalized to host:port.
+	URL string `json:"url"`
+	// MCP names the server, tool and resource arguments.
+	MCP *MCPHint `json:"mcp"`
+}
+
+// PathHint is a path argument and its accesses ("read", "write", "execute").
+type PathHint struct {
+	Arg    string   `json:"arg"`
+	Access []string `json:"access"`
+}
+
+// MCPHint names the arguments of an MCP call.
+type MCPHint struct {
+	Server   string `json:"server"`
+	Tool     string `json:"tool"`
+	Resource string `json:"resource"`
+}
+
+// Digest is the sha256-v1 digest of the descriptor's canonical JSON.
+func (d *ActionDescriptor) Digest() string {
+	b, err := jcs.Marshal(d)
+	if err != nil {
+		return ""
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// Registry is the ActionManager: it registers descriptors with their
+// callables and resolves references to descriptors. It has no method that
+// invokes anything; only the Executor reaches a callable, through a
+// one-use token at stage 12.
+type Registry struct {
+	mu      sync.RWMutex
+	entries map[string]*entry
+	aliases map[string]string
+}
+
+type entry struct {
+	desc   ActionDescriptor
+	schema *jsonschema.Schema
+	digest string
+	fn     Callable
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{entries: map[string]*entry{}, aliases: map[string]string{}}
+}
+
+// BuiltinRegistry returns a registry of the built-in descriptors without
+// callables: enough to normalize requests (polc eval, normalize, test).
+// Executing one of its actions is denied (no_callable).
+func BuiltinRegistry() *Registry {
+	r := NewRegistry()
+	for _, d := range BuiltinDescriptors() {
+		if err := r.Register(d, nil); err != nil {
+			panic("executor: built-in descriptor: " + err.Error())
+		}
+	}
+	return r
+}
+
+// Register adds an action. The id and aliases must be new (collisions are
+// errors), the id must be a valid action id, and Arguments must be a JSON
+// Schema for an object. fn may be nil for descriptor-only registries.
+func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
+	if d.ID == "" || d.Version == "" {
+		return fmt.Errorf("register: descriptor needs an id and a version")
+	}
+	if err := validActionID(d.ID); err != nil {
+		return fmt.Errorf("register %s: %v", d.ID, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	if len(d.Arguments) == 0 {
+		return fmt.Errorf("register %s: no argument schema", d.ID)
+	}
+	if err := c.AddResource("args.json", bytes.NewReader(d.Arguments)); err != nil {
+		return fmt.Errorf("register %s: argument schema: %v", d.ID, err)
+	}
+	sch, err := c.Compile("args.json")
+	if err != nil {
+		return fmt.Errorf("register %s: argument schema: %v", d.ID, err)
+	}
+	d.Aliases = slices.Clone(d.Aliases)
+	d.Containment = slices.Clone(d.Containment)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, name := range append([]string{d.ID}, d.Aliases...) {
+		if _, ok := r.entries[name]; ok {
+			return fmt.Errorf("register %s: %q is already an action id", d.ID, name)
+		}
+		if owner, ok := r.aliases[name]; ok {
+			return fmt.Errorf("register %s: %q is already an alias of %s", d.ID, name, owner)
+		}
+	}
+	e := &entry{desc: d, schema: sch, fn: fn}
+	e.digest = e.desc.Digest()
+	r.entries[d.ID] = e
+	for _, a := range d.Aliases {
+		r.aliases[a] = d.ID
+	}
+	return nil
+}
+
+// Resolve returns a copy of the descriptor a reference (id or alias) names.
+func (r *Registry) Resolve(ref string) (ActionDescriptor, bool) {
+	e := r.lookup(ref)
+	if e == nil {
+		return ActionDescriptor{}, false
+	}
+	return e.desc, true
+}
+
+func (r *Registry) lookup(ref string) *entry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if id, ok := r.aliases[ref]; ok {
+		ref = id
+	}
+	return r.entries[ref]
+}
+
+func validActionID(id string) error {
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return fmt.Errorf("action id %q: only letters, digits, '_', '-' and '.'", id)
+		}
+	}
+	return nil
+}
+
+func schemaOf(props string, required ...string) json.RawMessage {
+	req, _ := json.Marshal(required)
+	return json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` + props + `},"required":` + string(req) + `}`)
+}
+
+// BuiltinDescriptors returns the descriptors of the built-in actions: bash,
+// read_file, write_file, edit_file, http_get and mcp.
+func BuiltinDescriptors() []ActionDescriptor {
+	str := `{"type":"string"}`
+	src := Source{Kind: "builtin", Ref: "polc.dev/polc/executor"}
+	return []ActionDescriptor{
+		{ID: "bash", Version: "1", Source: src, Arguments: schemaOf(`"command":`+str, "command"),
+			Hints: NormalizationHints{Command: "command"}, Containment: []string{}},
+		{ID: "read_file", Version: "1", Source: src, Arguments: schemaOf(`"path":`+str, "path"),
+			Hints: NormalizationHints{Paths: []PathHint{{Arg: "path", Access: []string{"read"}}}}, Containment: []string{}},
+		{ID: "write_file", Version: "1", Source: src, Arguments: schemaOf(`"path":`+str+`,"content":{"type":"string"}`, "path"),
+			Hints: NormalizationHints{Paths: []PathHint{{Arg: "path", Access: []string{"write"}}}}, Containment: []string{}},
+		{ID: "edit_file", Version: "1", Source: src, Arguments: schemaOf(`"path":`+str+`,"old":{"type":"string"},"new":{"type":"string"}`, "path"),
+			Hints: NormalizationHints{Paths: []PathHint{{Arg: "path", Access: []string{"read", "write"}}}}, Containment: []string{}},
+		{ID: "http_get", Version: "1", Source: src, Arguments: schemaOf(`"url":`+str, "url"),
+			Hints: NormalizationHints{URL: "url"}, Containment: []string{}},
+		{ID: "mcp", Version: "1", Source: src, Arguments: schemaOf(`"server":`+str+`,"tool":`+str+`,"resource":`+str+`,"arguments":{"type":"object"}`, "server", "tool"),
+			Hints: NormalizationHints{MCP: &MCPHint{Server: "server", Tool: "tool", Resource: "resource"}}, Containment: []string{}},
+	}
+}
