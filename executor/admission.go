@@ -1,0 +1,92 @@
+package executor
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Admission is the capacity port (stage 3): it admits an attempt or says
+// when to retry. It never produces a policy decision or a gate result.
+type Admission interface {
+	// Acquire returns a lease, or ok=false and when to retry. It must not
+	// block waiting for capacity: deferral is the caller's to schedule.
+	Acquire(ctx context.Context) (lease Lease, retryAt time.Time, ok bool)
+}
+
+// Lease is admitted capacity; Release must be called exactly once.
+type Lease struct {
+	ID        string
+	ExpiresAt time.Time
+	release   func()
+}
+
+// Release returns the capacity.
+func (l Lease) Release() {
+	if l.release != nil {
+		l.release()
+	}
+}
+
+// Limiter bounds concurrency and rate: at most MaxConcurrent attempts in
+// flight and Rate admissions per second (with bursts of Burst). A zero
+// field means no bound of that kind.
+type Limiter struct {
+	MaxConcurrent int
+	Rate          float64
+	Burst         int
+	// LeaseTTL is how long a lease (and its preflight report) stays valid.
+	LeaseTTL time.Duration
+	Now      func() time.Time
+	IDs      func() string
+
+	mu       sync.Mutex
+	inFlight int
+	tokens   float64
+	last     time.Time
+}
+
+// Acquire implements Admission.
+func (l *Limiter) Acquire(context.Context) (Lease, time.Time, bool) {
+	now := time.Now
+	if l.Now != nil {
+		now = l.Now
+	}
+	t := now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.MaxConcurrent > 0 && l.inFlight >= l.MaxConcurrent {
+		return Lease{}, t.Add(10 * time.Millisecond), false
+	}
+	if l.Rate > 0 {
+		burst := float64(max(l.Burst, 1))
+		if l.last.IsZero() {
+			l.tokens = burst
+		} else {
+			l.tokens = min(burst, l.tokens+t.Sub(l.last).Seconds()*l.Rate)
+		}
+		l.last = t
+		if l.tokens < 1 {
+			wait := time.Duration((1 - l.tokens) / l.Rate * float64(time.Second))
+			return Lease{}, t.Add(wait), false
+		}
+		l.tokens--
+	}
+	l.inFlight++
+	ttl := l.LeaseTTL
+	if ttl == 0 {
+		ttl = 5 * time.Minute
+	}
+	id := ""
+	if l.IDs != nil {
+		id = l.IDs()
+	}
+	var once sync.Once
+	return Lease{ID: id, ExpiresAt: t.Add(ttl), release: func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.inFlight--
+			l.mu.Unlock()
+		})
+	}}, time.Time{}, true
+}

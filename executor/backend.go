@@ -1,0 +1,98 @@
+package executor
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Containment classes an effect backend may enforce on a callable.
+var ContainmentClasses = []string{"environment", "filesystem", "network", "secrets", "subprocess"}
+
+// Containment levels in a capability report.
+const (
+	ContainmentEnforced    = "enforced"
+	ContainmentUnsupported = "unsupported"
+)
+
+// BackendCapabilityReport is a backend's versioned statement of what it
+// enforces on the code it runs (ADR-0121 ActionBackendCapabilityReport).
+type BackendCapabilityReport struct {
+	Format      string            `json:"format"` // "polc.backend-capabilities/v1"
+	BackendID   string            `json:"backend_id"`
+	Version     string            `json:"version"`
+	Containment map[string]string `json:"containment"` // class → enforced|unsupported
+}
+
+// BackendCapabilityFormat is the format of v1 capability reports.
+const BackendCapabilityFormat = "polc.backend-capabilities/v1"
+
+// Digest is the sha256-v1 digest of the report's canonical JSON.
+func (r BackendCapabilityReport) Digest() string { return digestOf(r) }
+
+// Enforces reports whether the backend enforces a containment class.
+func (r BackendCapabilityReport) Enforces(class string) bool {
+	return r.Containment[class] == ContainmentEnforced
+}
+
+// EffectBackend runs callables. Probe reports what it enforces; Invoke runs
+// the opaque call the executor gives it, exactly once.
+type EffectBackend interface {
+	ID() string
+	Probe(ctx context.Context) (BackendCapabilityReport, error)
+	Invoke(ctx context.Context, call func(context.Context) (any, error)) (any, error)
+}
+
+// InProcessBackend runs callables in the executor's process. It contains
+// nothing: an argument or path check is admission evidence, not proof that
+// arbitrary code cannot touch another path or open a socket, so it reports
+// every containment class unsupported.
+type InProcessBackend struct{}
+
+// ID implements EffectBackend.
+func (InProcessBackend) ID() string { return "inprocess" }
+
+// Probe implements EffectBackend.
+func (InProcessBackend) Probe(context.Context) (BackendCapabilityReport, error) {
+	c := map[string]string{}
+	for _, class := range ContainmentClasses {
+		c[class] = ContainmentUnsupported
+	}
+	return BackendCapabilityReport{Format: BackendCapabilityFormat, BackendID: "inprocess", Version: "1", Containment: c}, nil
+}
+
+// Invoke implements EffectBackend.
+func (InProcessBackend) Invoke(ctx context.Context, call func(context.Context) (any, error)) (any, error) {
+	return call(ctx)
+}
+
+// ActionPreflightReport binds, by digest, the backend and its capability
+// report, the descriptor, the request and the admission lease that stage 3
+// verified. It expires with the lease.
+type ActionPreflightReport struct {
+	ReportID         string                  `json:"report_id"`
+	RequestID        string                  `json:"request_id"`
+	RequestDigest    string                  `json:"request_digest"`
+	DescriptorDigest string                  `json:"action_descriptor_digest"`
+	Backend          string                  `json:"effect_backend"`
+	Capabilities     BackendCapabilityReport `json:"capability_report"`
+	CapabilityDigest string                  `json:"capability_digest"`
+	LeaseID          string                  `json:"admission_lease"`
+	VerifiedAt       time.Time               `json:"verified_at"`
+	ExpiresAt        time.Time               `json:"expires_at"`
+}
+
+// Digest covers the whole report.
+func (r *ActionPreflightReport) Digest() string { return digestOf(r) }
+
+// missingContainment returns the classes required but not enforced.
+func missingContainment(required []string, rep BackendCapabilityReport) []string {
+	var out []string
+	for _, c := range required {
+		if !rep.Enforces(c) {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,785 @@
+package executor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"polc.dev/polc/chain"
+	"polc.dev/polc/snapshot"
+)
+
+// Config wires an Executor. The composition root builds it once; every
+// action then runs through Execute.
+type Config struct {
+	// Registry resolves actions and holds their callables.
+	Registry *Registry
+	// Policies are the snapshots contexts may pin (by id and version).
+	Policies []*snapshot.Snapshot
+	// Backends are the effect backends contexts may select; default
+	// InProcessBackend.
+	Backends []EffectBackend
+	// Admission is the capacity port; default: unbounded.
+	Admission Admission
+	// Evidence is the chain store of the governed profiles.
+	Evidence chain.Store
+	// State is the durable profile's store.
+	State StateStore
+	// Transformers rewrite arguments at stage 8, in order. They cannot
+	// remove or reorder security stages: every rewrite is normalized and
+	// re-checked before the call.
+	Transformers []Transformer
+	// Guards are intrinsic checks of the action, backend or transport
+	// (stage 6); an error denies with reason "guard:<id>".
+	Guards []Guard
+	// Authorize is the principal/tenant authorization of stage 5 (beyond
+	// the policy's scopes, which stage 7 evaluates); an error denies.
+	Authorize func(ctx context.Context, ec ExecutionContext, d ActionDescriptor) error
+	// Now and IDs make runs deterministic in tests; defaults are the clock
+	// and random UUIDs.
+	Now func() time.Time
+	IDs func() string
+}
+
+// Transformer rewrites an action's arguments before the call.
+type Transformer struct {
+	Name      string
+	Transform func(ctx context.Context, action string, args map[string]any) (map[string]any, error)
+}
+
+// Guard is an intrinsic check on the normalized request.
+type Guard struct {
+	ID    string
+	Check func(ctx context.Context, req *Normalized) error
+}
+
+// Executor is the one authority that runs actions (DESIGN §5). It is safe
+// for concurrent use.
+type Executor struct {
+	cfg      Config
+	backends map[string]EffectBackend
+	policies map[string]*compiledPolicy
+	plans    sync.Map // planKey → *plan
+}
+
+type compiledPolicy struct {
+	snap *snapshot.Snapshot
+	eval *Policy
+}
+
+// New validates the configuration and compiles every policy.
+func New(cfg Config) (*Executor, error) {
+	if cfg.Registry == nil {
+		return nil, errors.New("executor: no registry")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.IDs == nil {
+		cfg.IDs = NewUUID
+	}
+	if cfg.Admission == nil {
+		cfg.Admission = &Limiter{Now: cfg.Now, IDs: cfg.IDs}
+	}
+	if len(cfg.Backends) == 0 {
+		cfg.Backends = []EffectBackend{InProcessBackend{}}
+	}
+	e := &Executor{cfg: cfg, backends: map[string]EffectBackend{}, policies: map[string]*compiledPolicy{}}
+	for _, b := range cfg.Backends {
+		if _, dup := e.backends[b.ID()]; dup {
+			return nil, fmt.Errorf("executor: duplicate backend %q", b.ID())
+		}
+		e.backends[b.ID()] = b
+	}
+	for _, s := range cfg.Policies {
+		computed, err := s.ComputeDigest()
+		if err != nil || computed != s.Digest {
+			return nil, fmt.Errorf("executor: snapshot %s@%s: digest does not recompute", s.Name, s.Version)
+		}
+		p, err := Compile(s)
+		if err != nil {
+			return nil, fmt.Errorf("executor: snapshot %s: %v", s.Name, err)
+		}
+		e.policies[s.PolicyID+"@"+s.Version] = &compiledPolicy{snap: s, eval: p}
+	}
+	for i, t := range cfg.Transformers {
+		if t.Name == "" || t.Transform == nil {
+			return nil, fmt.Errorf("executor: transformer %d needs a name and a function", i)
+		}
+	}
+	for i, g := range cfg.Guards {
+		if g.ID == "" || g.Check == nil {
+			return nil, fmt.Errorf("executor: guard %d needs an id and a function", i)
+		}
+	}
+	return e, nil
+}
+
+func (e *Executor) now() time.Time { return e.cfg.Now() }
+
+// policy returns the compiled snapshot a reference pins, checking the
+// exact digest.
+func (e *Executor) policy(ref SnapshotRef) (*compiledPolicy, error) {
+	p, ok := e.policies[ref.PolicyID+"@"+ref.Version]
+	if !ok {
+		return nil, fmt.Errorf("policy %s@%s is not loaded", ref.PolicyID, ref.Version)
+	}
+	if p.snap.Digest != ref.Digest {
+		return nil, fmt.Errorf("policy %s@%s has digest %s, the context pins %s", ref.PolicyID, ref.Version, p.snap.Digest, ref.Digest)
+	}
+	return p, nil
+}
+
+// NewUUID returns a random (version 4) lowercase UUID.
+func NewUUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("executor: no randomness: " + err.Error())
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// Stage names, in the fixed order of DESIGN §5.
+var StageNames = [15]string{1: "resolve", 2: "normalize", 3: "bind", 4: "governed_start", 5: "authorize",
+	6: "guards", 7: "policy", 8: "transform", 9: "renormalize", 10: "recheck", 11: "precall_evidence",
+	12: "invoke", 13: "terminal", 14: "persist"}
+
+// plan is the immutable, compiled enforcement order for one action under
+// one profile: which descriptor, which stages. Stages cannot be removed or
+// reordered; transformers only ever run inside stage 8.
+type plan struct {
+	entry  *entry
+	stages []stageFunc
+}
+
+type stageFunc func(r *attempt) Outcome
+
+type planKey struct {
+	action  string
+	version string
+	profile Profile
+}
+
+func (e *Executor) planFor(en *entry, profile Profile) *plan {
+	k := planKey{en.desc.ID, en.digest, profile}
+	if p, ok := e.plans.Load(k); ok {
+		return p.(*plan)
+	}
+	p := &plan{entry: en, stages: []stageFunc{
+		(*attempt).normalize, (*attempt).bind, (*attempt).governedStart, (*attempt).authorize,
+		(*attempt).guards, (*attempt).policyStage, (*attempt).transform, (*attempt).renormalize,
+		(*attempt).recheck, (*attempt).precall, (*attempt).invoke,
+	}}
+	actual, _ := e.plans.LoadOrStore(k, p)
+	return actual.(*plan)
+}
+
+// attempt is the mutable state of one Execute call.
+type attempt struct {
+	e    *Executor
+	ctx  context.Context
+	req  *ExecutionRequest
+	ec   *ExecutionContext
+	base OutcomeBase
+	en   *entry
+	pol  *compiledPolicy
+
+	args       map[string]any
+	argsDigest string
+	norm       *Normalized
+	decision   Decision
+	backend    EffectBackend
+	lease      Lease
+	leased     bool
+	boundary   *TaskBoundary
+	started    bool // operation_started appended
+	opID       string
+	changed    bool // a transformer changed the arguments
+	startedAt  time.Time
+}
+
+// Execute runs one action through the fixed stages of DESIGN §5 and
+// returns its outcome. It never panics on bad input and never calls the
+// callable unless every stage before 12 allowed it (and, governed, every
+// pre-call record was appended).
+func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec ExecutionContext) (out Outcome) {
+	a := &attempt{e: e, ctx: ctx, req: &req, ec: &ec, startedAt: e.now()}
+	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: e.cfg.IDs()}
+	defer func() {
+		if a.leased {
+			a.lease.Release()
+		}
+		if a.boundary != nil {
+			a.boundary.ops.RUnlock()
+		}
+		out = a.persist(out)
+	}()
+	// Stage 1: resolve the descriptor.
+	ref := req.Action
+	if strings.HasPrefix(ref, "mcp:") {
+		ref = "mcp"
+	}
+	a.en = e.cfg.Registry.lookup(ref)
+	if a.en == nil {
+		return a.deny(1, ReasonUnknownAction, "no descriptor for action %q", req.Action)
+	}
+	a.trail(1, "ok", "%s@%s", a.en.desc.ID, a.en.desc.Version)
+	if a.en.fn == nil {
+		return a.deny(1, "no_callable", "action %s has no callable", a.en.desc.ID)
+	}
+	for _, stage := range e.planFor(a.en, ec.Profile).stages {
+		if o := stage(a); o != nil {
+			return o
+		}
+	}
+	panic("executor: the plan ended without an outcome") // invoke always returns one
+}
+
+func (a *attempt) trail(stage int, result, format string, args ...any) {
+	a.base.Trail = append(a.base.Trail, TrailEntry{Stage: stage, Name: StageNames[stage], Result: result, Detail: fmt.Sprintf(format, args...)})
+}
+
+// deny ends the attempt with Denied; after operation_started it appends
+// the terminal operation_denied first.
+func (a *attempt) deny(stage int, reason, format string, args ...any) Outcome {
+	a.trail(stage, "deny", format, args...)
+	a.base.ReasonCode = reason
+	if a.started {
+		if err := a.appendTerminal(chain.OperationDeniedPayload{Disposition: "deny", ReasonCode: reason}); err != nil {
+			return a.evidenceFailure(stage, chain.OperationDenied, err, false)
+		}
+	}
+	return &Denied{OutcomeBase: a.base}
+}
+
+// cancelled ends the attempt because ctx is done before the call.
+func (a *attempt) cancelled(stage int) Outcome {
+	a.trail(stage, "cancelled", "%v", a.ctx.Err())
+	a.base.ReasonCode = "cancelled"
+	if a.started {
+		if err := a.appendTerminal(chain.OperationCancelledPayload{DurationUS: 0}); err != nil {
+			return a.evidenceFailure(stage, chain.OperationCancelled, err, false)
+		}
+	}
+	return &Cancelled{OutcomeBase: a.base}
+}
+
+func (a *attempt) evidenceFailure(stage int, rt chain.Type, err error, executed bool) Outcome {
+	a.base.EvidenceError = &GovernanceEvidenceError{CallExecuted: executed, RecordType: string(rt), Err: err}
+	a.base.ReasonCode = "governance_evidence"
+	a.trail(stage, "evidence_failed", "%s: %v", rt, err)
+	return &Failed{OutcomeBase: a.base, Class: "governance_evidence"}
+}
+
+// Stage 2: validate the arguments against the descriptor's schema and
+// normalize them, with identity from the trusted context only.
+func (a *attempt) normalize() Outcome {
+	if err := a.ctx.Err(); err != nil {
+		return a.cancelled(2)
+	}
+	args, err := cloneJSON(a.req.Arguments)
+	if err != nil {
+		return a.deny(2, ReasonInvalidRequest, "arguments are not JSON values: %v", err)
+	}
+	a.args = args
+	n, nerr := a.normalizeArgs(args)
+	if nerr != nil {
+		return a.deny(2, nerr.Reason, "%s", nerr.Detail)
+	}
+	a.norm = n
+	a.argsDigest = digestOf(args)
+	a.trail(2, "ok", "arguments %s", a.argsDigest)
+	return nil
+}
+
+func (a *attempt) normalizeArgs(args map[string]any) (*Normalized, *NormalizeError) {
+	now := a.e.now()
+	t := now.UTC().Format(time.RFC3339Nano)
+	usage := a.ec.Usage
+	return (&Normalizer{Registry: a.e.cfg.Registry, Now: a.e.cfg.Now}).Normalize(ActionRequest{
+		Action: a.req.Action, Arguments: args, Principal: a.ec.Principal.String(), Tenant: a.ec.Tenant,
+		Workspace: a.ec.Workspace, Time: &t, Usage: &usage,
+	})
+}
+
+// Stage 3: bind the trusted context, verify the exact snapshot, probe the
+// backend against required containment and take a capacity lease.
+func (a *attempt) bind() Outcome {
+	ec := a.ec
+	switch {
+	case ec.Principal.Kind == "" || ec.Principal.ID == "":
+		return a.deny(3, "unauthenticated", "the context has no authenticated principal")
+	case a.req.PrincipalClaim != nil && *a.req.PrincipalClaim != ec.Principal.String():
+		return a.deny(3, "principal_claim_mismatch", "the request claims %q, the context authenticated %q", *a.req.PrincipalClaim, ec.Principal.String())
+	case a.req.Scope == nil || ec.Scope == nil || !sameScope(a.req.Scope, ec.Scope):
+		return a.deny(3, "scope_mismatch", "the request's scope is not the context's")
+	case a.req.RequestID == "":
+		return a.deny(3, ReasonInvalidRequest, "no request id")
+	}
+	switch ec.Profile {
+	case ProfileMinimal:
+	case ProfileDurable:
+		if a.e.cfg.State == nil {
+			return a.deny(3, "profile_unavailable", "durable profile without a state store")
+		}
+		if _, ok := ec.Scope.(DurableRunScope); !ok {
+			return a.deny(3, "scope_not_durable", "the durable profile needs a durable run scope")
+		}
+	case ProfileGoverned, ProfileCertifiable:
+		b := ec.Boundary
+		switch {
+		case a.e.cfg.Evidence == nil:
+			return a.deny(3, "profile_unavailable", "governed profile without an evidence store")
+		case b == nil:
+			return a.deny(3, "no_task_boundary", "governed profile without a task boundary")
+		case b.Policy != ec.Policy:
+			return a.deny(3, "boundary_policy_mismatch", "the boundary pins another policy")
+		case ec.Profile == ProfileCertifiable && !b.Certifiable:
+			return a.deny(3, "boundary_not_certifiable", "certifiable profile on a governed boundary")
+		}
+	default:
+		return a.deny(3, "unknown_profile", "unknown profile %q", ec.Profile)
+	}
+	pol, err := a.e.policy(ec.Policy)
+	if err != nil {
+		return a.deny(3, "policy_digest_mismatch", "%v", err)
+	}
+	a.pol = pol
+	a.backend = a.e.backends[ec.Backend]
+	if a.backend == nil {
+		return a.deny(3, "unknown_backend", "no effect backend %q", ec.Backend)
+	}
+	caps, err := a.backend.Probe(a.ctx)
+	if err != nil {
+		return a.deny(3, "backend_probe_failed", "probing %s failed", ec.Backend)
+	}
+	if missing := missingContainment(a.en.desc.Containment, caps); len(missing) > 0 {
+		return a.deny(3, "containment_unsupported", "%s requires %s containment; backend %s does not enforce it", a.en.desc.ID, strings.Join(missing, ", "), ec.Backend)
+	}
+	lease, retryAt, ok := a.e.cfg.Admission.Acquire(a.ctx)
+	if !ok {
+		a.base.ReasonCode = "capacity"
+		a.trail(3, "defer", "no capacity until %s", retryAt.UTC().Format(time.RFC3339Nano))
+		return &Deferred{OutcomeBase: a.base, RetryAt: retryAt}
+	}
+	a.lease, a.leased = lease, true
+	a.base.Preflight = &ActionPreflightReport{
+		ReportID: a.e.cfg.IDs(), RequestID: a.req.RequestID, RequestDigest: a.req.Digest(),
+		DescriptorDigest: a.en.digest, Backend: a.backend.ID(), Capabilities: caps, CapabilityDigest: caps.Digest(),
+		LeaseID: lease.ID, VerifiedAt: a.e.now(), ExpiresAt: lease.ExpiresAt,
+	}
+	a.trail(3, "ok", "backend %s, capabilities %s", a.backend.ID(), a.base.Preflight.CapabilityDigest)
+	return nil
+}
+
+// Stage 4 (governed only): pin the policy and open the operation; both
+// receipts are required before any gate.
+func (a *attempt) governedStart() Outcome {
+	a.opID = a.e.cfg.IDs()
+	a.base.OperationID = &a.opID
+	if a.ec.Profile != ProfileGoverned && a.ec.Profile != ProfileCertifiable {
+		a.trail(4, "skipped", "profile %s appends no evidence", a.ec.Profile)
+		return nil
+	}
+	if err := a.ctx.Err(); err != nil {
+		return a.cancelled(4)
+	}
+	b := a.ec.Boundary
+	b.ops.RLock()
+	a.boundary = b
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return a.deny(4, "boundary_closed", "task boundary %s is closed", b.ID)
+	}
+	pf := a.base.Preflight
+	if now := a.e.now(); !now.Before(pf.ExpiresAt) {
+		return a.deny(4, "preflight_expired", "the admission lease expired at %s", pf.ExpiresAt.UTC().Format(time.RFC3339Nano))
+	}
+	if caps, err := a.backend.Probe(a.ctx); err != nil || caps.Digest() != pf.CapabilityDigest {
+		return a.deny(4, "preflight_changed", "the backend's capability report changed after preflight")
+	}
+	if err := a.append(chain.PolicyBoundPayload{
+		PolicyDigest: a.pol.snap.Digest, EffectBackendID: a.backend.ID(),
+		EffectCapabilityDigest: pf.CapabilityDigest, TaskBoundaryID: b.ID,
+	}); err != nil {
+		return a.evidenceFailure(4, chain.PolicyBound, err, false)
+	}
+	actor := a.ec.Principal.String()
+	var runID *string
+	if s, ok := a.ec.Scope.(DurableRunScope); ok {
+		runID = &s.RunID
+	}
+	if err := a.append(chain.OperationStartedPayload{
+		ToolID: a.en.desc.ID, AttemptID: a.base.AttemptID, RequestDigest: a.req.Digest(), Actor: &actor, RunID: runID,
+	}); err != nil {
+		return a.evidenceFailure(4, chain.OperationStarted, err, false)
+	}
+	a.started = true
+	b.mu.Lock()
+	b.started++
+	b.mu.Unlock()
+	a.trail(4, "ok", "operation %s started", a.opID)
+	return nil
+}
+
+// append seals and appends one record of this operation.
+func (a *attempt) append(p chain.Payload) error {
+	op := a.opID
+	rec, _, err := a.boundary.writer.Append(a.ctx, chain.Draft{
+		RecordID: a.e.cfg.IDs(), OperationID: &op, PolicyID: a.pol.snap.PolicyID, PolicyVersion: a.pol.snap.Version,
+		Payload: p, CreatedAt: a.e.now(),
+	})
+	if err != nil {
+		return err
+	}
+	a.base.Records = append(a.base.Records, rec.RecordID)
+	return nil
+}
+
+// appendTerminal appends the operation's one terminal record. It uses a
+// context that outlives the caller's cancellation: a started operation
+// must be closed.
+func (a *attempt) appendTerminal(p chain.Payload) error {
+	ctx := context.WithoutCancel(a.ctx)
+	saved := a.ctx
+	a.ctx = ctx
+	defer func() { a.ctx = saved }()
+	return a.append(p)
+}
+
+// Stage 5: principal/tenant authorization of the context.
+func (a *attempt) authorize() Outcome {
+	if a.e.cfg.Authorize == nil {
+		a.trail(5, "ok", "no authorizer configured; scopes are checked by the policy")
+		return nil
+	}
+	if err := a.e.cfg.Authorize(a.ctx, *a.ec, a.en.desc); err != nil {
+		return a.deny(5, "unauthorized", "authorization refused")
+	}
+	a.trail(5, "ok", "authorized")
+	return nil
+}
+
+// Stage 6: intrinsic guards.
+func (a *attempt) guards() Outcome {
+	for _, g := range a.e.cfg.Guards {
+		if err := g.Check(a.ctx, a.norm); err != nil {
+			return a.deny(6, "guard:"+g.ID, "guard %s refused", g.ID)
+		}
+	}
+	a.trail(6, "ok", "%d guards", len(a.e.cfg.Guards))
+	return nil
+}
+
+// Stage 7: the snapshot's gates, reduced as ADR-0121 D3 says.
+func (a *attempt) policyStage() Outcome { return a.evaluate(7) }
+
+func (a *attempt) evaluate(stage int) Outcome {
+	d, _ := a.pol.eval.Evaluate(a.norm)
+	a.decision = d
+	a.base.Decision = &a.decision
+	governed := a.started
+	var blocking *GateResult
+	escalate := false
+	excepted := map[int]bool{} // gates whose soft denial a recorded exception lifted
+	for i := range d.Gates {
+		g := &d.Gates[i]
+		if g.Decision == Deny && g.Level == snapshot.LevelSoft && d.Disposition != Allow && a.boundary != nil {
+			if grant := a.boundary.takeGrant(g.GateID, a.en.desc.ID, a.e.now()); grant != nil {
+				if err := a.append(chain.ExceptionGrantedPayload{
+					GrantID: grant.GrantID, GateID: grant.GateID, Actor: grant.Actor, ReasonCode: grant.ReasonCode,
+					IssuedAt: chain.FormatTime(grant.IssuedAt), ExpiresAt: chain.FormatTime(grant.ExpiresAt),
+				}); err != nil {
+					return a.evidenceFailure(stage, chain.ExceptionGranted, err, false)
+				}
+				a.base.Degraded = true
+				a.trail(stage, "exception", "grant %s lifts soft gate %s", grant.GrantID, g.GateID)
+				excepted[i] = true
+			}
+		}
+		if governed {
+			ids := g.RuleIDs
+			if ids == nil {
+				ids = []string{}
+			}
+			if err := a.append(chain.GateEvaluatedPayload{
+				ResultID: a.e.cfg.IDs(), GateID: g.GateID, Level: g.Level, Decision: g.Decision,
+				ReasonCode: g.ReasonCode, RuleIDs: ids, ArgumentsDigest: a.argsDigest,
+			}); err != nil {
+				return a.evidenceFailure(stage, chain.GateEvaluated, err, false)
+			}
+		}
+		if g.Decision != Deny || excepted[i] || g.Level == snapshot.LevelAdvisory {
+			continue
+		}
+		if blocking == nil || (g.Level == snapshot.LevelHard && blocking.Level != snapshot.LevelHard) {
+			blocking = g
+		}
+	}
+	if blocking == nil {
+		a.trail(stage, "allow", "%s", strings.Join(d.Reasons, ", "))
+		return nil
+	}
+	// A soft denial escalates when the evaluator escalated (the only soft
+	// denials left are approval requirements with an approver).
+	escalate = blocking.Level == snapshot.LevelSoft && d.Disposition == Escalate && d.ApproverClass != nil
+	reason := blocking.ReasonCode
+	if len(d.Reasons) > 0 && d.Disposition != Allow {
+		reason = d.Reasons[0]
+	}
+	a.base.ReasonCode = reason
+	gate := blocking.GateID
+	if escalate {
+		a.trail(stage, "escalate", "gate %s: approval by %s", gate, *d.ApproverClass)
+		if a.started {
+			if err := a.appendTerminal(chain.OperationDeniedPayload{GateID: &gate, ReasonCode: blocking.ReasonCode, Disposition: "escalate", ApproverClass: d.ApproverClass}); err != nil {
+				return a.evidenceFailure(stage, chain.OperationDenied, err, false)
+			}
+		}
+		return &Escalated{OutcomeBase: a.base, Approval: ApprovalRequest{
+			ApproverClass: *d.ApproverClass, GateID: gate, RequestDigest: a.req.Digest(), RuleIDs: slices.Clone(d.RuleIDs),
+			ExpiresAt: a.approvalExpiry(d.RuleIDs),
+		}}
+	}
+	a.trail(stage, "deny", "gate %s: %s", gate, strings.Join(d.Reasons, ", "))
+	if a.started {
+		if err := a.appendTerminal(chain.OperationDeniedPayload{GateID: &gate, ReasonCode: blocking.ReasonCode, Disposition: "deny"}); err != nil {
+			return a.evidenceFailure(stage, chain.OperationDenied, err, false)
+		}
+	}
+	return &Denied{OutcomeBase: a.base}
+}
+
+// approvalExpiry is the shortest expires_after of the matched approvals.
+func (a *attempt) approvalExpiry(ids []string) *time.Time {
+	var best *time.Time
+	for _, r := range a.pol.snap.CompiledRules {
+		ar, ok := r.(*snapshot.ApprovalRule)
+		if !ok || ar.ExpiresAfterMicroseconds == nil || !slices.Contains(ids, ar.RuleID) {
+			continue
+		}
+		t := a.e.now().Add(time.Duration(*ar.ExpiresAfterMicroseconds) * time.Microsecond)
+		if best == nil || t.Before(*best) {
+			best = &t
+		}
+	}
+	return best
+}
+
+// Stage 8: user transformations, in configured order.
+func (a *attempt) transform() Outcome {
+	for _, t := range a.e.cfg.Transformers {
+		in, err := cloneJSON(a.args)
+		if err != nil {
+			return a.deny(8, "transform_failed:"+t.Name, "arguments are not JSON")
+		}
+		out, err := t.Transform(a.ctx, a.en.desc.ID, in)
+		if err != nil {
+			return a.deny(8, "transform_failed:"+t.Name, "transformer %s refused", t.Name)
+		}
+		if out, err = cloneJSON(out); err != nil {
+			return a.deny(8, "transform_failed:"+t.Name, "transformer %s returned non-JSON arguments", t.Name)
+		}
+		a.args = out
+	}
+	if d := digestOf(a.args); d != a.argsDigest {
+		a.changed = true
+		a.argsDigest = d
+		a.trail(8, "changed", "arguments %s", d)
+	} else {
+		a.trail(8, "unchanged", "%d transformers", len(a.e.cfg.Transformers))
+	}
+	return nil
+}
+
+// Stage 9: re-normalize and re-validate transformed arguments.
+func (a *attempt) renormalize() Outcome {
+	if !a.changed {
+		a.trail(9, "skipped", "arguments digest unchanged")
+		return nil
+	}
+	n, nerr := a.normalizeArgs(a.args)
+	if nerr != nil {
+		return a.deny(9, nerr.Reason, "%s", nerr.Detail)
+	}
+	a.norm = n
+	a.trail(9, "ok", "renormalized")
+	return nil
+}
+
+// Stage 10: re-run every security evaluator whose inputs changed.
+func (a *attempt) recheck() Outcome {
+	if !a.changed {
+		a.trail(10, "skipped", "arguments digest %s unchanged: authorization, guards and policy stand", a.argsDigest)
+		return nil
+	}
+	if o := a.authorize(); o != nil {
+		return o
+	}
+	if o := a.guards(); o != nil {
+		return o
+	}
+	if o := a.evaluate(10); o != nil {
+		return o
+	}
+	a.trail(10, "ok", "rechecked arguments %s", a.argsDigest)
+	return nil
+}
+
+// Stage 11: the pre-call evidence checkpoint.
+func (a *attempt) precall() Outcome {
+	if err := a.ctx.Err(); err != nil {
+		return a.cancelled(11)
+	}
+	if a.started {
+		a.trail(11, "ok", "%d records appended before the call", len(a.base.Records))
+	} else {
+		a.trail(11, "skipped", "profile %s appends no evidence", a.ec.Profile)
+	}
+	return nil
+}
+
+// invocationToken releases the callable exactly once.
+type invocationToken struct {
+	used atomic.Bool
+	fn   Callable
+	args map[string]any
+}
+
+func (t *invocationToken) call(ctx context.Context) (any, error) {
+	if !t.used.CompareAndSwap(false, true) {
+		return nil, errors.New("executor: invocation token already used")
+	}
+	return t.fn(ctx, t.args)
+}
+
+// Stages 12 and 13: invoke once, normalize the result, append the terminal.
+func (a *attempt) invoke() Outcome {
+	ctx := a.ctx
+	cancel := func() {}
+	if a.req.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, a.req.Timeout)
+	}
+	defer cancel()
+	tok := &invocationToken{fn: a.en.fn, args: a.args}
+	start := a.e.now()
+	a.trail(12, "invoke", "backend %s", a.backend.ID())
+	res, err := a.backend.Invoke(ctx, tok.call)
+	a.base.CallExecuted = tok.used.Load()
+	dur := a.e.now().Sub(start).Microseconds()
+	if dur < 0 {
+		dur = 0
+	}
+	var out Outcome
+	var payload chain.Payload
+	switch {
+	case err == nil:
+		rd := digestOf(res)
+		out, payload = &Succeeded{OutcomeBase: a.base, Result: res, ResultDigest: rd}, chain.CallableCompletedPayload{ResultDigest: rd, DurationUS: dur}
+	case errors.Is(err, ErrAmbiguous):
+		a.base.ReasonCode = "external_result_ambiguous"
+		out, payload = &Ambiguous{OutcomeBase: a.base}, chain.ExternalResultAmbiguousPayload{ReasonCode: "external_result_ambiguous", DurationUS: dur}
+	case a.ctx.Err() != nil:
+		a.base.ReasonCode = "cancelled"
+		out, payload = &Cancelled{OutcomeBase: a.base}, chain.OperationCancelledPayload{DurationUS: dur}
+	case ctx.Err() != nil:
+		a.base.ReasonCode = "timed_out"
+		out, payload = &TimedOut{OutcomeBase: a.base}, chain.OperationTimedOutPayload{DurationUS: dur}
+	default:
+		class := "callable_error"
+		var ec ErrorClass
+		if errors.As(err, &ec) && validClass(ec.ErrorClass()) {
+			class = ec.ErrorClass()
+		}
+		a.base.ReasonCode = class
+		out, payload = &Failed{OutcomeBase: a.base, Class: class}, chain.CallableFailedPayload{ErrorClass: class, DurationUS: dur}
+	}
+	a.trail(13, string(out.Kind()), "%dµs", dur)
+	if a.started {
+		if err := a.appendTerminal(payload); err != nil {
+			ev := &GovernanceEvidenceError{CallExecuted: true, RecordType: string(payload.RecordType()), Err: err}
+			a.trail(13, "evidence_failed", "%s: %v (never retried)", payload.RecordType(), err)
+			out.Base().EvidenceError = ev
+		}
+		out.Base().Records = slices.Clone(a.base.Records)
+	}
+	out.Base().Trail = slices.Clone(a.base.Trail)
+	return out
+}
+
+func validClass(c string) bool {
+	if c == "" || len(c) > 64 {
+		return false
+	}
+	for _, r := range c {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// persist is stage 14: the durable profile commits the attempt, its outcome
+// and an outbox message in one StateStore transaction.
+func (a *attempt) persist(out Outcome) Outcome {
+	b := out.Base()
+	if a.ec.Profile != ProfileDurable || a.e.cfg.State == nil {
+		return out
+	}
+	scope, ok := a.ec.Scope.(DurableRunScope)
+	if !ok {
+		return out
+	}
+	var rd *string
+	if s, ok := out.(*Succeeded); ok {
+		rd = &s.ResultDigest
+	}
+	payload, _ := json.Marshal(map[string]any{"request_id": b.RequestID, "attempt_id": b.AttemptID, "outcome": out.Kind(), "reason_code": b.ReasonCode})
+	rec := AttemptRecord{
+		RunID: scope.RunID, AttemptID: b.AttemptID, OwnerAttemptID: scope.OwnerAttemptID, RequestID: b.RequestID,
+		OperationID: b.OperationID, ActionID: a.req.Action, RequestDigest: a.req.Digest(), Outcome: string(out.Kind()),
+		ReasonCode: b.ReasonCode, ResultDigest: rd, CallExecuted: b.CallExecuted, Profile: ProfileDurable,
+		StartedAt: a.startedAt, FinishedAt: a.e.now(),
+		Outbox: []OutboxMessage{{MessageID: a.e.cfg.IDs(), Topic: "action.outcome", PayloadJSON: string(payload)}},
+	}
+	if a.en != nil {
+		rec.ActionID = a.en.desc.ID
+	}
+	if err := a.e.cfg.State.CommitAttempt(context.WithoutCancel(a.ctx), rec); err != nil {
+		b.Trail = append(b.Trail, TrailEntry{Stage: 14, Name: StageNames[14], Result: "persist_failed", Detail: err.Error()})
+		b.StateError = err
+		return out
+	}
+	b.Trail = append(b.Trail, TrailEntry{Stage: 14, Name: StageNames[14], Result: "ok", Detail: "attempt committed"})
+	return out
+}
+
+// cloneJSON deep-copies arguments through JSON, so that later mutation by
+// the caller or a transformer cannot reach what was checked.
+func cloneJSON(m map[string]any) (map[string]any, error) {
+	if m == nil {
+		return map[string]any{}, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

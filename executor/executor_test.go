@@ -1,0 +1,374 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"polc.dev/polc/chain"
+	"polc.dev/polc/compiler"
+	"polc.dev/polc/executor"
+	"polc.dev/polc/snapshot"
+)
+
+const testPolicy = `package p
+policies: team: {
+	version: "1"
+	principals: ["agent:*"]
+	tenants: ["acme"]
+	actions: {
+		allow: ["echo", "fail", "slow", "ambiguous", "nothing", "write_note"]
+		deny: ["echo"]
+		approve: [{pattern: "write_note", approver: "lead", expires_after: "1h"}]
+	}
+	gates: [{id: "notes", level: "soft", rules: ["approval*"]}]
+}
+`
+
+func compilePolicy(t testing.TB, src string) *snapshot.Snapshot {
+	t.Helper()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "p.cue"), []byte(src), 0o644)
+	res := compiler.Compile(compiler.Config{Dir: dir}, []string{"p.cue"})
+	if res.Diagnostics.HasErrors() {
+		t.Fatal(res.Diagnostics)
+	}
+	return res.Snapshots[0]
+}
+
+// rig is an executor with counting test actions.
+type rig struct {
+	exec  *executor.Executor
+	snap  *snapshot.Snapshot
+	store chain.Store
+	calls map[string]*atomic.Int64
+	ids   atomic.Int64
+}
+
+type classErr struct{}
+
+func (classErr) Error() string      { return "disk full: /secret/path" }
+func (classErr) ErrorClass() string { return "disk_full" }
+
+func newRig(t testing.TB, store chain.Store, mutate func(*executor.Config)) *rig {
+	r := &rig{snap: compilePolicy(t, testPolicy), store: store, calls: map[string]*atomic.Int64{}}
+	reg := executor.NewRegistry()
+	obj := `{"type":"object","properties":{"text":{"type":"string"}},"additionalProperties":false}`
+	add := func(id string, fn executor.Callable) {
+		r.calls[id] = &atomic.Int64{}
+		c := r.calls[id]
+		if err := reg.Register(executor.ActionDescriptor{ID: id, Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+			Arguments: []byte(obj)}, func(ctx context.Context, args map[string]any) (any, error) {
+			c.Add(1)
+			return fn(ctx, args)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("echo", func(_ context.Context, args map[string]any) (any, error) { return args["text"], nil })
+	add("nothing", func(context.Context, map[string]any) (any, error) { return nil, nil })
+	add("fail", func(context.Context, map[string]any) (any, error) { return nil, classErr{} })
+	add("ambiguous", func(context.Context, map[string]any) (any, error) {
+		return nil, fmt.Errorf("connection reset after send: %w", executor.ErrAmbiguous)
+	})
+	add("slow", func(ctx context.Context, _ map[string]any) (any, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	add("write_note", func(context.Context, map[string]any) (any, error) { return "written", nil })
+	cfg := executor.Config{
+		Registry: reg, Policies: []*snapshot.Snapshot{r.snap}, Evidence: store,
+		Now: func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) },
+		IDs: func() string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", r.ids.Add(1)) },
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	e, err := executor.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.exec = e
+	return r
+}
+
+func (r *rig) ref() executor.SnapshotRef {
+	return executor.SnapshotRef{PolicyID: r.snap.PolicyID, Version: r.snap.Version, Digest: r.snap.Digest}
+}
+
+func (r *rig) ctx(profile executor.Profile, b *executor.TaskBoundary) executor.ExecutionContext {
+	return executor.ExecutionContext{ContextID: "c", Scope: executor.EphemeralScope{ID: "s"}, Principal: executor.Principal{Kind: "agent", ID: "a"},
+		Tenant: "acme", Workspace: "/ws", Policy: r.ref(), Backend: "inprocess", Profile: profile, Boundary: b}
+}
+
+func req(id, action string, args map[string]any) executor.ExecutionRequest {
+	return executor.ExecutionRequest{RequestID: id, Action: action, Arguments: args, Scope: executor.EphemeralScope{ID: "s"}}
+}
+
+func TestOutcomeKinds(t *testing.T) {
+	r := newRig(t, nil, nil)
+	ec := r.ctx(executor.ProfileMinimal, nil)
+	cancelled, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	cases := []struct {
+		name   string
+		ctx    context.Context
+		req    executor.ExecutionRequest
+		kind   executor.OutcomeKind
+		reason string
+		called bool
+	}{
+		{"success", context.Background(), req("1", "nothing", nil), executor.KindSucceeded, "", true},
+		{"denied", context.Background(), req("2", "unknown", nil), executor.KindDenied, "unknown_action", false},
+		{"escalated", context.Background(), req("3", "write_note", nil), executor.KindEscalated, "approval_required:lead", false},
+		{"failed", context.Background(), req("4", "fail", nil), executor.KindFailed, "disk_full", true},
+		{"ambiguous", context.Background(), req("5", "ambiguous", nil), executor.KindAmbiguous, "external_result_ambiguous", true},
+		{"timed_out", context.Background(), func() executor.ExecutionRequest { q := req("6", "slow", nil); q.Timeout = 10 * time.Millisecond; return q }(), executor.KindTimedOut, "timed_out", true},
+		{"cancelled", cancelled, req("7", "slow", nil), executor.KindCancelled, "cancelled", true},
+		{"bad arguments", context.Background(), req("8", "nothing", map[string]any{"extra": 1}), executor.KindDenied, "invalid_request", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := r.exec.Execute(c.ctx, c.req, ec)
+			if out.Kind() != c.kind || out.Base().ReasonCode != c.reason {
+				t.Fatalf("got %s %q, want %s %q; trail %+v", out.Kind(), out.Base().ReasonCode, c.kind, c.reason, out.Base().Trail)
+			}
+			if out.Base().Profile != executor.ProfileMinimal {
+				t.Errorf("profile %q", out.Base().Profile)
+			}
+			if out.Base().CallExecuted != c.called {
+				t.Errorf("call_executed = %v", out.Base().CallExecuted)
+			}
+		})
+	}
+	// A successful nil result is a success with the digest of null.
+	out := r.exec.Execute(context.Background(), req("9", "nothing", nil), ec)
+	s, ok := out.(*executor.Succeeded)
+	if !ok || s.Result != nil || s.ResultDigest != "74234e98afe7498fb5daf1f36ac2d78acc339464f950703b8c019892f982b90b" {
+		t.Fatalf("nil result: %#v", out)
+	}
+	// A failure carries a class, not the error text.
+	f := r.exec.Execute(context.Background(), req("10", "fail", nil), ec).(*executor.Failed)
+	if f.Class != "disk_full" || fmt.Sprint(f) == "" {
+		t.Fatal(f.Class)
+	}
+}
+
+func TestDeferredBeforeStart(t *testing.T) {
+	r := newRig(t, chain.NewMemStore(), func(c *executor.Config) {
+		c.Admission = &executor.Limiter{Rate: 1, Burst: 1, Now: c.Now}
+	})
+	b, _ := r.exec.OpenBoundary(r.ref(), false)
+	ec := r.ctx(executor.ProfileGoverned, b)
+	if out := r.exec.Execute(context.Background(), req("1", "nothing", nil), ec); out.Kind() != executor.KindSucceeded {
+		t.Fatalf("first: %s", out.Kind())
+	}
+	out := r.exec.Execute(context.Background(), req("2", "nothing", nil), ec)
+	d, ok := out.(*executor.Deferred)
+	if !ok || d.RetryAt.IsZero() || len(d.Records) != 0 || d.OperationID != nil {
+		t.Fatalf("want Deferred before operation_started, got %#v", out)
+	}
+}
+
+func TestPrincipalClaimRefusedBeforePolicy(t *testing.T) {
+	r := newRig(t, chain.NewMemStore(), nil)
+	b, _ := r.exec.OpenBoundary(r.ref(), false)
+	q := req("1", "nothing", nil)
+	other := "agent:root"
+	q.PrincipalClaim = &other
+	out := r.exec.Execute(context.Background(), q, r.ctx(executor.ProfileGoverned, b))
+	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != "principal_claim_mismatch" || out.Base().Decision != nil || len(out.Base().Records) != 0 {
+		t.Fatalf("got %s %q decision=%v records=%v", out.Kind(), out.Base().ReasonCode, out.Base().Decision, out.Base().Records)
+	}
+	same := "agent:a"
+	q.PrincipalClaim = &same
+	if out := r.exec.Execute(context.Background(), q, r.ctx(executor.ProfileGoverned, b)); out.Kind() != executor.KindSucceeded {
+		t.Fatalf("matching claim: %s", out.Kind())
+	}
+}
+
+func TestContainmentUnsupportedDeniesBeforeStart(t *testing.T) {
+	r := newRig(t, chain.NewMemStore(), func(c *executor.Config) {
+		c.Registry.Register(executor.ActionDescriptor{ID: "sandboxed", Version: "1", Arguments: []byte(`{"type":"object"}`),
+			Containment: []string{"filesystem", "network"}}, func(context.Context, map[string]any) (any, error) { return nil, nil })
+	})
+	b, _ := r.exec.OpenBoundary(r.ref(), false)
+	out := r.exec.Execute(context.Background(), req("1", "sandboxed", nil), r.ctx(executor.ProfileGoverned, b))
+	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != "containment_unsupported" || len(out.Base().Records) != 0 {
+		t.Fatalf("got %s %q records %v", out.Kind(), out.Base().ReasonCode, out.Base().Records)
+	}
+}
+
+// faultStore fails the Nth Append (1-based) once.
+type faultStore struct {
+	chain.Store
+	n, failAt int64
+}
+
+func (f *faultStore) Append(ctx context.Context, rec *chain.Record) (chain.AppendReceipt, error) {
+	if atomic.AddInt64(&f.n, 1) == f.failAt {
+		return chain.AppendReceipt{}, errors.New("injected append failure")
+	}
+	return f.Store.Append(ctx, rec)
+}
+
+// TestEvidenceFaultAtEveryAppend injects a failure at each append of a
+// governed successful operation: before the call the callable is never
+// reached (call_executed false); after it, the outcome stands, the error
+// says call_executed true and nothing is invoked twice.
+func TestEvidenceFaultAtEveryAppend(t *testing.T) {
+	clean := newRig(t, chain.NewMemStore(), nil)
+	b, _ := clean.exec.OpenBoundary(clean.ref(), false)
+	out := clean.exec.Execute(context.Background(), req("1", "echo", map[string]any{"text": "hi"}), clean.ctx(executor.ProfileGoverned, b))
+	if out.Kind() != executor.KindDenied {
+		// echo:* is denied by the test policy; use "nothing" for the fault run.
+	}
+	out = clean.exec.Execute(context.Background(), req("2", "nothing", nil), clean.ctx(executor.ProfileGoverned, b))
+	appends := int64(len(out.Base().Records))
+	if appends < 5 {
+		t.Fatalf("only %d appends in a governed success: %+v", appends, out.Base().Trail)
+	}
+	for failAt := int64(1); failAt <= appends; failAt++ {
+		t.Run(fmt.Sprint(failAt), func(t *testing.T) {
+			fs := &faultStore{Store: chain.NewMemStore(), failAt: failAt}
+			r := newRig(t, fs, nil)
+			b, _ := r.exec.OpenBoundary(r.ref(), false)
+			out := r.exec.Execute(context.Background(), req("2", "nothing", nil), r.ctx(executor.ProfileGoverned, b))
+			ev := out.Base().EvidenceError
+			if ev == nil {
+				t.Fatalf("no evidence error; outcome %s", out.Kind())
+			}
+			calls := r.calls["nothing"].Load()
+			if failAt < appends {
+				if ev.CallExecuted || calls != 0 || out.Kind() != executor.KindFailed {
+					t.Fatalf("pre-call failure: kind %s call_executed %v calls %d", out.Kind(), ev.CallExecuted, calls)
+				}
+			} else {
+				if !ev.CallExecuted || calls != 1 || out.Kind() != executor.KindSucceeded {
+					t.Fatalf("post-call failure: kind %s call_executed %v calls %d", out.Kind(), ev.CallExecuted, calls)
+				}
+			}
+		})
+	}
+}
+
+func TestGovernedCertificate(t *testing.T) {
+	store := chain.NewMemStore()
+	r := newRig(t, store, nil)
+	b, err := r.exec.OpenBoundary(r.ref(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := r.ctx(executor.ProfileCertifiable, b)
+	kinds := []executor.OutcomeKind{}
+	for i, a := range []string{"nothing", "echo", "fail", "write_note", "ambiguous"} {
+		kinds = append(kinds, r.exec.Execute(context.Background(), req(fmt.Sprint(i), a, map[string]any{}), ec).Kind())
+	}
+	want := []executor.OutcomeKind{"succeeded", "denied", "failed", "escalated", "ambiguous"}
+	if !reflect.DeepEqual(kinds, want) {
+		t.Fatalf("kinds %v, want %v", kinds, want)
+	}
+	res, err := r.exec.CloseBoundary(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Certificate == nil || res.Certificate.ProcessGrade != "FULL" {
+		t.Fatalf("certificate %+v", res.Certificate)
+	}
+	if _, err := r.exec.CloseBoundary(context.Background(), b); !errors.Is(err, executor.ErrBoundaryClosed) {
+		t.Fatalf("double close: %v", err)
+	}
+	out := r.exec.Execute(context.Background(), req("x", "nothing", nil), ec)
+	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != "boundary_closed" {
+		t.Fatalf("after close: %s %s", out.Kind(), out.Base().ReasonCode)
+	}
+	vr, err := store.Verify(context.Background(), b.ChainID, res.Head)
+	if err != nil || !vr.OK() {
+		t.Fatalf("chain does not verify: %v %+v", err, vr)
+	}
+}
+
+func TestExceptionDegradesCertificate(t *testing.T) {
+	r := newRig(t, chain.NewMemStore(), nil)
+	b, _ := r.exec.OpenBoundary(r.ref(), true)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	if err := b.Grant(executor.ExceptionGrant{GrantID: "00000000-0000-4000-8000-00000000ffff", GateID: "notes", ToolID: "write_note", Actor: "user:lead",
+		ReasonCode: "incident_4711", IssuedAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	ec := r.ctx(executor.ProfileCertifiable, b)
+	out := r.exec.Execute(context.Background(), req("1", "write_note", nil), ec)
+	if out.Kind() != executor.KindSucceeded || !out.Base().Degraded {
+		t.Fatalf("with exception: %s degraded=%v %+v", out.Kind(), out.Base().Degraded, out.Base().Trail)
+	}
+	// Single use: the next write_note escalates again.
+	if out := r.exec.Execute(context.Background(), req("2", "write_note", nil), ec); out.Kind() != executor.KindEscalated {
+		t.Fatalf("second use: %s", out.Kind())
+	}
+	res, err := r.exec.CloseBoundary(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Certificate.ProcessGrade != "DEGRADED" || res.Certificate.GateSummary.ExceptionCount != 1 {
+		t.Fatalf("certificate %+v", res.Certificate)
+	}
+}
+
+func TestTransformThenRecheck(t *testing.T) {
+	rewrite := executor.Transformer{Name: "rewrite", Transform: func(_ context.Context, action string, args map[string]any) (map[string]any, error) {
+		args["text"] = "changed"
+		return args, nil
+	}}
+	r := newRig(t, chain.NewMemStore(), func(c *executor.Config) {
+		c.Transformers = []executor.Transformer{rewrite}
+		c.Guards = []executor.Guard{{ID: "no_changed", Check: func(_ context.Context, n *executor.Normalized) error { return nil }}}
+	})
+	b, _ := r.exec.OpenBoundary(r.ref(), false)
+	out := r.exec.Execute(context.Background(), req("1", "nothing", map[string]any{"text": "orig"}), r.ctx(executor.ProfileGoverned, b))
+	if out.Kind() != executor.KindSucceeded {
+		t.Fatalf("got %s", out.Kind())
+	}
+	var rechecked bool
+	for _, e := range out.Base().Trail {
+		if e.Stage == 10 && e.Result == "ok" {
+			rechecked = true
+		}
+	}
+	if !rechecked {
+		t.Fatalf("no recheck in trail %+v", out.Base().Trail)
+	}
+}
+
+func TestGovernedConcurrencyKeepsOneLinearChain(t *testing.T) {
+	store := chain.NewMemStore()
+	r := newRig(t, store, func(c *executor.Config) { c.IDs = executor.NewUUID })
+	b, _ := r.exec.OpenBoundary(r.ref(), true)
+	ec := r.ctx(executor.ProfileCertifiable, b)
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 5 {
+				if out := r.exec.Execute(context.Background(), req(fmt.Sprintf("%d-%d", g, i), "nothing", nil), ec); out.Kind() != executor.KindSucceeded {
+					t.Errorf("%s", out.Kind())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	res, err := r.exec.CloseBoundary(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.calls["nothing"].Load() != 320 || res.Certificate == nil {
+		t.Fatalf("calls %d, certificate %v", r.calls["nothing"].Load(), res.Certificate)
+	}
+}

@@ -1,0 +1,156 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"polc.dev/polc/certificate"
+	"polc.dev/polc/chain"
+)
+
+// TaskBoundary is an open task: one evidence chain, one policy pin. In the
+// governed profile every operation appends to its chain; closing it appends
+// task_closed exactly once and, when certifiable, mints a certificate.
+type TaskBoundary struct {
+	ID          string
+	ChainID     string
+	Policy      SnapshotRef
+	OpenedAt    time.Time
+	Certifiable bool
+
+	writer *chain.Writer
+	// ops holds a read lock for the whole of each governed operation, so
+	// that Close waits for in-flight operations and nothing is appended
+	// after task_closed.
+	ops     sync.RWMutex
+	mu      sync.Mutex
+	closed  bool
+	started int64
+	grants  []*grant
+}
+
+type grant struct {
+	ExceptionGrant
+	used bool
+}
+
+// ExceptionGrant is a prevalidated, single-use exception to a soft gate
+// for one tool, valid in [IssuedAt, ExpiresAt). When a soft gate would
+// deny, a matching unused grant is recorded (exception_granted) and lifts
+// the denial; the task's certificate is then permanently DEGRADED.
+type ExceptionGrant struct {
+	GrantID    string
+	GateID     string
+	ToolID     string // the action id, or "*"
+	Actor      string // "kind:id" of who granted it
+	ReasonCode string
+	IssuedAt   time.Time
+	ExpiresAt  time.Time
+}
+
+// ErrBoundaryClosed is returned when closing a closed boundary, and denies
+// operations on it.
+var ErrBoundaryClosed = errors.New("task boundary already closed")
+
+// Grant registers an exception for the boundary. It fails when the grant
+// has no id, gate, tool or actor, or does not expire after it is issued.
+func (b *TaskBoundary) Grant(g ExceptionGrant) error {
+	if g.GrantID == "" || g.GateID == "" || g.ToolID == "" || g.Actor == "" || g.ReasonCode == "" || !g.ExpiresAt.After(g.IssuedAt) {
+		return fmt.Errorf("exception grant needs an id, gate, tool, actor, reason and expires_at after issued_at")
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.grants = append(b.grants, &grant{ExceptionGrant: g})
+	return nil
+}
+
+// takeGrant consumes a matching unexpired grant for gate and tool.
+func (b *TaskBoundary) takeGrant(gate, tool string, now time.Time) *ExceptionGrant {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, g := range b.grants {
+		if !g.used && g.GateID == gate && (g.ToolID == tool || g.ToolID == "*") && !now.Before(g.IssuedAt) && now.Before(g.ExpiresAt) {
+			g.used = true
+			c := g.ExceptionGrant
+			return &c
+		}
+	}
+	return nil
+}
+
+// OpenBoundary starts a task boundary pinned to policy. Precondition: the
+// executor has an evidence store and the snapshot.
+func (e *Executor) OpenBoundary(policy SnapshotRef, certifiable bool) (*TaskBoundary, error) {
+	if e.cfg.Evidence == nil {
+		return nil, errors.New("open boundary: no evidence store configured")
+	}
+	if _, err := e.policy(policy); err != nil {
+		return nil, err
+	}
+	b := &TaskBoundary{ID: e.cfg.IDs(), ChainID: e.cfg.IDs(), Policy: policy, OpenedAt: e.now(), Certifiable: certifiable}
+	b.writer = &chain.Writer{Store: e.cfg.Evidence, ChainID: b.ChainID}
+	return b, nil
+}
+
+// CloseResult is what closing a boundary produced.
+type CloseResult struct {
+	// Head is the chain_hash of the task_closed record.
+	Head chain.Hash
+	// Records is the number of records in the chain.
+	Records int64
+	// Certificate is set for certifiable boundaries.
+	Certificate *certificate.Certificate
+}
+
+// CloseBoundary waits for in-flight operations, appends task_closed once
+// and, for a certifiable boundary, mints the certificate at that head. A
+// second close is ErrBoundaryClosed.
+func (e *Executor) CloseBoundary(ctx context.Context, b *TaskBoundary) (*CloseResult, error) {
+	b.ops.Lock()
+	defer b.ops.Unlock()
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, ErrBoundaryClosed
+	}
+	b.closed = true
+	started := b.started
+	b.mu.Unlock()
+	closedAt := e.now()
+	_, rc, err := b.writer.Append(ctx, chain.Draft{
+		RecordID: e.cfg.IDs(), PolicyID: b.Policy.PolicyID, PolicyVersion: b.Policy.Version, CreatedAt: closedAt,
+		Payload: chain.TaskClosedPayload{TaskBoundaryID: b.ID, OpenedAt: chain.FormatTime(b.OpenedAt), ClosedAt: chain.FormatTime(closedAt), OperationCount: started},
+	})
+	if err != nil {
+		return nil, &GovernanceEvidenceError{RecordType: string(chain.TaskClosed), Err: err}
+	}
+	res := &CloseResult{Head: rc.HeadHash, Records: rc.Sequence + 1}
+	if !b.Certifiable {
+		return res, nil
+	}
+	iss := certificate.Issuer{Store: e.cfg.Evidence, Snapshots: snapshotSource{e}, Now: e.now, NewID: e.cfg.IDs}
+	c, err := iss.Mint(ctx, certificate.Boundary{
+		TaskBoundaryID: b.ID, ChainID: b.ChainID, PolicyID: b.Policy.PolicyID, PolicyVersion: b.Policy.Version,
+		OpenedAt: b.OpenedAt, ClosedAt: closedAt,
+	}, rc.HeadHash)
+	if err != nil {
+		return res, err
+	}
+	res.Certificate = c
+	return res, nil
+}
+
+// snapshotSource serves the executor's snapshots to the certificate issuer.
+type snapshotSource struct{ e *Executor }
+
+func (s snapshotSource) Snapshot(_ context.Context, policyID, version string) ([]byte, error) {
+	for _, snap := range s.e.cfg.Policies {
+		if snap.PolicyID == policyID && snap.Version == version {
+			return snap.Marshal()
+		}
+	}
+	return nil, fmt.Errorf("%w: %s@%s", certificate.ErrSnapshotNotFound, policyID, version)
+}

@@ -1,0 +1,293 @@
+package executor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"polc.dev/polc/internal/jcs"
+)
+
+// ExecutionScope names the owner of an operation. It is a closed union:
+// EphemeralScope or DurableRunScope.
+type ExecutionScope interface {
+	// ScopeKind is "ephemeral_operation" or "durable_run".
+	ScopeKind() string
+	isScope()
+}
+
+// EphemeralScope is a one-off SDK call. Its ID is correlation only and can
+// never be resolved as a Run.
+type EphemeralScope struct {
+	ID string `json:"scope_id"`
+}
+
+// DurableRunScope binds an operation to a canonical Run; RunID is the only
+// Run claim, OwnerAttemptID the already-created enclosing attempt.
+type DurableRunScope struct {
+	RunID          string  `json:"run_id"`
+	OwnerAttemptID *string `json:"owner_attempt_id"`
+}
+
+// ScopeKind implements ExecutionScope.
+func (EphemeralScope) ScopeKind() string { return "ephemeral_operation" }
+
+// ScopeKind implements ExecutionScope.
+func (DurableRunScope) ScopeKind() string { return "durable_run" }
+func (EphemeralScope) isScope()           {}
+func (DurableRunScope) isScope()          {}
+
+// scopeJSON is the canonical form of a scope inside digests.
+func scopeJSON(s ExecutionScope) map[string]any {
+	switch s := s.(type) {
+	case EphemeralScope:
+		return map[string]any{"kind": s.ScopeKind(), "scope_id": s.ID}
+	case DurableRunScope:
+		return map[string]any{"kind": s.ScopeKind(), "run_id": s.RunID, "owner_attempt_id": s.OwnerAttemptID}
+	}
+	return nil
+}
+
+func sameScope(a, b ExecutionScope) bool {
+	switch a := a.(type) {
+	case EphemeralScope:
+		b, ok := b.(EphemeralScope)
+		return ok && a == b
+	case DurableRunScope:
+		b, ok := b.(DurableRunScope)
+		return ok && a.RunID == b.RunID && (a.OwnerAttemptID == nil) == (b.OwnerAttemptID == nil) &&
+			(a.OwnerAttemptID == nil || *a.OwnerAttemptID == *b.OwnerAttemptID)
+	}
+	return false
+}
+
+// ExecutionRequest is what a caller asks for: untrusted input. Treat it as
+// immutable once passed to Execute.
+type ExecutionRequest struct {
+	// RequestID identifies this request; a retry is a new request.
+	RequestID string
+	// Action is an action id or alias (or mcp:<server>/<tool>).
+	Action string
+	// Arguments are the action's arguments (JSON values).
+	Arguments map[string]any
+	// PrincipalClaim is who the caller says it is: policy input only,
+	// refused when it disagrees with the trusted context.
+	PrincipalClaim *string
+	// Scope must equal the context's scope.
+	Scope ExecutionScope
+	// Timeout bounds the callable (0: no per-action deadline).
+	Timeout time.Duration
+	// IdempotencyKey is passed to the callable's transport, never used to
+	// retry within an attempt.
+	IdempotencyKey string
+	// Approval names an approval granted for an earlier escalation (a new
+	// attempt). It is recorded, not trusted: the exception store decides.
+	Metadata map[string]any
+}
+
+// Digest is the sha256-v1 digest of the request's canonical JSON: what
+// evidence records carry instead of the arguments.
+func (r *ExecutionRequest) Digest() string {
+	return digestOf(map[string]any{
+		"request_id": r.RequestID, "action": r.Action, "arguments": r.Arguments,
+		"principal_claim": r.PrincipalClaim, "scope": scopeJSON(r.Scope),
+		"timeout_us": r.Timeout.Microseconds(), "idempotency_key": r.IdempotencyKey, "metadata": r.Metadata,
+	})
+}
+
+func digestOf(v any) string {
+	b, err := jcs.Marshal(v)
+	if err != nil {
+		// Arguments that are not JSON values have no canonical form; the
+		// digest of the error text keeps the function total and the
+		// arguments are refused at stage 2 anyway.
+		b = []byte(fmt.Sprintf("unencodable: %v", err))
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// Principal is an authenticated actor.
+type Principal struct {
+	Kind string // e.g. "agent", "user", "service"
+	ID   string
+}
+
+// String is the principal as policies see it: "kind:id".
+func (p Principal) String() string { return p.Kind + ":" + p.ID }
+
+// SnapshotRef pins an exact policy snapshot.
+type SnapshotRef struct {
+	PolicyID string
+	Version  string
+	Digest   string
+}
+
+// ExecutionContext is the trusted context, built by the composition root
+// (never deserialized from the request it authorizes).
+type ExecutionContext struct {
+	ContextID string
+	Scope     ExecutionScope
+	// Principal is the authenticated principal; it must be set.
+	Principal Principal
+	Tenant    string
+	// Workspace is the absolute root paths are resolved against.
+	Workspace string
+	// Policy is the exact snapshot every request is evaluated against.
+	Policy SnapshotRef
+	// Backend is the effect backend's id.
+	Backend string
+	// Profile selects the persistence and evidence guarantees.
+	Profile Profile
+	// Boundary is the open task boundary (governed and certifiable).
+	Boundary *TaskBoundary
+	// Usage is the budget already consumed in the policy's window.
+	Usage Usage
+}
+
+// OutcomeKind names an outcome variant.
+type OutcomeKind string
+
+// Outcome kinds (polc run --format json prints these).
+const (
+	KindSucceeded OutcomeKind = "succeeded"
+	KindDenied    OutcomeKind = "denied"
+	KindDeferred  OutcomeKind = "deferred"
+	KindEscalated OutcomeKind = "escalated"
+	KindFailed    OutcomeKind = "failed"
+	KindCancelled OutcomeKind = "cancelled"
+	KindTimedOut  OutcomeKind = "timed_out"
+	KindAmbiguous OutcomeKind = "ambiguous"
+)
+
+// Outcome is the closed union of execution results. Every variant carries
+// an OutcomeBase with the active profile.
+type Outcome interface {
+	Kind() OutcomeKind
+	Base() *OutcomeBase
+	isOutcome()
+}
+
+// OutcomeBase is what every outcome carries.
+type OutcomeBase struct {
+	Profile   Profile
+	RequestID string
+	AttemptID string
+	// OperationID is set once operation_started was appended (governed)
+	// or the attempt passed preflight (other profiles).
+	OperationID *string
+	// ReasonCode is the stable reason ("" for success).
+	ReasonCode string
+	// Decision is the policy decision, when policy was evaluated.
+	Decision *Decision
+	// Trail is the ordered audit of the attempt's stages.
+	Trail []TrailEntry
+	// Preflight is the verified preflight report (stage 3).
+	Preflight *ActionPreflightReport
+	// CallExecuted says whether the callable was reached.
+	CallExecuted bool
+	// Degraded is set when a recorded exception lifted a soft denial.
+	Degraded bool
+	// Records are the evidence record ids appended for this attempt.
+	Records []string
+	// EvidenceError is set when a governed append failed.
+	EvidenceError *GovernanceEvidenceError
+	// StateError is set when the durable profile's commit failed.
+	StateError error
+}
+
+// Base implements Outcome.
+func (b *OutcomeBase) Base() *OutcomeBase { return b }
+func (*OutcomeBase) isOutcome()           {}
+
+// TrailEntry is one stage's verdict in the audit trail.
+type TrailEntry struct {
+	Stage  int    `json:"stage"`
+	Name   string `json:"name"`
+	Result string `json:"result"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Succeeded: the callable returned without error. Result may be nil; a
+// nil result is a success, not a failure.
+type Succeeded struct {
+	OutcomeBase
+	Result       any
+	ResultDigest string
+}
+
+// Denied: policy, guards, containment or the context refused; the callable
+// was not reached.
+type Denied struct{ OutcomeBase }
+
+// Deferred: no capacity; retry at RetryAt with a new attempt.
+type Deferred struct {
+	OutcomeBase
+	RetryAt time.Time
+}
+
+// Escalated: a soft gate requires approval by ApproverClass. The worker is
+// not blocked; an approval starts a new attempt.
+type Escalated struct {
+	OutcomeBase
+	Approval ApprovalRequest
+}
+
+// ApprovalRequest says who must approve what, until when.
+type ApprovalRequest struct {
+	ApproverClass string
+	GateID        string
+	RequestDigest string
+	RuleIDs       []string
+	ExpiresAt     *time.Time
+}
+
+// Failed: the callable (or the evidence layer) failed. Class is a stable
+// class, never raw error text.
+type Failed struct {
+	OutcomeBase
+	Class string
+}
+
+// Cancelled: the caller's context was cancelled.
+type Cancelled struct{ OutcomeBase }
+
+// TimedOut: the per-action deadline passed.
+type TimedOut struct{ OutcomeBase }
+
+// Ambiguous: the callable cannot tell whether its effect happened. It is
+// never retried within the attempt.
+type Ambiguous struct{ OutcomeBase }
+
+// Kind implementations.
+func (*Succeeded) Kind() OutcomeKind { return KindSucceeded }
+func (*Denied) Kind() OutcomeKind    { return KindDenied }
+func (*Deferred) Kind() OutcomeKind  { return KindDeferred }
+func (*Escalated) Kind() OutcomeKind { return KindEscalated }
+func (*Failed) Kind() OutcomeKind    { return KindFailed }
+func (*Cancelled) Kind() OutcomeKind { return KindCancelled }
+func (*TimedOut) Kind() OutcomeKind  { return KindTimedOut }
+func (*Ambiguous) Kind() OutcomeKind { return KindAmbiguous }
+
+// GovernanceEvidenceError is a failed governed evidence append. Before the
+// call (CallExecuted false) the callable was never reached; after it
+// (CallExecuted true) the effect happened and the append is never retried.
+type GovernanceEvidenceError struct {
+	CallExecuted bool
+	RecordType   string
+	Err          error
+}
+
+func (e *GovernanceEvidenceError) Error() string {
+	return fmt.Sprintf("governance evidence: appending %s failed (call_executed=%v): %v", e.RecordType, e.CallExecuted, e.Err)
+}
+
+// Unwrap returns the store's error.
+func (e *GovernanceEvidenceError) Unwrap() error { return e.Err }
+
+// ErrorClass lets a callable's error name its stable class; any other
+// error is class "callable_error".
+type ErrorClass interface {
+	ErrorClass() string
+}
