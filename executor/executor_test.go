@@ -130,7 +130,11 @@ func TestOutcomeKinds(t *testing.T) {
 		{"escalated", context.Background(), req("3", "write_note", nil), executor.KindEscalated, "approval_required:lead", false},
 		{"failed", context.Background(), req("4", "fail", nil), executor.KindFailed, "disk_full", true},
 		{"ambiguous", context.Background(), req("5", "ambiguous", nil), executor.KindAmbiguous, "external_result_ambiguous", true},
-		{"timed_out", context.Background(), func() executor.ExecutionRequest { q := req("6", "slow", nil); q.Timeout = 10 * time.Millisecond; return q }(), executor.KindTimedOut, "timed_out", true},
+		{"timed_out", context.Background(), func() executor.ExecutionRequest {
+			q := req("6", "slow", nil)
+			q.Timeout = 10 * time.Millisecond
+			return q
+		}(), executor.KindTimedOut, "timed_out", true},
 		{"cancelled", cancelled, req("7", "slow", nil), executor.KindCancelled, "cancelled", true},
 		{"bad arguments", context.Background(), req("8", "nothing", map[string]any{"extra": 1}), executor.KindDenied, "invalid_request", false},
 	}
@@ -226,11 +230,7 @@ func (f *faultStore) Append(ctx context.Context, rec *chain.Record) (chain.Appen
 func TestEvidenceFaultAtEveryAppend(t *testing.T) {
 	clean := newRig(t, chain.NewMemStore(), nil)
 	b, _ := clean.exec.OpenBoundary(clean.ref(), false)
-	out := clean.exec.Execute(context.Background(), req("1", "echo", map[string]any{"text": "hi"}), clean.ctx(executor.ProfileGoverned, b))
-	if out.Kind() != executor.KindDenied {
-		// echo:* is denied by the test policy; use "nothing" for the fault run.
-	}
-	out = clean.exec.Execute(context.Background(), req("2", "nothing", nil), clean.ctx(executor.ProfileGoverned, b))
+	out := clean.exec.Execute(context.Background(), req("2", "nothing", nil), clean.ctx(executor.ProfileGoverned, b))
 	appends := int64(len(out.Base().Records))
 	if appends < 5 {
 		t.Fatalf("only %d appends in a governed success: %+v", appends, out.Base().Trail)
