@@ -1,0 +1,274 @@
+// Package builtin implements the callables of polc's built-in actions —
+// bash, read_file, write_file, edit_file and http_get — for composition
+// roots such as polc run. The executor reaches them only through Execute:
+// Register hands them to a Registry, which has no way to call them.
+//
+// These callables run in the executor's process (the in-process backend
+// contains nothing); they re-check what they can (paths stay inside the
+// workspace) but the authority is the executor's decision.
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"mvdan.cc/sh/v3/syntax"
+
+	"polc.dev/polc/executor"
+	"polc.dev/polc/internal/atomicfile"
+)
+
+// Options configure the built-in callables.
+type Options struct {
+	// Workspace is the absolute directory relative paths and commands
+	// run in.
+	Workspace string
+	// Env is the whole environment of subprocesses (default: PATH only).
+	Env []string
+	// MaxOutput bounds captured output and read files (default 1 MiB).
+	MaxOutput int64
+	// HTTPClient performs http_get (default: 30 s timeout, no redirects
+	// to other hosts).
+	HTTPClient *http.Client
+}
+
+// classError is an error with a stable class and no raw text in outcomes.
+type classError struct {
+	class string
+	err   error
+}
+
+func (e *classError) Error() string      { return e.class + ": " + e.err.Error() }
+func (e *classError) ErrorClass() string { return e.class }
+func (e *classError) Unwrap() error      { return e.err }
+
+func fail(class string, err error) error { return &classError{class, err} }
+
+// Register adds the built-in descriptors with their callables to reg.
+func Register(reg *executor.Registry, o Options) error {
+	if !filepath.IsAbs(o.Workspace) {
+		return fmt.Errorf("builtin: workspace %q must be absolute", o.Workspace)
+	}
+	if o.Env == nil {
+		o.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	}
+	if o.MaxOutput == 0 {
+		o.MaxOutput = 1 << 20
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	fns := map[string]executor.Callable{
+		"bash": o.bash, "read_file": o.readFile, "write_file": o.writeFile,
+		"edit_file": o.editFile, "http_get": o.httpGet,
+	}
+	for _, d := range executor.BuiltinDescriptors() {
+		fn := fns[d.ID]
+		if fn == nil {
+			continue // mcp needs a client; not built in
+		}
+		if err := reg.Register(d, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// path resolves a path argument against the workspace, refusing escapes
+// the normalizer would refuse (a second check at the point of use).
+func (o Options) path(args map[string]any) (string, error) {
+	p, _ := args["path"].(string)
+	abs, nerr := executor.NormalizePath(o.Workspace, p)
+	if nerr != nil {
+		return "", fail(nerr.Reason, nerr)
+	}
+	return abs, nil
+}
+
+// bash runs the command as a real subprocess in the workspace: as argv
+// when the command is one simple command of literal words, through sh -c
+// only when it uses shell control, which the executor has allowed only if
+// the policy permits shell. A non-zero exit is a failure of class
+// "exit_status"; the result carries the exit code and bounded output.
+func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
+	command, _ := args["command"].(string)
+	argv, simple := simpleArgv(command)
+	var cmd *exec.Cmd
+	if simple {
+		cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+	} else {
+		shell := "/bin/sh"
+		if p, err := exec.LookPath("bash"); err == nil {
+			shell = p // the command was parsed as bash
+		}
+		cmd = exec.CommandContext(ctx, shell, "-c", command)
+	}
+	cmd.Dir = o.Workspace
+	cmd.Env = o.Env
+	var stdout, stderr limitedBuffer
+	stdout.max, stderr.max = o.MaxOutput, o.MaxOutput
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := map[string]any{"exit_code": cmd.ProcessState.ExitCode(), "stdout": stdout.String(), "stderr": stderr.String(), "shell": !simple}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return res, fail("exit_status", err)
+		}
+		return nil, fail("spawn_failed", err)
+	}
+	return res, nil
+}
+
+// simpleArgv returns argv when command is exactly one simple command whose
+// words are all literals.
+func simpleArgv(command string) ([]string, bool) {
+	f, err := syntax.NewParser().Parse(strings.NewReader(command), "")
+	if err != nil || len(f.Stmts) != 1 || strings.ContainsAny(command, "\n\r") {
+		return nil, false
+	}
+	st := f.Stmts[0]
+	call, ok := st.Cmd.(*syntax.CallExpr)
+	if !ok || len(st.Redirs) > 0 || st.Background || st.Negated || len(call.Assigns) > 0 || len(call.Args) == 0 {
+		return nil, false
+	}
+	var argv []string
+	for _, w := range call.Args {
+		s, ok := literal(w)
+		if !ok {
+			return nil, false
+		}
+		argv = append(argv, s)
+	}
+	return argv, true
+}
+
+func literal(w *syntax.Word) (string, bool) {
+	var b strings.Builder
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			v := p.Value
+			if strings.ContainsAny(v, `\*?[`) {
+				return "", false // escapes and globs: let a shell decide
+			}
+			b.WriteString(v)
+		case *syntax.SglQuoted:
+			b.WriteString(p.Value)
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				lit, ok := q.(*syntax.Lit)
+				if !ok || strings.ContainsAny(lit.Value, `\$`+"`") {
+					return "", false
+				}
+				b.WriteString(lit.Value)
+			}
+		default:
+			return "", false
+		}
+	}
+	return b.String(), true
+}
+
+func (o Options) readFile(_ context.Context, args map[string]any) (any, error) {
+	p, err := o.path(args)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fail("not_readable", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, o.MaxOutput+1))
+	if err != nil {
+		return nil, fail("not_readable", err)
+	}
+	if int64(len(b)) > o.MaxOutput {
+		return nil, fail("too_large", fmt.Errorf("%s is larger than %d bytes", p, o.MaxOutput))
+	}
+	return map[string]any{"content": string(b), "bytes": len(b)}, nil
+}
+
+func (o Options) writeFile(_ context.Context, args map[string]any) (any, error) {
+	p, err := o.path(args)
+	if err != nil {
+		return nil, err
+	}
+	content, _ := args["content"].(string)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, fail("not_writable", err)
+	}
+	if err := atomicfile.WriteFile(p, []byte(content), 0o644); err != nil {
+		return nil, fail("not_writable", err)
+	}
+	return map[string]any{"bytes": len(content)}, nil
+}
+
+func (o Options) editFile(ctx context.Context, args map[string]any) (any, error) {
+	p, err := o.path(args)
+	if err != nil {
+		return nil, err
+	}
+	old, _ := args["old"].(string)
+	repl, _ := args["new"].(string)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fail("not_readable", err)
+	}
+	if old == "" || bytes.Count(b, []byte(old)) != 1 {
+		return nil, fail("edit_not_unique", fmt.Errorf("the text to replace must occur exactly once"))
+	}
+	out := bytes.Replace(b, []byte(old), []byte(repl), 1)
+	if err := atomicfile.WriteFile(p, out, 0o644); err != nil {
+		return nil, fail("not_writable", err)
+	}
+	return map[string]any{"bytes": len(out)}, nil
+}
+
+func (o Options) httpGet(ctx context.Context, args map[string]any) (any, error) {
+	u, _ := args["url"].(string)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fail("invalid_url", err)
+	}
+	resp, err := o.HTTPClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// The request may have reached the server: the effect is unknown.
+		return nil, fmt.Errorf("%w: %v", executor.ErrAmbiguous, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, o.MaxOutput))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the body: %v", executor.ErrAmbiguous, err)
+	}
+	return map[string]any{"status": resp.StatusCode, "body": string(b)}, nil
+}
+
+// limitedBuffer keeps the first max bytes written.
+type limitedBuffer struct {
+	bytes.Buffer
+	max int64
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - int64(l.Len()); room > 0 {
+		l.Buffer.Write(p[:min(int64(len(p)), room)])
+	}
+	return len(p), nil
+}

@@ -1,0 +1,379 @@
+package polccli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+	cueyaml "cuelang.org/go/encoding/yaml"
+	"github.com/spf13/cobra"
+
+	"polc.dev/polc/certificate"
+	"polc.dev/polc/chain"
+	"polc.dev/polc/executor"
+	"polc.dev/polc/executor/builtin"
+	"polc.dev/polc/internal/atomicfile"
+	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/keys"
+	"polc.dev/polc/snapshot"
+)
+
+type runParams struct {
+	scenario string
+	snapshot string
+	evidence string
+	cert     string
+	signKey  string
+	state    string
+	format   string
+	now      string
+	idSeed   int
+}
+
+// Scenario is a polc run input file (YAML or JSON).
+type Scenario struct {
+	Snapshot  string           `json:"snapshot"`
+	Profile   string           `json:"profile"`
+	Workspace string           `json:"workspace"`
+	Principal string           `json:"principal"`
+	Tenant    string           `json:"tenant"`
+	Actions   []ScenarioAction `json:"actions"`
+}
+
+// ScenarioAction is one action of a scenario.
+type ScenarioAction struct {
+	ID        string         `json:"id"`
+	Action    string         `json:"action"`
+	Arguments map[string]any `json:"arguments"`
+	Timeout   string         `json:"timeout"`
+}
+
+func newRunCmd(e *env) *cobra.Command {
+	p := &runParams{}
+	c := &cobra.Command{
+		Use:   "run SCENARIO [--evidence DIR] [--cert FILE] [--sign-key KEY] [--format json]",
+		Short: "Execute a scenario under a snapshot through the executor",
+		Long: `run executes each action of a scenario (YAML: snapshot, profile, workspace,
+principal, tenant, actions: [{id, action, arguments, timeout}]) through the
+executor's 14 stages with the built-in actions bash (a real subprocess: argv,
+or sh -c only when the policy allows shell control), read_file, write_file,
+edit_file and http_get. Profiles governed and certifiable write the evidence
+chain to --evidence DIR (DIR/<chain_id>.jsonl); certifiable also writes the
+task certificate to --cert FILE, signed as a DSSE envelope with --sign-key (a
+polc keygen signer key). certverify cert verifies what it writes. Exit 0 when
+the scenario ran (whatever the outcomes), 1 when a certificate could not be
+minted or evidence failed, 2 on bad input.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			p.scenario = args[0]
+			return runRun(c.Context(), e, p)
+		},
+	}
+	c.Flags().StringVar(&p.snapshot, "snapshot", "", "snapshot file, overriding the scenario's")
+	c.Flags().StringVar(&p.evidence, "evidence", "", "directory of the evidence chain (governed, certifiable)")
+	c.Flags().StringVar(&p.cert, "cert", "", "certificate output file (certifiable)")
+	c.Flags().StringVar(&p.signKey, "sign-key", "", "signer key (polc keygen) to sign the certificate as DSSE")
+	c.Flags().StringVar(&p.state, "state", "", "SQLite state database (durable)")
+	c.Flags().StringVar(&p.format, "format", "text", "text or json")
+	c.Flags().StringVar(&p.now, "now", "", "fixed clock, RFC 3339 (reproducible runs)")
+	c.Flags().IntVar(&p.idSeed, "id-seed", 0, "derive ids from this seed instead of randomness (reproducible runs)")
+	c.Flags().MarkHidden("now")
+	c.Flags().MarkHidden("id-seed")
+	return c
+}
+
+// loadScenario decodes a YAML or JSON scenario strictly.
+func loadScenario(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := cueyaml.Extract(path, data)
+	if err != nil {
+		return nil, err
+	}
+	v := cuecontext.New().BuildFile(f)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	raw, err := v.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var s Scenario
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&s); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "json: ")
+		if field, ok := strings.CutPrefix(msg, "unknown field "); ok {
+			name := strings.Trim(field, `"`)
+			if pos := findField(v, name); pos.IsValid() {
+				return nil, &posError{pos.Line(), pos.Column(), fmt.Sprintf("unknown field %q", name)}
+			}
+		}
+		return nil, fmt.Errorf("%s", msg)
+	}
+	switch {
+	case s.Snapshot == "" || s.Profile == "" || s.Workspace == "" || s.Principal == "":
+		return nil, fmt.Errorf("a scenario needs snapshot, profile, workspace and principal")
+	case len(s.Actions) == 0:
+		return nil, fmt.Errorf("a scenario needs actions")
+	}
+	seen := map[string]bool{}
+	for i, a := range s.Actions {
+		if a.ID == "" || a.Action == "" || seen[a.ID] {
+			return nil, fmt.Errorf("actions[%d]: each action needs a unique id and an action", i)
+		}
+		seen[a.ID] = true
+	}
+	return &s, nil
+}
+
+// findField finds the position of a field name anywhere in v.
+func findField(v cue.Value, name string) (pos interface {
+	IsValid() bool
+	Line() int
+	Column() int
+}) {
+	var found cue.Value
+	v.Walk(func(x cue.Value) bool {
+		if sel := x.Path().Selectors(); len(sel) > 0 && sel[len(sel)-1].String() == name && !found.Exists() {
+			found = x
+		}
+		return !found.Exists()
+	}, nil)
+	p := found.Pos()
+	return p
+}
+
+// posError is a scenario error at a line and column.
+type posError struct {
+	line, col int
+	msg       string
+}
+
+func (e *posError) Error() string { return e.msg }
+
+type runOutcome struct {
+	ID          string  `json:"id"`
+	Kind        string  `json:"kind"`
+	Profile     string  `json:"profile"`
+	ReasonCode  string  `json:"reason_code"`
+	OperationID *string `json:"operation_id"`
+}
+
+type runReport struct {
+	Outcomes    []runOutcome   `json:"outcomes"`
+	Evidence    map[string]any `json:"evidence"`
+	Certificate map[string]any `json:"certificate"`
+}
+
+func runRun(ctx context.Context, e *env, p *runParams) error {
+	if p.format != "text" && p.format != "json" {
+		return usagef("--format %q: want text or json", p.format)
+	}
+	scenPath := p.scenario
+	if !filepath.IsAbs(scenPath) {
+		scenPath = filepath.Join(e.dir, scenPath)
+	}
+	inputErr := func(file string, err error) error {
+		var d diag.List
+		pos := diag.Pos{File: diag.Rel(e.dir, file)}
+		if pe, ok := err.(*posError); ok {
+			pos.Line, pos.Col = pe.line, pe.col
+		}
+		d.Add(pos, diag.CodeInvalidInput, "%v", err)
+		return report(e, d, diag.FormatText)
+	}
+	sc, err := loadScenario(scenPath)
+	if err != nil {
+		return inputErr(scenPath, err)
+	}
+	base := filepath.Dir(scenPath)
+	rel := func(s string) string {
+		if filepath.IsAbs(s) {
+			return s
+		}
+		return filepath.Join(base, s)
+	}
+	snapPath := rel(sc.Snapshot)
+	if p.snapshot != "" {
+		snapPath = p.snapshot
+		if !filepath.IsAbs(snapPath) {
+			snapPath = filepath.Join(e.dir, snapPath)
+		}
+	}
+	data, err := os.ReadFile(snapPath)
+	if err != nil {
+		return inputErr(snapPath, err)
+	}
+	snap, err := snapshot.Parse(data)
+	if err != nil {
+		return inputErr(snapPath, err)
+	}
+	kind, id, ok := strings.Cut(sc.Principal, ":")
+	if !ok || kind == "" || id == "" {
+		return inputErr(scenPath, fmt.Errorf("principal %q: want kind:id", sc.Principal))
+	}
+	ws := filepath.Clean(rel(sc.Workspace))
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return inputErr(ws, err)
+	}
+	profile := executor.Profile(sc.Profile)
+	now := time.Now
+	if p.now != "" {
+		t, err := time.Parse(time.RFC3339Nano, p.now)
+		if err != nil {
+			return usagef("--now %q: want RFC 3339", p.now)
+		}
+		// A clock that advances a millisecond per reading keeps records
+		// ordered in time while staying reproducible.
+		var n int64
+		now = func() time.Time { n++; return t.Add(time.Duration(n) * time.Millisecond) }
+	}
+	ids := executor.NewUUID
+	if p.idSeed != 0 {
+		var n int64
+		ids = func() string { n++; return fmt.Sprintf("%08x-0000-4000-8000-%012x", p.idSeed, n) }
+	}
+	reg := executor.NewRegistry()
+	if err := builtin.Register(reg, builtin.Options{Workspace: ws}); err != nil {
+		return err
+	}
+	cfg := executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{snap}, Now: now, IDs: ids}
+	var store *chain.FileStore
+	governed := profile == executor.ProfileGoverned || profile == executor.ProfileCertifiable
+	if governed {
+		if p.evidence == "" {
+			return usagef("profile %s needs --evidence DIR", profile)
+		}
+		dir := p.evidence
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(e.dir, dir)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return inputErr(dir, err)
+		}
+		if store, err = chain.OpenFileStore(dir); err != nil {
+			return inputErr(dir, err)
+		}
+		defer store.Close()
+		cfg.Evidence = store
+	}
+	if profile == executor.ProfileCertifiable && p.cert == "" {
+		return usagef("profile certifiable needs --cert FILE")
+	}
+	if profile == executor.ProfileDurable {
+		st, closeFn, err := openState(e, p.state)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		cfg.State = st
+	}
+	ex, err := executor.New(cfg)
+	if err != nil {
+		return inputErr(snapPath, err)
+	}
+	ref := executor.SnapshotRef{PolicyID: snap.PolicyID, Version: snap.Version, Digest: snap.Digest}
+	var scope executor.ExecutionScope = executor.EphemeralScope{ID: ids()}
+	if profile == executor.ProfileDurable {
+		scope = executor.DurableRunScope{RunID: ids()}
+	}
+	ec := executor.ExecutionContext{ContextID: ids(), Scope: scope, Principal: executor.Principal{Kind: kind, ID: id},
+		Tenant: sc.Tenant, Workspace: ws, Policy: ref, Backend: "inprocess", Profile: profile}
+	var boundary *executor.TaskBoundary
+	if governed {
+		if boundary, err = ex.OpenBoundary(ref, profile == executor.ProfileCertifiable); err != nil {
+			return err
+		}
+		ec.Boundary = boundary
+	}
+	rep := runReport{Outcomes: []runOutcome{}}
+	failed := false
+	for _, a := range sc.Actions {
+		req := executor.ExecutionRequest{RequestID: ids(), Action: a.Action, Arguments: a.Arguments, Scope: scope}
+		if a.Timeout != "" {
+			d, err := time.ParseDuration(a.Timeout)
+			if err != nil || d <= 0 {
+				return inputErr(scenPath, fmt.Errorf("action %s: timeout %q is not a positive duration", a.ID, a.Timeout))
+			}
+			req.Timeout = d
+		}
+		out := ex.Execute(ctx, req, ec)
+		b := out.Base()
+		rep.Outcomes = append(rep.Outcomes, runOutcome{ID: a.ID, Kind: string(out.Kind()), Profile: string(b.Profile), ReasonCode: b.ReasonCode, OperationID: b.OperationID})
+		if b.EvidenceError != nil || b.StateError != nil {
+			failed = true
+		}
+	}
+	if governed {
+		res, cerr := ex.CloseBoundary(ctx, boundary)
+		if res != nil {
+			rep.Evidence = map[string]any{"chain_id": boundary.ChainID, "head": res.Head.String(), "records": res.Records,
+				"path": diag.Rel(e.dir, filepath.Join(p.evidence, boundary.ChainID+".jsonl"))}
+		}
+		if cerr != nil {
+			fmt.Fprintf(e.stderr, "polc run: %v\n", cerr)
+			failed = true
+		} else if res.Certificate != nil {
+			out, err := certificateBytes(e, res.Certificate, p.signKey)
+			if err != nil {
+				return err
+			}
+			certPath := p.cert
+			if !filepath.IsAbs(certPath) {
+				certPath = filepath.Join(e.dir, certPath)
+			}
+			if err := atomicfile.WriteFile(certPath, out, 0o644); err != nil {
+				return inputErr(certPath, err)
+			}
+			rep.Certificate = map[string]any{"path": diag.Rel(e.dir, certPath), "certificate_id": res.Certificate.CertificateID,
+				"process_grade": res.Certificate.ProcessGrade, "signed": p.signKey != ""}
+		}
+	}
+	if p.format == "json" {
+		if err := printJSON(e, rep); err != nil {
+			return err
+		}
+	} else {
+		for _, o := range rep.Outcomes {
+			fmt.Fprintf(e.stdout, "%-16s %-10s %s\n", o.ID, o.Kind, o.ReasonCode)
+		}
+		if rep.Evidence != nil {
+			fmt.Fprintf(e.stdout, "evidence: %s (%v records, head %s)\n", rep.Evidence["path"], rep.Evidence["records"], rep.Evidence["head"])
+		}
+		if rep.Certificate != nil {
+			fmt.Fprintf(e.stdout, "certificate: %s (%s)\n", rep.Certificate["path"], rep.Certificate["process_grade"])
+		}
+	}
+	if failed {
+		return &exitError{ExitFindings}
+	}
+	return nil
+}
+
+// certificateBytes is the certificate file: canonical JSON, or a DSSE
+// envelope signed with a polc keygen signer key.
+func certificateBytes(e *env, c *certificate.Certificate, signKey string) ([]byte, error) {
+	if signKey == "" {
+		b, err := c.Marshal()
+		return append(b, '\n'), err
+	}
+	path := signKey
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(e.dir, path)
+	}
+	signer, err := keys.ReadSigner(path)
+	if err != nil {
+		return nil, usagef("--sign-key: %v", err)
+	}
+	return certificate.Sign(c, signer)
+}
