@@ -53,6 +53,9 @@ type fileChain struct {
 	lock    *os.File
 	state   *chainState
 	size    int64 // bytes of complete lines
+	synced  int64 // bytes of size known durable (fsynced)
+	syncing bool  // a goroutine is fsyncing on everyone's behalf
+	cond    *sync.Cond
 	torn    int64 // bytes after the last newline (0 = none)
 	broken  error // a previous write or fsync failed: reopen required
 	corrupt error // the file does not verify as a chain prefix
@@ -149,6 +152,7 @@ func (s *FileStore) chain(chainID string) (*fileChain, error) {
 		return nil, err
 	}
 	c := &fileChain{f: f, lock: lock, state: newChainState()}
+	c.cond = sync.NewCond(&c.mu)
 	if err := c.load(chainID); err != nil {
 		f.Close()
 		unlockFile(lock)
@@ -185,7 +189,7 @@ func (c *fileChain) load(chainID string) error {
 				perr = fmt.Errorf("record of chain %s", r.ChainID)
 			}
 			if perr == nil {
-				_, perr = c.state.check(r)
+				_, _, perr = c.state.check(r)
 			}
 			if perr != nil {
 				c.corrupt = &CorruptChainError{ChainID: chainID, Line: lineNo, Err: perr}
@@ -197,31 +201,49 @@ func (c *fileChain) load(chainID string) error {
 	}
 }
 
-// Append implements Store.
+// Append implements Store: it returns once the record is durable.
 func (s *FileStore) Append(ctx context.Context, r *Record) (AppendReceipt, error) {
-	if err := ctx.Err(); err != nil {
+	rc, wait, err := s.AppendAsync(ctx, r)
+	if err != nil {
 		return AppendReceipt{}, err
 	}
+	if err := wait(); err != nil {
+		return AppendReceipt{}, err
+	}
+	return rc, nil
+}
+
+// AppendAsync writes the record in chain order and returns a wait function
+// that returns once it is durable. Group commit: while one goroutine fsyncs,
+// others keep appending, and the next fsync covers all of them. The record
+// counts as acknowledged only when wait returns nil; if an fsync fails,
+// every waiter gets the error and the chain refuses appends until the
+// store is reopened (a crash before the fsync may keep or lose the
+// unacknowledged records, never an acknowledged one).
+func (s *FileStore) AppendAsync(ctx context.Context, r *Record) (AppendReceipt, func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return AppendReceipt{}, nil, err
+	}
 	if r == nil {
-		return AppendReceipt{}, errors.New("chain: nil record")
+		return AppendReceipt{}, nil, errors.New("chain: nil record")
 	}
 	c, err := s.chain(r.ChainID)
 	if err != nil {
-		return AppendReceipt{}, err
+		return AppendReceipt{}, nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case c.broken != nil:
-		return AppendReceipt{}, fmt.Errorf("chain %s: an earlier write failed (%w); reopen the store", r.ChainID, c.broken)
+		return AppendReceipt{}, nil, fmt.Errorf("chain %s: an earlier write failed (%w); reopen the store", r.ChainID, c.broken)
 	case c.corrupt != nil:
-		return AppendReceipt{}, c.corrupt
+		return AppendReceipt{}, nil, c.corrupt
 	case c.torn > 0:
-		return AppendReceipt{}, &TornTailError{ChainID: r.ChainID, Offset: c.size, Bytes: c.torn}
+		return AppendReceipt{}, nil, &TornTailError{ChainID: r.ChainID, Offset: c.size, Bytes: c.torn}
 	}
-	line, err := c.state.check(r)
+	line, stored, err := c.state.check(r)
 	if err != nil {
-		return AppendReceipt{}, err
+		return AppendReceipt{}, nil, err
 	}
 	buf := append(line, '\n')
 	write := func(f *os.File, b []byte) (int, error) { return f.WriteAt(b, c.size) }
@@ -232,24 +254,57 @@ func (s *FileStore) Append(ctx context.Context, r *Record) (AppendReceipt, error
 	if err != nil || n != len(buf) {
 		c.broken = fmt.Errorf("short write of %d/%d bytes: %v", n, len(buf), err)
 		c.torn = int64(n)
-		return AppendReceipt{}, c.broken
-	}
-	if s.beforeSync != nil {
-		s.beforeSync()
-	}
-	if err := c.f.Sync(); err != nil {
-		c.broken = err
-		return AppendReceipt{}, fmt.Errorf("chain %s: fsync: %w", r.ChainID, err)
+		c.cond.Broadcast()
+		return AppendReceipt{}, nil, c.broken
 	}
 	c.size += int64(n)
-	stored, _ := ParseRecord(line)
+	end := c.size
 	c.state.commit(stored)
-	if err := s.index(stored); err != nil {
-		// The record is durable; the index is rebuilt from the chain files
-		// on the next open, so the append still succeeded.
-		_ = err
+	rc := receiptOf(stored)
+	wait := func() error {
+		if err := s.waitDurable(c, r.ChainID, end); err != nil {
+			return err
+		}
+		// The index is derived data, rebuilt from the chain files on open;
+		// writing it only after the fsync keeps Scan from delivering a
+		// record a crash could still lose.
+		_ = s.index(stored)
+		return nil
 	}
-	return receiptOf(stored), nil
+	return rc, wait, nil
+}
+
+// waitDurable returns once the chain's first end bytes are fsynced, doing
+// the fsync itself when nobody else is.
+func (s *FileStore) waitDurable(c *fileChain, chainID string, end int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.synced < end {
+		if c.broken != nil {
+			return fmt.Errorf("chain %s: %w", chainID, c.broken)
+		}
+		if c.syncing {
+			c.cond.Wait()
+			continue
+		}
+		c.syncing = true
+		target := c.size
+		c.mu.Unlock()
+		if s.beforeSync != nil {
+			s.beforeSync()
+		}
+		err := c.f.Sync()
+		c.mu.Lock()
+		c.syncing = false
+		if err != nil {
+			c.broken = err
+			c.cond.Broadcast()
+			return fmt.Errorf("chain %s: fsync: %w", chainID, err)
+		}
+		c.synced = max(c.synced, target)
+		c.cond.Broadcast()
+	}
+	return nil
 }
 
 // Read implements Store.

@@ -112,18 +112,21 @@ func newChainState() *chainState {
 	return &chainState{ids: make(map[uuid]struct{}), hashes: make(map[Hash]struct{})}
 }
 
-// check validates r as the next record and returns its line.
-func (s *chainState) check(r *Record) ([]byte, error) {
+// check validates r as the next record: it re-encodes the record and
+// parses the bytes back, recomputing both hashes (the store trusts no
+// producer), and returns the line and the parsed record.
+func (s *chainState) check(r *Record) ([]byte, *Record, error) {
 	if r == nil {
-		return nil, errors.New("chain: nil record")
+		return nil, nil, errors.New("chain: nil record")
 	}
 	line := r.Canonical()
-	if _, err := ParseRecord(line); err != nil {
+	parsed, err := ParseRecord(line)
+	if err != nil {
 		var re *RecordError
 		if errors.As(err, &re) {
-			return nil, &IntegrityError{re}
+			return nil, nil, &IntegrityError{re}
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	conflict := func(reason, exp, act string) error {
 		return &ConflictError{ChainID: r.ChainID, Reason: reason, Expected: exp, Actual: act}
@@ -134,29 +137,29 @@ func (s *chainState) check(r *Record) ([]byte, error) {
 	}
 	if !s.has {
 		if r.Sequence != 0 {
-			return nil, conflict(ConflictSequence, "0", strconv.FormatInt(r.Sequence, 10))
+			return nil, nil, conflict(ConflictSequence, "0", strconv.FormatInt(r.Sequence, 10))
 		}
 		if r.PreviousChainHash != nil {
-			return nil, conflict(ConflictStaleHead, "null", prev)
+			return nil, nil, conflict(ConflictStaleHead, "null", prev)
 		}
 	} else {
 		if s.tip.Closed {
-			return nil, conflict(ConflictClosed, "no record after task_closed", string(r.RecordType))
+			return nil, nil, conflict(ConflictClosed, "no record after task_closed", string(r.RecordType))
 		}
 		if r.Sequence != s.tip.Sequence+1 {
-			return nil, conflict(ConflictSequence, strconv.FormatInt(s.tip.Sequence+1, 10), strconv.FormatInt(r.Sequence, 10))
+			return nil, nil, conflict(ConflictSequence, strconv.FormatInt(s.tip.Sequence+1, 10), strconv.FormatInt(r.Sequence, 10))
 		}
 		if prev != s.tip.Hash.String() {
-			return nil, conflict(ConflictStaleHead, s.tip.Hash.String(), prev)
+			return nil, nil, conflict(ConflictStaleHead, s.tip.Hash.String(), prev)
 		}
 	}
 	if _, dup := s.ids[parseUUID([]byte(r.RecordID))]; dup {
-		return nil, conflict(ConflictDuplicateID, "a new record_id", r.RecordID)
+		return nil, nil, conflict(ConflictDuplicateID, "a new record_id", r.RecordID)
 	}
 	if _, dup := s.hashes[r.Hash()]; dup {
-		return nil, conflict(ConflictDuplicateHash, "a new chain_hash", r.ChainHash)
+		return nil, nil, conflict(ConflictDuplicateHash, "a new chain_hash", r.ChainHash)
 	}
-	return line, nil
+	return line, parsed, nil
 }
 
 func (s *chainState) commit(r *Record) {
@@ -206,11 +209,10 @@ func (m *MemStore) Append(ctx context.Context, r *Record) (AppendReceipt, error)
 	if c == nil {
 		c = &memChain{state: newChainState()}
 	}
-	line, err := c.state.check(r)
+	line, stored, err := c.state.check(r)
 	if err != nil {
 		return AppendReceipt{}, err
 	}
-	stored, _ := ParseRecord(line)
 	c.state.commit(stored)
 	c.lines = append(c.lines, line)
 	c.records = append(c.records, stored)
@@ -303,25 +305,49 @@ type Writer struct {
 	mu      sync.Mutex
 }
 
-// Append seals d as the next record of the chain and appends it. d.ChainID
-// is set to the writer's chain.
+// AsyncAppender is implemented by stores that can acknowledge appends in
+// groups (FileStore): AppendAsync writes in chain order and wait reports
+// durability. Writer uses it to release its lock before waiting, so that
+// concurrent operations share fsyncs.
+type AsyncAppender interface {
+	AppendAsync(ctx context.Context, r *Record) (AppendReceipt, func() error, error)
+}
+
+// Append seals d as the next record of the chain and appends it, returning
+// once the store has made it durable. d.ChainID is set to the writer's
+// chain.
 func (w *Writer) Append(ctx context.Context, d Draft) (*Record, AppendReceipt, error) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	d.ChainID = w.ChainID
 	tip, ok, err := w.Store.Head(ctx, w.ChainID)
 	if err != nil {
+		w.mu.Unlock()
 		return nil, AppendReceipt{}, err
 	}
 	seq, prev := int64(0), (*Hash)(nil)
 	if ok {
 		seq, prev = tip.Sequence+1, &tip.Hash
 	}
-	r, err := Seal(d, seq, prev)
+	// The store validates the record before committing it (check), so
+	// the writer skips Seal's own validation pass.
+	r, err := seal(d, seq, prev, false)
 	if err != nil {
+		w.mu.Unlock()
 		return nil, AppendReceipt{}, err
 	}
+	if aa, ok := w.Store.(AsyncAppender); ok {
+		rc, wait, err := aa.AppendAsync(ctx, r)
+		w.mu.Unlock()
+		if err != nil {
+			return nil, AppendReceipt{}, err
+		}
+		if err := wait(); err != nil {
+			return nil, AppendReceipt{}, err
+		}
+		return r, rc, nil
+	}
 	rc, err := w.Store.Append(ctx, r)
+	w.mu.Unlock()
 	if err != nil {
 		return nil, AppendReceipt{}, err
 	}

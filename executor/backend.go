@@ -52,14 +52,19 @@ type InProcessBackend struct{}
 // ID implements EffectBackend.
 func (InProcessBackend) ID() string { return "inprocess" }
 
-// Probe implements EffectBackend.
+// Probe implements EffectBackend. The report never changes; callers must
+// not modify its map.
 func (InProcessBackend) Probe(context.Context) (BackendCapabilityReport, error) {
+	return inProcessReport, nil
+}
+
+var inProcessReport = func() BackendCapabilityReport {
 	c := map[string]string{}
 	for _, class := range ContainmentClasses {
 		c[class] = ContainmentUnsupported
 	}
-	return BackendCapabilityReport{Format: BackendCapabilityFormat, BackendID: "inprocess", Version: "1", Containment: c}, nil
-}
+	return BackendCapabilityReport{Format: BackendCapabilityFormat, BackendID: "inprocess", Version: "1", Containment: c}
+}()
 
 // Invoke implements EffectBackend.
 func (InProcessBackend) Invoke(ctx context.Context, call func(context.Context) (any, error)) (any, error) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"polc.dev/polc/snapshot"
 )
@@ -171,6 +172,7 @@ type lowered struct {
 // Scratch is warm.
 type Policy struct {
 	Snapshot *snapshot.Snapshot
+	scratch  sync.Pool
 
 	ruleIDs     []string
 	ruleGate    []int

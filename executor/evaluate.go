@@ -52,6 +52,23 @@ func (p *Policy) Evaluate(r *Normalized) (Decision, Diagnostics) {
 	return d, diags
 }
 
+// evaluatePooled is Evaluate with a pooled Scratch.
+func (p *Policy) evaluatePooled(r *Normalized) (Decision, Diagnostics) {
+	s, _ := p.scratch.Get().(*Scratch)
+	if s == nil {
+		s = p.NewScratch()
+	}
+	d := Decision{RuleIDs: []string{}, Reasons: []string{}}
+	diags := p.EvaluateInto(r, s, &d)
+	p.scratch.Put(s)
+	for i := range d.Gates {
+		if d.Gates[i].RuleIDs == nil {
+			d.Gates[i].RuleIDs = []string{}
+		}
+	}
+	return d, diags
+}
+
 // EvaluateInto is Evaluate with caller-owned buffers: the slices of d are
 // reused, and with a warm Scratch and d it does not allocate (for requests
 // whose deny-matched values are already lowercase).

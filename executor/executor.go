@@ -2,11 +2,14 @@ package executor
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +70,28 @@ type Executor struct {
 	backends map[string]EffectBackend
 	policies map[string]*compiledPolicy
 	plans    sync.Map // planKey → *plan
+	capCache sync.Map // backend id → cachedCaps
+}
+
+// capabilityDigest returns the report's digest, reusing the last one
+// computed for an identical report of the same backend.
+func (e *Executor) capabilityDigest(r BackendCapabilityReport) string {
+	if c, ok := e.capCache.Load(r.BackendID); ok {
+		cc := c.(cachedCaps)
+		same := reflect.ValueOf(cc.report.Containment).UnsafePointer() == reflect.ValueOf(r.Containment).UnsafePointer() &&
+			cc.report.Format == r.Format && cc.report.Version == r.Version
+		if same || reflect.DeepEqual(cc.report, r) {
+			return cc.digest
+		}
+	}
+	d := r.Digest()
+	e.capCache.Store(r.BackendID, cachedCaps{r, d})
+	return d
+}
+
+type cachedCaps struct {
+	report BackendCapabilityReport
+	digest string
 }
 
 type compiledPolicy struct {
@@ -137,12 +162,13 @@ func (e *Executor) policy(ref SnapshotRef) (*compiledPolicy, error) {
 	return p, nil
 }
 
-// NewUUID returns a random (version 4) lowercase UUID.
+// NewUUID returns a random (version 4) lowercase UUID. Identifiers need
+// uniqueness, not secrecy: math/rand/v2's generator (ChaCha8, seeded from
+// the OS) gives it without a system call per id.
 func NewUUID() string {
 	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("executor: no randomness: " + err.Error())
-	}
+	binary.LittleEndian.PutUint64(b[:8], mrand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], mrand.Uint64())
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
@@ -205,6 +231,15 @@ type attempt struct {
 	opID       string
 	changed    bool // a transformer changed the arguments
 	startedAt  time.Time
+	reqDigest  string
+}
+
+// requestDigest is the request's digest, computed once per attempt.
+func (a *attempt) requestDigest() string {
+	if a.reqDigest == "" {
+		a.reqDigest = a.req.Digest()
+	}
+	return a.reqDigest
 }
 
 // Execute runs one action through the fixed stages of DESIGN §5 and
@@ -213,7 +248,7 @@ type attempt struct {
 // pre-call record was appended).
 func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec ExecutionContext) (out Outcome) {
 	a := &attempt{e: e, ctx: ctx, req: &req, ec: &ec, startedAt: e.now()}
-	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: e.cfg.IDs()}
+	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: e.cfg.IDs(), Trail: make([]TrailEntry, 0, 16)}
 	defer func() {
 		if a.leased {
 			a.lease.Release()
@@ -232,7 +267,7 @@ func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec Executi
 	if a.en == nil {
 		return a.deny(1, ReasonUnknownAction, "no descriptor for action %q", req.Action)
 	}
-	a.trail(1, "ok", "%s@%s", a.en.desc.ID, a.en.desc.Version)
+	a.note(1, "ok", a.en.desc.ID+"@"+a.en.desc.Version)
 	if a.en.fn == nil {
 		return a.deny(1, "no_callable", "action %s has no callable", a.en.desc.ID)
 	}
@@ -245,7 +280,12 @@ func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec Executi
 }
 
 func (a *attempt) trail(stage int, result, format string, args ...any) {
-	a.base.Trail = append(a.base.Trail, TrailEntry{Stage: stage, Name: StageNames[stage], Result: result, Detail: fmt.Sprintf(format, args...)})
+	a.note(stage, result, fmt.Sprintf(format, args...))
+}
+
+// note appends a trail entry with a ready detail (the hot path).
+func (a *attempt) note(stage int, result, detail string) {
+	a.base.Trail = append(a.base.Trail, TrailEntry{Stage: stage, Name: StageNames[stage], Result: result, Detail: detail})
 }
 
 // deny ends the attempt with Denied; after operation_started it appends
@@ -297,7 +337,7 @@ func (a *attempt) normalize() Outcome {
 	}
 	a.norm = n
 	a.argsDigest = digestOf(args)
-	a.trail(2, "ok", "arguments %s", a.argsDigest)
+	a.note(2, "ok", "arguments "+a.argsDigest)
 	return nil
 }
 
@@ -305,10 +345,10 @@ func (a *attempt) normalizeArgs(args map[string]any) (*Normalized, *NormalizeErr
 	now := a.e.now()
 	t := now.UTC().Format(time.RFC3339Nano)
 	usage := a.ec.Usage
-	return (&Normalizer{Registry: a.e.cfg.Registry, Now: a.e.cfg.Now}).Normalize(ActionRequest{
+	return (&Normalizer{Registry: a.e.cfg.Registry, Now: a.e.cfg.Now}).normalize(ActionRequest{
 		Action: a.req.Action, Arguments: args, Principal: a.ec.Principal.String(), Tenant: a.ec.Tenant,
 		Workspace: a.ec.Workspace, Time: &t, Usage: &usage,
-	})
+	}, true)
 }
 
 // Stage 3: bind the trusted context, verify the exact snapshot, probe the
@@ -362,6 +402,7 @@ func (a *attempt) bind() Outcome {
 	if err != nil {
 		return a.deny(3, "backend_probe_failed", "probing %s failed", ec.Backend)
 	}
+	capDigest := a.e.capabilityDigest(caps)
 	if missing := missingContainment(a.en.desc.Containment, caps); len(missing) > 0 {
 		return a.deny(3, "containment_unsupported", "%s requires %s containment; backend %s does not enforce it", a.en.desc.ID, strings.Join(missing, ", "), ec.Backend)
 	}
@@ -373,11 +414,11 @@ func (a *attempt) bind() Outcome {
 	}
 	a.lease, a.leased = lease, true
 	a.base.Preflight = &ActionPreflightReport{
-		ReportID: a.e.cfg.IDs(), RequestID: a.req.RequestID, RequestDigest: a.req.Digest(),
-		DescriptorDigest: a.en.digest, Backend: a.backend.ID(), Capabilities: caps, CapabilityDigest: caps.Digest(),
+		ReportID: a.e.cfg.IDs(), RequestID: a.req.RequestID, RequestDigest: a.requestDigest(),
+		DescriptorDigest: a.en.digest, Backend: a.backend.ID(), Capabilities: caps, CapabilityDigest: capDigest,
 		LeaseID: lease.ID, VerifiedAt: a.e.now(), ExpiresAt: lease.ExpiresAt,
 	}
-	a.trail(3, "ok", "backend %s, capabilities %s", a.backend.ID(), a.base.Preflight.CapabilityDigest)
+	a.note(3, "ok", "backend "+a.backend.ID()+", capabilities "+a.base.Preflight.CapabilityDigest)
 	return nil
 }
 
@@ -387,7 +428,7 @@ func (a *attempt) governedStart() Outcome {
 	a.opID = a.e.cfg.IDs()
 	a.base.OperationID = &a.opID
 	if a.ec.Profile != ProfileGoverned && a.ec.Profile != ProfileCertifiable {
-		a.trail(4, "skipped", "profile %s appends no evidence", a.ec.Profile)
+		a.note(4, "skipped", "profile "+string(a.ec.Profile)+" appends no evidence")
 		return nil
 	}
 	if err := a.ctx.Err(); err != nil {
@@ -406,7 +447,7 @@ func (a *attempt) governedStart() Outcome {
 	if now := a.e.now(); !now.Before(pf.ExpiresAt) {
 		return a.deny(4, "preflight_expired", "the admission lease expired at %s", pf.ExpiresAt.UTC().Format(time.RFC3339Nano))
 	}
-	if caps, err := a.backend.Probe(a.ctx); err != nil || caps.Digest() != pf.CapabilityDigest {
+	if caps, err := a.backend.Probe(a.ctx); err != nil || a.e.capabilityDigest(caps) != pf.CapabilityDigest {
 		return a.deny(4, "preflight_changed", "the backend's capability report changed after preflight")
 	}
 	if err := a.append(chain.PolicyBoundPayload{
@@ -421,7 +462,7 @@ func (a *attempt) governedStart() Outcome {
 		runID = &s.RunID
 	}
 	if err := a.append(chain.OperationStartedPayload{
-		ToolID: a.en.desc.ID, AttemptID: a.base.AttemptID, RequestDigest: a.req.Digest(), Actor: &actor, RunID: runID,
+		ToolID: a.en.desc.ID, AttemptID: a.base.AttemptID, RequestDigest: a.requestDigest(), Actor: &actor, RunID: runID,
 	}); err != nil {
 		return a.evidenceFailure(4, chain.OperationStarted, err, false)
 	}
@@ -478,7 +519,7 @@ func (a *attempt) guards() Outcome {
 			return a.deny(6, "guard:"+g.ID, "guard %s refused", g.ID)
 		}
 	}
-	a.trail(6, "ok", "%d guards", len(a.e.cfg.Guards))
+	a.note(6, "ok", strconv.Itoa(len(a.e.cfg.Guards))+" guards")
 	return nil
 }
 
@@ -486,7 +527,7 @@ func (a *attempt) guards() Outcome {
 func (a *attempt) policyStage() Outcome { return a.evaluate(7) }
 
 func (a *attempt) evaluate(stage int) Outcome {
-	d, _ := a.pol.eval.Evaluate(a.norm)
+	d, _ := a.pol.eval.evaluatePooled(a.norm)
 	a.decision = d
 	a.base.Decision = &a.decision
 	governed := a.started
@@ -528,7 +569,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 		}
 	}
 	if blocking == nil {
-		a.trail(stage, "allow", "%s", strings.Join(d.Reasons, ", "))
+		a.note(stage, "allow", strings.Join(d.Reasons, ", "))
 		return nil
 	}
 	// A soft denial escalates when the evaluator escalated (the only soft
@@ -548,7 +589,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 			}
 		}
 		return &Escalated{OutcomeBase: a.base, Approval: ApprovalRequest{
-			ApproverClass: *d.ApproverClass, GateID: gate, RequestDigest: a.req.Digest(), RuleIDs: slices.Clone(d.RuleIDs),
+			ApproverClass: *d.ApproverClass, GateID: gate, RequestDigest: a.requestDigest(), RuleIDs: slices.Clone(d.RuleIDs),
 			ExpiresAt: a.approvalExpiry(d.RuleIDs),
 		}}
 	}
@@ -598,7 +639,7 @@ func (a *attempt) transform() Outcome {
 		a.argsDigest = d
 		a.trail(8, "changed", "arguments %s", d)
 	} else {
-		a.trail(8, "unchanged", "%d transformers", len(a.e.cfg.Transformers))
+		a.note(8, "unchanged", strconv.Itoa(len(a.e.cfg.Transformers))+" transformers")
 	}
 	return nil
 }
@@ -621,7 +662,7 @@ func (a *attempt) renormalize() Outcome {
 // Stage 10: re-run every security evaluator whose inputs changed.
 func (a *attempt) recheck() Outcome {
 	if !a.changed {
-		a.trail(10, "skipped", "arguments digest %s unchanged: authorization, guards and policy stand", a.argsDigest)
+		a.note(10, "skipped", "arguments digest "+a.argsDigest+" unchanged: authorization, guards and policy stand")
 		return nil
 	}
 	if o := a.authorize(); o != nil {
@@ -645,7 +686,7 @@ func (a *attempt) precall() Outcome {
 	if a.started {
 		a.trail(11, "ok", "%d records appended before the call", len(a.base.Records))
 	} else {
-		a.trail(11, "skipped", "profile %s appends no evidence", a.ec.Profile)
+		a.note(11, "skipped", "profile "+string(a.ec.Profile)+" appends no evidence")
 	}
 	return nil
 }
@@ -674,7 +715,7 @@ func (a *attempt) invoke() Outcome {
 	defer cancel()
 	tok := &invocationToken{fn: a.en.fn, args: a.args}
 	start := a.e.now()
-	a.trail(12, "invoke", "backend %s", a.backend.ID())
+	a.note(12, "invoke", "backend "+a.backend.ID())
 	res, err := a.backend.Invoke(ctx, tok.call)
 	a.base.CallExecuted = tok.used.Load()
 	dur := a.e.now().Sub(start).Microseconds()
@@ -705,7 +746,7 @@ func (a *attempt) invoke() Outcome {
 		a.base.ReasonCode = class
 		out, payload = &Failed{OutcomeBase: a.base, Class: class}, chain.CallableFailedPayload{ErrorClass: class, DurationUS: dur}
 	}
-	a.trail(13, string(out.Kind()), "%dµs", dur)
+	a.note(13, string(out.Kind()), strconv.FormatInt(dur, 10)+"µs")
 	if a.started {
 		if err := a.appendTerminal(payload); err != nil {
 			ev := &GovernanceEvidenceError{CallExecuted: true, RecordType: string(payload.RecordType()), Err: err}
@@ -748,7 +789,7 @@ func (a *attempt) persist(out Outcome) Outcome {
 	payload, _ := json.Marshal(map[string]any{"request_id": b.RequestID, "attempt_id": b.AttemptID, "outcome": out.Kind(), "reason_code": b.ReasonCode})
 	rec := AttemptRecord{
 		RunID: scope.RunID, AttemptID: b.AttemptID, OwnerAttemptID: scope.OwnerAttemptID, RequestID: b.RequestID,
-		OperationID: b.OperationID, ActionID: a.req.Action, RequestDigest: a.req.Digest(), Outcome: string(out.Kind()),
+		OperationID: b.OperationID, ActionID: a.req.Action, RequestDigest: a.requestDigest(), Outcome: string(out.Kind()),
 		ReasonCode: b.ReasonCode, ResultDigest: rd, CallExecuted: b.CallExecuted, Profile: ProfileDurable,
 		StartedAt: a.startedAt, FinishedAt: a.e.now(),
 		Outbox: []OutboxMessage{{MessageID: a.e.cfg.IDs(), Topic: "action.outcome", PayloadJSON: string(payload)}},

@@ -67,6 +67,12 @@ var defaultRegistry = sync.OnceValue(BuiltinRegistry)
 // Normalize validates req and computes its facets. It never panics; any
 // input it cannot interpret is a *NormalizeError (a denial).
 func (n *Normalizer) Normalize(req ActionRequest) (*Normalized, *NormalizeError) {
+	return n.normalize(req, false)
+}
+
+// normalize is Normalize; jsonArgs says the arguments are already decoded
+// JSON values (json.Number numbers), so validation needs no round trip.
+func (n *Normalizer) normalize(req ActionRequest, jsonArgs bool) (*Normalized, *NormalizeError) {
 	reg := n.Registry
 	if reg == nil {
 		reg = defaultRegistry()
@@ -119,7 +125,7 @@ func (n *Normalizer) Normalize(req ActionRequest) (*Normalized, *NormalizeError)
 		return nil, nerr(ReasonUnknownAction, "no descriptor for action %q", req.Action)
 	}
 	out.Action = e.desc.ID
-	if err := e.validate(args); err != nil {
+	if err := e.validate(args, jsonArgs); err != nil {
 		return nil, err
 	}
 	if err := e.desc.Hints.facets(args, out.Workspace, out); err != nil {
@@ -129,18 +135,20 @@ func (n *Normalizer) Normalize(req ActionRequest) (*Normalized, *NormalizeError)
 }
 
 // validate checks arguments against the descriptor's JSON Schema.
-func (e *entry) validate(args map[string]any) *NormalizeError {
-	// The schema validator wants JSON values: round-trip through JSON so
-	// that Go numbers and json.Number look alike.
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return nerr(ReasonInvalidRequest, "arguments of %s: %v", e.desc.ID, err)
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return nerr(ReasonInvalidRequest, "arguments of %s: %v", e.desc.ID, err)
+func (e *entry) validate(args map[string]any, jsonArgs bool) *NormalizeError {
+	var v any = args
+	if !jsonArgs {
+		// The schema validator wants JSON values: round-trip through JSON
+		// so that Go numbers and json.Number look alike.
+		raw, err := json.Marshal(args)
+		if err != nil {
+			return nerr(ReasonInvalidRequest, "arguments of %s: %v", e.desc.ID, err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			return nerr(ReasonInvalidRequest, "arguments of %s: %v", e.desc.ID, err)
+		}
 	}
 	if err := e.schema.Validate(v); err != nil {
 		msg := err.Error()

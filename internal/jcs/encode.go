@@ -26,6 +26,79 @@ type Appender interface {
 // Types implementing Appender encode themselves; other json.Marshaler types
 // are encoded with MarshalJSON and canonicalized.
 func Append(dst []byte, v any) ([]byte, error) {
+	return appendAny(dst, v)
+}
+
+// appendAny handles the dynamic JSON types (what encoding/json decodes
+// into) without reflection, and falls back to appendValue for the rest.
+func appendAny(dst []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return append(dst, "null"...), nil
+	case string:
+		if !utf8.ValidString(v) {
+			return nil, fmt.Errorf("jcs: invalid UTF-8 in string")
+		}
+		return AppendString(dst, v), nil
+	case bool:
+		return strconv.AppendBool(dst, v), nil
+	case int:
+		return appendValue(dst, reflect.ValueOf(v))
+	case int64:
+		return appendValue(dst, reflect.ValueOf(v))
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("jcs: %v is not a JSON number", v)
+		}
+		return AppendNumber(dst, v)
+	case json.Number:
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return nil, fmt.Errorf("jcs: invalid json.Number %q", string(v))
+		}
+		return AppendNumber(dst, f)
+	case []any:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		dst = append(dst, '[')
+		for i, e := range v {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendAny(dst, e); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, ']'), nil
+	case map[string]any:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		var small [16]string
+		keys := small[:0]
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, CompareKeys)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			if !utf8.ValidString(k) {
+				return nil, fmt.Errorf("jcs: invalid UTF-8 in key")
+			}
+			dst = AppendString(dst, k)
+			dst = append(dst, ':')
+			var err error
+			if dst, err = appendAny(dst, v[k]); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, '}'), nil
+	}
 	return appendValue(dst, reflect.ValueOf(v))
 }
 
@@ -76,11 +149,16 @@ func appendValue(dst []byte, v reflect.Value) ([]byte, error) {
 		return append(dst, c...), nil
 	}
 	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
+	case reflect.Pointer:
 		if v.IsNil() {
 			return append(dst, "null"...), nil
 		}
 		return appendValue(dst, v.Elem())
+	case reflect.Interface:
+		if v.IsNil() {
+			return append(dst, "null"...), nil
+		}
+		return appendAny(dst, v.Elem().Interface())
 	case reflect.String:
 		if !utf8.ValidString(v.String()) {
 			return nil, fmt.Errorf("jcs: invalid UTF-8 in string")
