@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
@@ -74,11 +75,16 @@ func (s *SQLite) ApplyProjection(ctx context.Context, projector string, version 
 			if err := applyOperation(ctx, tx, r); err != nil {
 				return err
 			}
+			if err := s.step("record[" + strconv.Itoa(i) + "]"); err != nil {
+				return err
+			}
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO projection_cursors(projector, cursor, version) VALUES (?, ?, ?)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO projection_cursors(projector, cursor, version) VALUES (?, ?, ?)
 			ON CONFLICT(projector) DO UPDATE SET cursor = excluded.cursor, version = excluded.version`,
-			projector, next, version)
-		return err
+			projector, next, version); err != nil {
+			return err
+		}
+		return s.step("cursor")
 	})
 }
 

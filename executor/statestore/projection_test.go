@@ -248,3 +248,51 @@ func TestOperationConflicts(t *testing.T) {
 		t.Errorf("operation changed: %+v", o)
 	}
 }
+
+// Fail ApplyProjection's transaction after each record and after the cursor
+// update (just before commit): nothing of the batch and no cursor move
+// survives, and the same batch then applies cleanly.
+func TestApplyProjectionAtomicEveryStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	batch := []executor.ProjectedRecord{
+		started("c", "r1", 1, "op1"),
+		terminal("c", "r2", 2, "op0", chain.CallableFailedPayload{DurationUS: 1, ErrorClass: "io"}),
+		started("c", "r3", 3, "op2"),
+	}
+	for _, failAt := range []string{"record[0]", "record[1]", "record[2]", "cursor"} {
+		t.Run(failAt, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			mustApply(t, s, "p", []executor.ProjectedRecord{started("c", "r0", 0, "op0")}, "1")
+			injected := errors.New("injected crash")
+			s.hook = func(step string) error {
+				if step == failAt {
+					return injected
+				}
+				return nil
+			}
+			if err := s.ApplyProjection(ctx, "p", 1, batch, "4"); !errors.Is(err, injected) {
+				t.Fatalf("err = %v, want the injected error", err)
+			}
+			db := raw(t, s.Path())
+			if n := count(t, db, "SELECT count(*) FROM projected_records"); n != 1 {
+				t.Errorf("%d projected rows, want 1", n)
+			}
+			if n := count(t, db, "SELECT count(*) FROM operations"); n != 1 {
+				t.Errorf("%d operations, want 1", n)
+			}
+			if o := op(t, s, "op0"); o.Status != StatusRunning {
+				t.Errorf("op0 = %s, want running", o.Status)
+			}
+			if cur, _ := s.ProjectionCursor(ctx, "p"); cur != "1" {
+				t.Errorf("cursor = %q, want 1", cur)
+			}
+			s.hook = nil
+			mustApply(t, s, "p", batch, "4")
+			if o := op(t, s, "op0"); o.Status != StatusFailed {
+				t.Errorf("op0 after retry = %s, want failed", o.Status)
+			}
+		})
+	}
+}

@@ -48,8 +48,8 @@ type SQLite struct {
 	closeErr  error
 
 	// hook, when set (tests only), is called after each named step inside
-	// CommitAttempt's transaction; an error from it aborts the transaction
-	// as any failing statement would.
+	// the transactions of CommitAttempt and ApplyProjection; an error from
+	// it aborts the transaction as any failing statement would.
 	hook func(step string) error
 }
 
