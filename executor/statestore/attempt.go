@@ -28,18 +28,13 @@ func (s *SQLite) CommitAttempt(ctx context.Context, a executor.AttemptRecord) er
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
 		// The run's created_at is the start of the attempt that created it:
 		// a fact of the run, not of the commit's wall clock.
-		if _, err := tx.ExecContext(ctx,
-			"INSERT INTO runs(run_id, created_at) VALUES (?, ?) ON CONFLICT(run_id) DO NOTHING",
-			a.RunID, formatTime(a.StartedAt)); err != nil {
+		if _, err := tx.StmtContext(ctx, s.insRun).ExecContext(ctx, a.RunID, formatTime(a.StartedAt)); err != nil {
 			return err
 		}
 		if err := s.step("run"); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO attempts(
-			attempt_id, run_id, owner_attempt_id, request_id, operation_id, action_id, request_digest,
-			outcome, reason_code, result_digest, call_executed, profile, started_at, finished_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.StmtContext(ctx, s.insAttempt).ExecContext(ctx,
 			a.AttemptID, a.RunID, a.OwnerAttemptID, a.RequestID, a.OperationID, a.ActionID, a.RequestDigest,
 			a.Outcome, a.ReasonCode, a.ResultDigest, a.CallExecuted, string(a.Profile),
 			formatTime(a.StartedAt), formatTime(a.FinishedAt))
@@ -52,9 +47,12 @@ func (s *SQLite) CommitAttempt(ctx context.Context, a executor.AttemptRecord) er
 		if err := s.step("attempt"); err != nil {
 			return err
 		}
+		var ob *sql.Stmt
+		if len(a.Outbox) > 0 {
+			ob = tx.StmtContext(ctx, s.insOutbox)
+		}
 		for i, m := range a.Outbox {
-			_, err := tx.ExecContext(ctx, `INSERT INTO outbox(message_id, run_id, attempt_id, position, topic, payload_json)
-				VALUES (?, ?, ?, ?, ?, ?)`, m.MessageID, a.RunID, a.AttemptID, i, m.Topic, m.PayloadJSON)
+			_, err := ob.ExecContext(ctx, m.MessageID, a.RunID, a.AttemptID, i, m.Topic, m.PayloadJSON)
 			if isUniqueViolation(err) {
 				return &executor.StateConflictError{Key: "outbox message " + m.MessageID, Reason: "message id already committed"}
 			}
@@ -71,6 +69,16 @@ func (s *SQLite) CommitAttempt(ctx context.Context, a executor.AttemptRecord) er
 		return nil
 	})
 }
+
+const (
+	insertRun     = "INSERT INTO runs(run_id, created_at) VALUES (?, ?) ON CONFLICT(run_id) DO NOTHING"
+	insertAttempt = `INSERT INTO attempts(
+		attempt_id, run_id, owner_attempt_id, request_id, operation_id, action_id, request_digest,
+		outcome, reason_code, result_digest, call_executed, profile, started_at, finished_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertOutbox = `INSERT INTO outbox(message_id, run_id, attempt_id, position, topic, payload_json)
+		VALUES (?, ?, ?, ?, ?, ?)`
+)
 
 func validateAttempt(a *executor.AttemptRecord) error {
 	what := "attempt " + a.AttemptID

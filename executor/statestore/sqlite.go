@@ -44,6 +44,10 @@ type SQLite struct {
 	w    *sql.DB // exactly one connection; every write transaction is BEGIN IMMEDIATE
 	r    *sql.DB // read-only connections
 
+	// Statements of the hot write path, prepared once on the writer
+	// (compiling them on every commit was a fifth of its CPU time).
+	insRun, insAttempt, insOutbox *sql.Stmt
+
 	closeOnce sync.Once
 	closeErr  error
 
@@ -89,6 +93,15 @@ func OpenSQLite(path string) (*SQLite, error) {
 	if err := s.migrate(context.Background()); err != nil {
 		w.Close()
 		return nil, err
+	}
+	for _, p := range []struct {
+		dst   **sql.Stmt
+		query string
+	}{{&s.insRun, insertRun}, {&s.insAttempt, insertAttempt}, {&s.insOutbox, insertOutbox}} {
+		if *p.dst, err = w.Prepare(p.query); err != nil {
+			w.Close() // closes the statements prepared so far
+			return nil, err
+		}
 	}
 	r, err := sql.Open("sqlite", abs+"?"+common+"&_query_only=1")
 	if err != nil {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -410,4 +412,24 @@ func BenchmarkCommitAttempt(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// BenchmarkCommitAttemptParallel commits from 64 goroutines, as the
+// executor may; commits still serialize on the one writer connection.
+func BenchmarkCommitAttemptParallel(b *testing.B) {
+	ctx := context.Background()
+	s := open(b)
+	b.ReportAllocs()
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	var next atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1)
+			id := fmt.Sprintf("a-%d", i)
+			if err := s.CommitAttempt(ctx, attempt(fmt.Sprintf("run-%d", i/16), id, id+"-m0", id+"-m1")); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
