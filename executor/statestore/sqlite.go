@@ -119,6 +119,11 @@ func OpenSQLite(path string) (*SQLite, error) {
 func (s *SQLite) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
+		for _, st := range []*sql.Stmt{s.insRun, s.insAttempt, s.insOutbox} {
+			if st != nil {
+				errs = append(errs, st.Close())
+			}
+		}
 		if s.r != nil {
 			errs = append(errs, s.r.Close())
 		}
