@@ -1,0 +1,34 @@
+package statestore
+
+import "fmt"
+
+// SchemaVersionError refuses a database this package cannot read safely:
+// one written by a newer polc (Found > Supported), or one that is not a polc
+// state store at all (Found == 0: tables but no single schema_version row).
+type SchemaVersionError struct {
+	Path      string
+	Found     int
+	Supported int
+}
+
+func (e *SchemaVersionError) Error() string {
+	if e.Found == 0 {
+		return fmt.Sprintf("statestore: %s is not a polc state store (no valid schema_version)", e.Path)
+	}
+	return fmt.Sprintf("statestore: %s has schema version %d; this polc supports up to %d", e.Path, e.Found, e.Supported)
+}
+
+// InputError rejects input that can never be committed, whatever the state
+// of the database: a missing identifier, a payload that is not JSON, an
+// evidence record that does not decode, or a terminal record for an
+// operation that was never started. Retrying the same input fails the same
+// way; nothing of the call was applied.
+type InputError struct {
+	// What names the offending value, e.g. "attempt 9f…" or "record 1c… of chain 7a…".
+	What   string
+	Reason string
+}
+
+func (e *InputError) Error() string {
+	return fmt.Sprintf("statestore: invalid %s: %s", e.What, e.Reason)
+}

@@ -1,0 +1,335 @@
+// Package statestore holds polc's embedded durable state: a SQLite database
+// that implements executor.StateStore (runs, attempts, outcomes and outbox
+// messages, committed together) and executor.ProjectionStore (evidence
+// records projected by an executor.EvidenceProjector, with the projector's
+// cursor, and the operation state derived from them).
+//
+// The schema, its keys and what is atomic or idempotent are documented in
+// docs/statestore.md. The driver is modernc.org/sqlite (pure Go, no cgo).
+package statestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"polc.dev/polc/executor"
+)
+
+// SchemaVersion is the schema version this package creates and reads. A
+// database with a newer version is refused rather than misread.
+const SchemaVersion = 1
+
+// busyTimeoutMS bounds how long a statement waits for a lock held by another
+// process (inside this process the writer pool already serializes writes).
+const busyTimeoutMS = 10000
+
+// readConns is the size of the reader pool. WAL lets readers run beside the
+// one writer; a few are enough for polc's read paths.
+const readConns = 4
+
+// SQLite is a StateStore and ProjectionStore backed by one SQLite database
+// file. It is safe for concurrent use by many goroutines: writes queue on a
+// single connection (SQLite admits one writer at a time, and queuing in Go
+// is fairer than spinning on SQLITE_BUSY) while reads use a separate pool.
+type SQLite struct {
+	path string
+	w    *sql.DB // exactly one connection; every write transaction is BEGIN IMMEDIATE
+	r    *sql.DB // read-only connections
+
+	// Statements of the hot write path, prepared once on the writer
+	// (compiling them on every commit was a fifth of its CPU time).
+	insRun, insAttempt, insOutbox *sql.Stmt
+
+	closeOnce sync.Once
+	closeErr  error
+
+	// hook, when set (tests only), is called after each named step inside
+	// the transactions of CommitAttempt and ApplyProjection; an error from
+	// it aborts the transaction as any failing statement would.
+	hook func(step string) error
+}
+
+var (
+	_ executor.StateStore      = (*SQLite)(nil)
+	_ executor.ProjectionStore = (*SQLite)(nil)
+)
+
+// OpenSQLite opens the state store at path, creating the file and the schema
+// if needed. path must name a file (":memory:" and URIs are refused: the
+// store uses two connection pools, which must see the same database) and
+// must not contain '?'. A database whose schema_version is newer than
+// SchemaVersion, or that has tables but no schema_version, is refused with
+// *SchemaVersionError. The caller must Close the store.
+func OpenSQLite(path string) (*SQLite, error) {
+	if path == "" || strings.HasPrefix(path, ":") || strings.HasPrefix(path, "file:") || strings.ContainsRune(path, '?') {
+		return nil, &InputError{What: "path", Reason: fmt.Sprintf("%q is not a plain file path", path)}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	// Connection settings every connection gets through the DSN, so that a
+	// connection database/sql opens later is configured like the first.
+	// synchronous=FULL: in WAL mode NORMAL may lose the last commits on power
+	// loss, and the durable profile promises that a returned commit stays.
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeoutMS)
+	w, err := sql.Open("sqlite", abs+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s := &SQLite{path: abs, w: w}
+	if err := s.migrate(context.Background()); err != nil {
+		w.Close()
+		return nil, err
+	}
+	for _, p := range []struct {
+		dst   **sql.Stmt
+		query string
+	}{{&s.insRun, insertRun}, {&s.insAttempt, insertAttempt}, {&s.insOutbox, insertOutbox}} {
+		if *p.dst, err = w.Prepare(p.query); err != nil {
+			w.Close() // closes the statements prepared so far
+			return nil, err
+		}
+	}
+	r, err := sql.Open("sqlite", abs+"?"+common+"&_query_only=1")
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	r.SetMaxOpenConns(readConns)
+	r.SetMaxIdleConns(readConns)
+	s.r = r
+	return s, nil
+}
+
+// Close closes both connection pools. It is safe to call more than once; the
+// store must not be used afterwards.
+func (s *SQLite) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		for _, st := range []*sql.Stmt{s.insRun, s.insAttempt, s.insOutbox} {
+			if st != nil {
+				errs = append(errs, st.Close())
+			}
+		}
+		if s.r != nil {
+			errs = append(errs, s.r.Close())
+		}
+		errs = append(errs, s.w.Close())
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// Path returns the absolute path of the database file.
+func (s *SQLite) Path() string { return s.path }
+
+// schemaV1 is the whole schema of version 1. STRICT tables make SQLite
+// enforce the declared column types instead of coercing values.
+const schemaV1 = `
+CREATE TABLE schema_version (
+	version INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE runs (
+	run_id     TEXT PRIMARY KEY,
+	created_at TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE attempts (
+	attempt_id       TEXT PRIMARY KEY,
+	run_id           TEXT NOT NULL REFERENCES runs(run_id),
+	owner_attempt_id TEXT,
+	request_id       TEXT NOT NULL,
+	operation_id     TEXT,
+	action_id        TEXT NOT NULL,
+	request_digest   TEXT NOT NULL,
+	outcome          TEXT NOT NULL,
+	reason_code      TEXT NOT NULL,
+	result_digest    TEXT,
+	call_executed    INTEGER NOT NULL CHECK (call_executed IN (0, 1)),
+	profile          TEXT NOT NULL,
+	started_at       TEXT NOT NULL,
+	finished_at      TEXT NOT NULL
+) STRICT;
+CREATE INDEX attempts_by_run ON attempts(run_id);
+
+CREATE TABLE outbox (
+	seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+	message_id   TEXT NOT NULL UNIQUE,
+	run_id       TEXT NOT NULL REFERENCES runs(run_id),
+	attempt_id   TEXT NOT NULL REFERENCES attempts(attempt_id),
+	position     INTEGER NOT NULL,
+	topic        TEXT NOT NULL,
+	payload_json TEXT NOT NULL CHECK (json_valid(payload_json)),
+	UNIQUE (attempt_id, position)
+) STRICT;
+CREATE INDEX outbox_by_run ON outbox(run_id, seq);
+
+CREATE TABLE projected_records (
+	chain_id           TEXT NOT NULL,
+	record_id          TEXT NOT NULL,
+	projection_version INTEGER NOT NULL,
+	sequence           INTEGER NOT NULL,
+	record_type        TEXT NOT NULL,
+	operation_id       TEXT,
+	chain_hash         TEXT NOT NULL,
+	PRIMARY KEY (chain_id, record_id, projection_version)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE operations (
+	operation_id       TEXT PRIMARY KEY,
+	chain_id           TEXT NOT NULL,
+	run_id             TEXT,
+	attempt_id         TEXT NOT NULL,
+	tool_id            TEXT NOT NULL,
+	request_digest     TEXT NOT NULL,
+	status             TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'denied', 'escalated', 'failed', 'cancelled', 'timed_out', 'ambiguous')),
+	started_record_id  TEXT NOT NULL,
+	terminal_record_id TEXT,
+	terminal_type      TEXT,
+	reason_code        TEXT,
+	result_digest      TEXT,
+	duration_us        INTEGER,
+	CHECK ((status = 'running') = (terminal_record_id IS NULL))
+) STRICT;
+CREATE INDEX operations_by_run ON operations(run_id);
+
+CREATE TABLE projection_cursors (
+	projector TEXT PRIMARY KEY,
+	cursor    TEXT NOT NULL,
+	version   INTEGER NOT NULL
+) STRICT;
+`
+
+// migrate creates the schema in an empty database and checks the version of
+// an existing one, inside one write transaction so that two processes
+// opening a new file at once cannot both create it.
+func (s *SQLite) migrate(ctx context.Context) error {
+	var mode string
+	if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("statestore: open %s: %w", s.path, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		// Readers beside the writer and the durability argument in
+		// docs/statestore.md both assume WAL.
+		return fmt.Errorf("statestore: %s: journal_mode is %q, want wal", s.path, mode)
+	}
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		var tables int
+		var hasVersion bool
+		rows, err := tx.QueryContext(ctx, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				rows.Close()
+				return err
+			}
+			tables++
+			hasVersion = hasVersion || name == "schema_version"
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if tables == 0 {
+			if _, err := tx.ExecContext(ctx, schemaV1); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, "INSERT INTO schema_version(version) VALUES (?)", SchemaVersion)
+			return err
+		}
+		if !hasVersion {
+			return &SchemaVersionError{Path: s.path, Found: 0, Supported: SchemaVersion}
+		}
+		var versions []int
+		vrows, err := tx.QueryContext(ctx, "SELECT version FROM schema_version")
+		if err != nil {
+			return err
+		}
+		for vrows.Next() {
+			var v int
+			if err := vrows.Scan(&v); err != nil {
+				vrows.Close()
+				return err
+			}
+			versions = append(versions, v)
+		}
+		if err := vrows.Close(); err != nil {
+			return err
+		}
+		if len(versions) != 1 || versions[0] < 1 {
+			return &SchemaVersionError{Path: s.path, Found: 0, Supported: SchemaVersion}
+		}
+		if versions[0] != SchemaVersion {
+			// Newer: refuse. Older cannot happen yet (version 1 is the
+			// first); a future version migrates here.
+			return &SchemaVersionError{Path: s.path, Found: versions[0], Supported: SchemaVersion}
+		}
+		return nil
+	})
+}
+
+// writeTx runs fn in a write transaction (BEGIN IMMEDIATE, so the write lock
+// is taken up front and a commit never fails on a lock upgrade) and commits
+// it when fn returns nil.
+func (s *SQLite) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// readTx runs fn in a read-only transaction, which sees one consistent
+// snapshot of the database.
+func (s *SQLite) readTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+// step calls the test hook, if any.
+func (s *SQLite) step(name string) error {
+	if s.hook == nil {
+		return nil
+	}
+	return s.hook(name)
+}
+
+// constraintCode returns the extended SQLite result code of a constraint
+// violation, or 0 when err is not one.
+func constraintCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
+		return se.Code()
+	}
+	return 0
+}
+
+// isUniqueViolation reports whether err is a PRIMARY KEY or UNIQUE violation.
+func isUniqueViolation(err error) bool {
+	c := constraintCode(err)
+	return c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || c == sqlite3.SQLITE_CONSTRAINT_UNIQUE
+}
