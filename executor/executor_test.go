@@ -15,6 +15,7 @@ import (
 	"polc.dev/polc/chain"
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/executor/statestore"
 	"polc.dev/polc/snapshot"
 )
 
@@ -370,5 +371,45 @@ func TestGovernedConcurrencyKeepsOneLinearChain(t *testing.T) {
 	}
 	if r.calls["nothing"].Load() != 320 || res.Certificate == nil {
 		t.Fatalf("calls %d, certificate %v", r.calls["nothing"].Load(), res.Certificate)
+	}
+}
+
+// TestDurableProfileCommitsEveryAttempt runs the durable profile on the real
+// SQLite store: every attempt, whatever its outcome, is committed once with
+// its outcome and an outbox message.
+func TestDurableProfileCommitsEveryAttempt(t *testing.T) {
+	st, err := statestore.OpenSQLite(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := newRig(t, nil, func(c *executor.Config) { c.State = st })
+	ec := r.ctx(executor.ProfileDurable, nil)
+	ec.Scope = executor.DurableRunScope{RunID: "run-1"}
+	mk := func(id, action string) executor.ExecutionRequest {
+		q := req(id, action, nil)
+		q.Scope = ec.Scope
+		return q
+	}
+	for _, c := range []struct {
+		id, action string
+		kind       executor.OutcomeKind
+	}{{"a", "nothing", executor.KindSucceeded}, {"b", "fail", executor.KindFailed}, {"c", "write_note", executor.KindEscalated}, {"d", "nope", executor.KindDenied}} {
+		out := r.exec.Execute(context.Background(), mk(c.id, c.action), ec)
+		if out.Kind() != c.kind || out.Base().StateError != nil {
+			t.Fatalf("%s: %s %v", c.id, out.Kind(), out.Base().StateError)
+		}
+		rec, ok, err := st.Attempt(context.Background(), out.Base().AttemptID)
+		if err != nil || !ok || rec.Outcome != string(c.kind) || rec.RunID != "run-1" || len(rec.Outbox) != 1 {
+			t.Fatalf("%s: committed %+v ok=%v err=%v", c.id, rec, ok, err)
+		}
+	}
+	outbox, err := st.Outbox(context.Background(), "run-1")
+	if err != nil || len(outbox) != 4 {
+		t.Fatalf("outbox %d %v", len(outbox), err)
+	}
+	// An ephemeral scope cannot claim the durable profile.
+	if out := r.exec.Execute(context.Background(), req("e", "nothing", nil), r.ctx(executor.ProfileDurable, nil)); out.Base().ReasonCode != "scope_not_durable" {
+		t.Fatalf("ephemeral durable: %s", out.Base().ReasonCode)
 	}
 }

@@ -257,17 +257,17 @@ func endCursor(t *testing.T, src chain.ProjectionSource) (string, int) {
 
 var errInjected = errors.New("injected crash")
 
-// faultStore fails the failAt-th ApplyProjection call (1-based): before
+// faultProjectionStore fails the failAt-th ApplyProjection call (1-based): before
 // calling the real store (a crash before the transaction), or after the
 // real store committed (a crash between commit and return).
-type faultStore struct {
+type faultProjectionStore struct {
 	inner       executor.ProjectionStore
 	failAt      int
 	afterCommit bool
 	calls       int
 }
 
-func (f *faultStore) ApplyProjection(ctx context.Context, name string, v int, recs []executor.ProjectedRecord, next string) error {
+func (f *faultProjectionStore) ApplyProjection(ctx context.Context, name string, v int, recs []executor.ProjectedRecord, next string) error {
 	f.calls++
 	if f.calls != f.failAt {
 		return f.inner.ApplyProjection(ctx, name, v, recs, next)
@@ -280,7 +280,7 @@ func (f *faultStore) ApplyProjection(ctx context.Context, name string, v int, re
 	return errInjected
 }
 
-func (f *faultStore) ProjectionCursor(ctx context.Context, name string) (string, error) {
+func (f *faultProjectionStore) ProjectionCursor(ctx context.Context, name string) (string, error) {
 	return f.inner.ProjectionCursor(ctx, name)
 }
 
@@ -352,7 +352,7 @@ func TestProjectorCrashRecovery(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			cleanPath := filepath.Join(t.TempDir(), "clean.db")
-			counter := &faultStore{inner: openState(t, cleanPath)}
+			counter := &faultProjectionStore{inner: openState(t, cleanPath)}
 			if err := projector(src.store, src.store, counter).Drain(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -372,7 +372,7 @@ func TestProjectorCrashRecovery(t *testing.T) {
 						t.Parallel()
 						path := filepath.Join(t.TempDir(), "state.db")
 						st := openState(t, path)
-						fault := &faultStore{inner: st, failAt: k, afterCommit: after}
+						fault := &faultProjectionStore{inner: st, failAt: k, afterCommit: after}
 						if err := projector(src.store, src.store, fault).Drain(ctx); !errors.Is(err, errInjected) {
 							t.Fatalf("Drain = %v, want the injected crash", err)
 						}

@@ -1,8 +1,23 @@
 package polccli
 
-import "polc.dev/polc/executor"
+import (
+	"path/filepath"
 
-// openState opens the durable profile's store.
+	"polc.dev/polc/executor"
+	"polc.dev/polc/executor/statestore"
+)
+
+// openState opens the durable profile's SQLite store.
 func openState(e *env, path string) (executor.StateStore, func(), error) {
-	return nil, func() {}, usagef("the durable profile needs a state store (--state FILE), which this build does not have yet")
+	if path == "" {
+		return nil, nil, usagef("the durable profile needs --state FILE (a SQLite database)")
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(e.dir, path)
+	}
+	st, err := statestore.OpenSQLite(path)
+	if err != nil {
+		return nil, nil, usagef("--state %s: %v", path, err)
+	}
+	return st, func() { st.Close() }, nil
 }
