@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -171,7 +172,17 @@ func NewUUID() string {
 	binary.LittleEndian.PutUint64(b[8:], mrand.Uint64())
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:36], b[10:16])
+	return string(out[:])
 }
 
 // Stage names, in the fixed order of DESIGN §5.
@@ -342,12 +353,10 @@ func (a *attempt) normalize() Outcome {
 }
 
 func (a *attempt) normalizeArgs(args map[string]any) (*Normalized, *NormalizeError) {
-	now := a.e.now()
-	t := now.UTC().Format(time.RFC3339Nano)
 	usage := a.ec.Usage
 	return (&Normalizer{Registry: a.e.cfg.Registry, Now: a.e.cfg.Now}).normalize(ActionRequest{
 		Action: a.req.Action, Arguments: args, Principal: a.ec.Principal.String(), Tenant: a.ec.Tenant,
-		Workspace: a.ec.Workspace, Time: &t, Usage: &usage,
+		Workspace: a.ec.Workspace, Usage: &usage,
 	}, true)
 }
 

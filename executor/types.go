@@ -89,11 +89,23 @@ type ExecutionRequest struct {
 // Digest is the sha256-v1 digest of the request's canonical JSON: what
 // evidence records carry instead of the arguments.
 func (r *ExecutionRequest) Digest() string {
-	return digestOf(map[string]any{
-		"request_id": r.RequestID, "action": r.Action, "arguments": r.Arguments,
-		"principal_claim": r.PrincipalClaim, "scope": scopeJSON(r.Scope),
-		"timeout_us": r.Timeout.Microseconds(), "idempotency_key": r.IdempotencyKey, "metadata": r.Metadata,
+	return digestOf(requestDigestForm{
+		RequestID: r.RequestID, Action: r.Action, Arguments: r.Arguments, PrincipalClaim: r.PrincipalClaim,
+		Scope: scopeJSON(r.Scope), TimeoutUS: r.Timeout.Microseconds(), IdempotencyKey: r.IdempotencyKey, Metadata: r.Metadata,
 	})
+}
+
+// requestDigestForm is the canonical object an ExecutionRequest digest
+// covers.
+type requestDigestForm struct {
+	RequestID      string         `json:"request_id"`
+	Action         string         `json:"action"`
+	Arguments      map[string]any `json:"arguments"`
+	PrincipalClaim *string        `json:"principal_claim"`
+	Scope          map[string]any `json:"scope"`
+	TimeoutUS      int64          `json:"timeout_us"`
+	IdempotencyKey string         `json:"idempotency_key"`
+	Metadata       map[string]any `json:"metadata"`
 }
 
 func digestOf(v any) string {
