@@ -700,6 +700,16 @@ func (a *attempt) precall() Outcome {
 	return nil
 }
 
+type attemptKey struct{}
+
+// AttemptFromContext returns the attempt id Execute gives the callable's
+// context: a callable can use it as an idempotency key, and a test can
+// prove it was reached through Execute.
+func AttemptFromContext(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(attemptKey{}).(string)
+	return id, ok
+}
+
 // invocationToken releases the callable exactly once.
 type invocationToken struct {
 	used atomic.Bool
@@ -722,6 +732,7 @@ func (a *attempt) invoke() Outcome {
 		ctx, cancel = context.WithTimeout(ctx, a.req.Timeout)
 	}
 	defer cancel()
+	ctx = context.WithValue(ctx, attemptKey{}, a.base.AttemptID)
 	tok := &invocationToken{fn: a.en.fn, args: a.args}
 	start := a.e.now()
 	a.note(12, "invoke", "backend "+a.backend.ID())

@@ -25,7 +25,7 @@ policies: team: {
 	principals: ["agent:*"]
 	tenants: ["acme"]
 	actions: {
-		allow: ["echo", "fail", "slow", "ambiguous", "nothing", "write_note"]
+		allow: ["echo", "fail", "slow", "ambiguous", "nothing", "write_note", "probe"]
 		deny: ["echo"]
 		approve: [{pattern: "write_note", approver: "lead", expires_after: "1h"}]
 	}
