@@ -52,9 +52,12 @@ type fileChain struct {
 	f       *os.File
 	lock    *os.File
 	state   *chainState
-	size    int64 // bytes of complete lines
-	synced  int64 // bytes of size known durable (fsynced)
-	syncing bool  // a goroutine is fsyncing on everyone's behalf
+	size    int64 // bytes of complete lines, pending ones included
+	written int64 // bytes of size written to the file
+	pending []byte
+	pendRec []*Record // the records in pending, for the index
+	synced  int64     // bytes of size known durable (fsynced)
+	syncing bool      // a goroutine is fsyncing on everyone's behalf
 	cond    *sync.Cond
 	torn    int64 // bytes after the last newline (0 = none)
 	broken  error // a previous write or fsync failed: reopen required
@@ -153,7 +156,9 @@ func (s *FileStore) chain(chainID string) (*fileChain, error) {
 	}
 	c := &fileChain{f: f, lock: lock, state: newChainState()}
 	c.cond = sync.NewCond(&c.mu)
-	if err := c.load(chainID); err != nil {
+	err = c.load(chainID)
+	c.written, c.synced = c.size, c.size
+	if err != nil {
 		f.Close()
 		unlockFile(lock)
 		lock.Close()
@@ -213,14 +218,22 @@ func (s *FileStore) Append(ctx context.Context, r *Record) (AppendReceipt, error
 	return rc, nil
 }
 
-// AppendAsync writes the record in chain order and returns a wait function
-// that returns once it is durable. Group commit: while one goroutine fsyncs,
-// others keep appending, and the next fsync covers all of them. The record
-// counts as acknowledged only when wait returns nil; if an fsync fails,
-// every waiter gets the error and the chain refuses appends until the
-// store is reopened (a crash before the fsync may keep or lose the
+// AppendAsync accepts the record in chain order and returns a wait function
+// that returns once it is durable. Group commit: accepted records are
+// buffered, and whichever waiter finds no write in progress writes every
+// buffered record with one write and one fsync, on everyone's behalf. A
+// record counts as acknowledged only when wait returns nil; if the write or
+// fsync fails, every waiter gets the error and the chain refuses appends
+// until the store is reopened (a crash before the fsync may keep or lose
 // unacknowledged records, never an acknowledged one).
 func (s *FileStore) AppendAsync(ctx context.Context, r *Record) (AppendReceipt, func() error, error) {
+	return s.appendAsync(ctx, r, nil)
+}
+
+// appendAsync is AppendAsync; a non-nil line is the canonical line of a
+// record this package's Writer sealed, whose hashes are already computed
+// from its content, so only the link and uniqueness checks remain.
+func (s *FileStore) appendAsync(ctx context.Context, r *Record, line []byte) (AppendReceipt, func() error, error) {
 	if err := ctx.Err(); err != nil {
 		return AppendReceipt{}, nil, err
 	}
@@ -241,41 +254,25 @@ func (s *FileStore) AppendAsync(ctx context.Context, r *Record) (AppendReceipt, 
 	case c.torn > 0:
 		return AppendReceipt{}, nil, &TornTailError{ChainID: r.ChainID, Offset: c.size, Bytes: c.torn}
 	}
-	line, stored, err := c.state.check(r)
-	if err != nil {
+	stored := r
+	if line == nil {
+		if line, stored, err = c.state.check(r); err != nil {
+			return AppendReceipt{}, nil, err
+		}
+	} else if err := c.state.checkLink(r); err != nil {
 		return AppendReceipt{}, nil, err
 	}
-	buf := append(line, '\n')
-	write := func(f *os.File, b []byte) (int, error) { return f.WriteAt(b, c.size) }
-	if s.writeHook != nil {
-		write = s.writeHook
-	}
-	n, err := write(c.f, buf)
-	if err != nil || n != len(buf) {
-		c.broken = fmt.Errorf("short write of %d/%d bytes: %v", n, len(buf), err)
-		c.torn = int64(n)
-		c.cond.Broadcast()
-		return AppendReceipt{}, nil, c.broken
-	}
-	c.size += int64(n)
+	c.pending = append(append(c.pending, line...), '\n')
+	c.pendRec = append(c.pendRec, stored)
+	c.size += int64(len(line) + 1)
 	end := c.size
 	c.state.commit(stored)
 	rc := receiptOf(stored)
-	wait := func() error {
-		if err := s.waitDurable(c, r.ChainID, end); err != nil {
-			return err
-		}
-		// The index is derived data, rebuilt from the chain files on open;
-		// writing it only after the fsync keeps Scan from delivering a
-		// record a crash could still lose.
-		_ = s.index(stored)
-		return nil
-	}
-	return rc, wait, nil
+	return rc, func() error { return s.waitDurable(c, r.ChainID, end) }, nil
 }
 
-// waitDurable returns once the chain's first end bytes are fsynced, doing
-// the fsync itself when nobody else is.
+// waitDurable returns once the chain's first end bytes are written and
+// fsynced, doing the write and fsync itself when nobody else is.
 func (s *FileStore) waitDurable(c *fileChain, chainID string, end int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -288,20 +285,40 @@ func (s *FileStore) waitDurable(c *fileChain, chainID string, end int64) error {
 			continue
 		}
 		c.syncing = true
-		target := c.size
+		buf, recs, off, target := c.pending, c.pendRec, c.written, c.size
+		c.pending, c.pendRec = nil, nil
 		c.mu.Unlock()
-		if s.beforeSync != nil {
-			s.beforeSync()
+		write := func(f *os.File, b []byte) (int, error) { return f.WriteAt(b, off) }
+		if s.writeHook != nil {
+			write = s.writeHook
 		}
-		err := c.f.Sync()
+		n, werr := write(c.f, buf)
+		var serr error
+		if werr == nil && n == len(buf) {
+			if s.beforeSync != nil {
+				s.beforeSync()
+			}
+			serr = c.f.Sync()
+		}
+		if werr == nil && serr == nil && n == len(buf) {
+			// The index is derived data, rebuilt from the chain files on
+			// open; writing it only after the fsync keeps Scan from
+			// delivering a record a crash could still lose. One write for
+			// the whole group.
+			_ = s.index(recs...)
+		}
 		c.mu.Lock()
 		c.syncing = false
-		if err != nil {
-			c.broken = err
-			c.cond.Broadcast()
-			return fmt.Errorf("chain %s: fsync: %w", chainID, err)
+		switch {
+		case werr != nil || n != len(buf):
+			c.broken = fmt.Errorf("short write of %d/%d bytes: %v", n, len(buf), werr)
+			c.torn = int64(n)
+		case serr != nil:
+			c.broken = fmt.Errorf("fsync: %w", serr)
+		default:
+			c.written = max(c.written, target)
+			c.synced = max(c.synced, target)
 		}
-		c.synced = max(c.synced, target)
 		c.cond.Broadcast()
 	}
 	return nil
@@ -433,14 +450,24 @@ func syncDir(dir string) error {
 }
 
 // index appends a projection entry; it is synced lazily by Scan.
-func (s *FileStore) index(r *Record) error {
+func (s *FileStore) index(recs ...*Record) error {
+	var b []byte
+	for _, r := range recs {
+		b = append(b, r.ChainID...)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, r.Sequence, 10)
+		b = append(b, ' ')
+		b = append(b, r.RecordID...)
+		b = append(b, ' ')
+		b = append(b, r.ChainHash...)
+		b = append(b, '\n')
+	}
 	s.idxMu.Lock()
 	defer s.idxMu.Unlock()
 	if s.idx == nil {
 		return errors.New("chain: store is closed")
 	}
-	entry := r.ChainID + " " + strconv.FormatInt(r.Sequence, 10) + " " + r.RecordID + " " + r.ChainHash + "\n"
-	n, err := s.idx.WriteAt([]byte(entry), s.idxSize)
+	n, err := s.idx.WriteAt(b, s.idxSize)
 	s.idxSize += int64(n)
 	return err
 }

@@ -215,6 +215,24 @@ type Draft struct {
 func Seal(d Draft, sequence int64, prev *Hash) (*Record, error) { return seal(d, sequence, prev, true) }
 
 func seal(d Draft, sequence int64, prev *Hash, validate bool) (*Record, error) {
+	r, err := prepare(d)
+	if err != nil {
+		return nil, err
+	}
+	_ = r.link(sequence, prev)
+	if validate {
+		if _, err := ParseRecord(r.Canonical()); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// prepare builds everything of a record that does not depend on its place
+// in the chain: the canonical payload and its digest, and the draft's
+// fields, checked as ParseRecord would check them (the payload by
+// EncodePayload). Writer does this outside its lock.
+func prepare(d Draft) (*Record, error) {
 	if d.Payload == nil {
 		return nil, errors.New("chain: draft has no payload")
 	}
@@ -227,7 +245,6 @@ func seal(d Draft, sequence int64, prev *Hash, validate bool) (*Record, error) {
 		RecordType:         d.Payload.RecordType(),
 		ChainID:            d.ChainID,
 		OperationID:        d.OperationID,
-		Sequence:           sequence,
 		PolicyID:           d.PolicyID,
 		PolicyVersion:      d.PolicyVersion,
 		PayloadJSON:        payload,
@@ -235,20 +252,47 @@ func seal(d Draft, sequence int64, prev *Hash, validate bool) (*Record, error) {
 		CreatedAt:          FormatTime(d.CreatedAt),
 		HashAlgorithm:      HashAlgorithm,
 	}
+	pd := r.ComputePayloadDigest()
+	r.PayloadDigest = pd.String()
+	ok := IsUUID(r.RecordID) && IsUUID(r.ChainID) && IsUUID(r.PolicyID) && r.PolicyVersion != "" &&
+		(r.OperationID == nil || IsUUID(*r.OperationID)) && (r.SupersedesRecordID == nil || IsUUID(*r.SupersedesRecordID)) &&
+		(r.OperationID != nil) == r.RecordType.HasOperation()
+	if !ok {
+		return parseRecordError(r)
+	}
+	return r, nil
+}
+
+// link places a prepared record at sequence after prev, computes its chain
+// hash and returns its canonical line (encoding the body once for both).
+func (r *Record) link(sequence int64, prev *Hash) []byte {
+	r.Sequence = sequence
+	r.PreviousChainHash = nil
 	if prev != nil {
 		s := prev.String()
 		r.PreviousChainHash = &s
 	}
-	pd := r.ComputePayloadDigest()
-	r.PayloadDigest = pd.String()
-	ch := r.ComputeChainHash()
+	body := r.appendBody(make([]byte, 0, 160+len(r.PayloadJSON)*2))
+	h := sha256.New()
+	h.Write([]byte{'{'})
+	h.Write(body)
+	var ch Hash
+	h.Sum(ch[:0])
 	r.ChainHash = ch.String()
-	if validate {
-		if _, err := ParseRecord(r.Canonical()); err != nil {
-			return nil, err
-		}
+	line := make([]byte, 0, len(`{"chain_hash":"",`)+64+len(body))
+	line = append(line, `{"chain_hash":"`...)
+	line = append(line, r.ChainHash...)
+	line = append(line, `",`...)
+	return append(line, body...)
+}
+
+// parseRecordError returns the error ParseRecord gives for r's canonical
+// line (for a draft that failed the cheap checks).
+func parseRecordError(r *Record) (*Record, error) {
+	if _, err := ParseRecord(r.Canonical()); err != nil {
+		return nil, err
 	}
-	return r, nil
+	return nil, errors.New("chain: invalid draft")
 }
 
 // FormatTime formats t in UTC with TimeFormat.

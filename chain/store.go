@@ -128,6 +128,15 @@ func (s *chainState) check(r *Record) ([]byte, *Record, error) {
 		}
 		return nil, nil, err
 	}
+	if err := s.checkLink(parsed); err != nil {
+		return nil, nil, err
+	}
+	return line, parsed, nil
+}
+
+// checkLink checks that r is the next record: sequence, previous hash, not
+// after task_closed, and a new record_id and chain_hash.
+func (s *chainState) checkLink(r *Record) error {
 	conflict := func(reason, exp, act string) error {
 		return &ConflictError{ChainID: r.ChainID, Reason: reason, Expected: exp, Actual: act}
 	}
@@ -137,29 +146,29 @@ func (s *chainState) check(r *Record) ([]byte, *Record, error) {
 	}
 	if !s.has {
 		if r.Sequence != 0 {
-			return nil, nil, conflict(ConflictSequence, "0", strconv.FormatInt(r.Sequence, 10))
+			return conflict(ConflictSequence, "0", strconv.FormatInt(r.Sequence, 10))
 		}
 		if r.PreviousChainHash != nil {
-			return nil, nil, conflict(ConflictStaleHead, "null", prev)
+			return conflict(ConflictStaleHead, "null", prev)
 		}
 	} else {
 		if s.tip.Closed {
-			return nil, nil, conflict(ConflictClosed, "no record after task_closed", string(r.RecordType))
+			return conflict(ConflictClosed, "no record after task_closed", string(r.RecordType))
 		}
 		if r.Sequence != s.tip.Sequence+1 {
-			return nil, nil, conflict(ConflictSequence, strconv.FormatInt(s.tip.Sequence+1, 10), strconv.FormatInt(r.Sequence, 10))
+			return conflict(ConflictSequence, strconv.FormatInt(s.tip.Sequence+1, 10), strconv.FormatInt(r.Sequence, 10))
 		}
 		if prev != s.tip.Hash.String() {
-			return nil, nil, conflict(ConflictStaleHead, s.tip.Hash.String(), prev)
+			return conflict(ConflictStaleHead, s.tip.Hash.String(), prev)
 		}
 	}
 	if _, dup := s.ids[parseUUID([]byte(r.RecordID))]; dup {
-		return nil, nil, conflict(ConflictDuplicateID, "a new record_id", r.RecordID)
+		return conflict(ConflictDuplicateID, "a new record_id", r.RecordID)
 	}
 	if _, dup := s.hashes[r.Hash()]; dup {
-		return nil, nil, conflict(ConflictDuplicateHash, "a new chain_hash", r.ChainHash)
+		return conflict(ConflictDuplicateHash, "a new chain_hash", r.ChainHash)
 	}
-	return line, parsed, nil
+	return nil
 }
 
 func (s *chainState) commit(r *Record) {
@@ -317,39 +326,58 @@ type AsyncAppender interface {
 // once the store has made it durable. d.ChainID is set to the writer's
 // chain.
 func (w *Writer) Append(ctx context.Context, d Draft) (*Record, AppendReceipt, error) {
-	w.mu.Lock()
+	r, rc, wait, err := w.AppendAsync(ctx, d)
+	if err != nil {
+		return nil, AppendReceipt{}, err
+	}
+	if err := wait(); err != nil {
+		return nil, AppendReceipt{}, err
+	}
+	return r, rc, nil
+}
+
+// AppendAsync seals d as the next record and hands it to the store in
+// chain order, returning before it is durable: the record is acknowledged
+// (its receipt valid) only when wait returns nil. A producer that needs
+// several records durable before acting (the executor's pre-call records)
+// appends them all and then waits for each, sharing one group commit.
+func (w *Writer) AppendAsync(ctx context.Context, d Draft) (*Record, AppendReceipt, func() error, error) {
 	d.ChainID = w.ChainID
+	// Everything but the link is computed before taking the lock, so that
+	// concurrent operations serialize only on sequence and hash.
+	r, err := prepare(d)
+	if err != nil {
+		return nil, AppendReceipt{}, nil, err
+	}
+	w.mu.Lock()
 	tip, ok, err := w.Store.Head(ctx, w.ChainID)
 	if err != nil {
 		w.mu.Unlock()
-		return nil, AppendReceipt{}, err
+		return nil, AppendReceipt{}, nil, err
 	}
 	seq, prev := int64(0), (*Hash)(nil)
 	if ok {
 		seq, prev = tip.Sequence+1, &tip.Hash
 	}
-	// The store validates the record before committing it (check), so
-	// the writer skips Seal's own validation pass.
-	r, err := seal(d, seq, prev, false)
-	if err != nil {
-		w.mu.Unlock()
-		return nil, AppendReceipt{}, err
+	line := r.link(seq, prev)
+	var (
+		rc   AppendReceipt
+		wait func() error
+	)
+	switch st := w.Store.(type) {
+	case *FileStore:
+		// link computed the hashes from this content: the store need not
+		// parse its own canonical bytes back.
+		rc, wait, err = st.appendAsync(ctx, r, line)
+	case AsyncAppender:
+		rc, wait, err = st.AppendAsync(ctx, r)
+	default:
+		rc, err = w.Store.Append(ctx, r)
+		wait = func() error { return nil }
 	}
-	if aa, ok := w.Store.(AsyncAppender); ok {
-		rc, wait, err := aa.AppendAsync(ctx, r)
-		w.mu.Unlock()
-		if err != nil {
-			return nil, AppendReceipt{}, err
-		}
-		if err := wait(); err != nil {
-			return nil, AppendReceipt{}, err
-		}
-		return r, rc, nil
-	}
-	rc, err := w.Store.Append(ctx, r)
 	w.mu.Unlock()
 	if err != nil {
-		return nil, AppendReceipt{}, err
+		return nil, AppendReceipt{}, nil, err
 	}
-	return r, rc, nil
+	return r, rc, wait, nil
 }

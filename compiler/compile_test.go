@@ -27,7 +27,7 @@ func compileExamples(t testing.TB) *Result {
 // snapshot against the JSON Schema and snapshot.Parse.
 func TestExamples(t *testing.T) {
 	res := compileExamples(t)
-	if len(res.Snapshots) != 3 {
+	if len(res.Snapshots) != 4 { // org, payments, payments-reviewer, demo-agent
 		t.Fatalf("got %d snapshots", len(res.Snapshots))
 	}
 	for name, data := range res.Files {

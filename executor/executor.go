@@ -243,6 +243,7 @@ type attempt struct {
 	changed    bool // a transformer changed the arguments
 	startedAt  time.Time
 	reqDigest  string
+	pending    []pendingRecord // appended, not yet known durable
 }
 
 // requestDigest is the request's digest, computed once per attempt.
@@ -475,6 +476,10 @@ func (a *attempt) governedStart() Outcome {
 	}); err != nil {
 		return a.evidenceFailure(4, chain.OperationStarted, err, false)
 	}
+	// Both receipts are required before any gate.
+	if rt, err := a.flush(); err != nil {
+		return a.evidenceFailure(4, rt, err, false)
+	}
 	a.started = true
 	b.mu.Lock()
 	b.started++
@@ -483,29 +488,56 @@ func (a *attempt) governedStart() Outcome {
 	return nil
 }
 
-// append seals and appends one record of this operation.
+// append seals one record of this operation and hands it to the store in
+// chain order without waiting for durability; flush waits. Records that
+// must be durable together (the start pair, the gate results) thus share
+// one group commit instead of one fsync each.
 func (a *attempt) append(p chain.Payload) error {
 	op := a.opID
-	rec, _, err := a.boundary.writer.Append(a.ctx, chain.Draft{
+	rec, _, wait, err := a.boundary.writer.AppendAsync(a.ctx, chain.Draft{
 		RecordID: a.e.cfg.IDs(), OperationID: &op, PolicyID: a.pol.snap.PolicyID, PolicyVersion: a.pol.snap.Version,
 		Payload: p, CreatedAt: a.e.now(),
 	})
 	if err != nil {
 		return err
 	}
+	a.pending = append(a.pending, pendingRecord{p.RecordType(), wait})
 	a.base.Records = append(a.base.Records, rec.RecordID)
 	return nil
 }
 
-// appendTerminal appends the operation's one terminal record. It uses a
-// context that outlives the caller's cancellation: a started operation
-// must be closed.
+type pendingRecord struct {
+	rt   chain.Type
+	wait func() error
+}
+
+// flush waits until every record appended so far is durable (acknowledged)
+// and returns the type of the first that failed.
+func (a *attempt) flush() (chain.Type, error) {
+	var failedType chain.Type
+	var failed error
+	for _, p := range a.pending {
+		if err := p.wait(); err != nil && failed == nil {
+			failedType, failed = p.rt, err
+		}
+	}
+	a.pending = a.pending[:0]
+	return failedType, failed
+}
+
+// appendTerminal appends the operation's one terminal record and waits for
+// it and everything before it. It uses a context that outlives the
+// caller's cancellation: a started operation must be closed.
 func (a *attempt) appendTerminal(p chain.Payload) error {
 	ctx := context.WithoutCancel(a.ctx)
 	saved := a.ctx
 	a.ctx = ctx
 	defer func() { a.ctx = saved }()
-	return a.append(p)
+	if err := a.append(p); err != nil {
+		return err
+	}
+	_, err := a.flush()
+	return err
 }
 
 // Stage 5: principal/tenant authorization of the context.
@@ -693,7 +725,10 @@ func (a *attempt) precall() Outcome {
 		return a.cancelled(11)
 	}
 	if a.started {
-		a.trail(11, "ok", "%d records appended before the call", len(a.base.Records))
+		if rt, err := a.flush(); err != nil {
+			return a.evidenceFailure(11, rt, err, false)
+		}
+		a.trail(11, "ok", "%d records durable before the call", len(a.base.Records))
 	} else {
 		a.note(11, "skipped", "profile "+string(a.ec.Profile)+" appends no evidence")
 	}
