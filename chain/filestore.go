@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // FileStore is the embedded default Store: one JSONL file per chain in a
@@ -42,26 +44,48 @@ type FileStore struct {
 	idxSize   int64
 	idxSynced int64
 
+	groups, records, syncNanos atomic.Int64
+
 	// test hooks (crash tests)
 	writeHook  func(f *os.File, b []byte) (int, error)
 	beforeSync func()
 }
 
+// FileStoreStats counts a FileStore's group commits since it was opened:
+// what an operator watches to see whether concurrent appends share fsyncs.
+type FileStoreStats struct {
+	// Groups is the number of write+fsync rounds that succeeded.
+	Groups int64
+	// Records is the number of records those rounds made durable.
+	Records int64
+	// SyncTime is the total time spent in write+fsync.
+	SyncTime time.Duration
+}
+
+// Stats returns the store's group-commit counters. It is safe to call
+// concurrently with appends.
+func (s *FileStore) Stats() FileStoreStats {
+	return FileStoreStats{Groups: s.groups.Load(), Records: s.records.Load(), SyncTime: time.Duration(s.syncNanos.Load())}
+}
+
 type fileChain struct {
-	mu      sync.Mutex
-	f       *os.File
-	lock    *os.File
-	state   *chainState
-	size    int64 // bytes of complete lines, pending ones included
-	written int64 // bytes of size written to the file
-	pending []byte
-	pendRec []*Record // the records in pending, for the index
-	synced  int64     // bytes of size known durable (fsynced)
-	syncing bool      // a goroutine is fsyncing on everyone's behalf
-	cond    *sync.Cond
-	torn    int64 // bytes after the last newline (0 = none)
-	broken  error // a previous write or fsync failed: reopen required
-	corrupt error // the file does not verify as a chain prefix
+	mu       sync.Mutex
+	f        *os.File
+	lock     *os.File
+	state    *chainState
+	size     int64 // bytes of complete lines, pending ones included
+	written  int64 // bytes of size written to the file
+	pending  []byte
+	pendRec  []*Record // the records in pending, for the index
+	spare    []byte    // the last group's buffer, reused for the next
+	spareRec []*Record
+	synced   int64         // bytes of size known durable (fsynced)
+	durable  atomic.Int64  // synced, readable without mu
+	syncing  bool          // a goroutine is fsyncing on everyone's behalf
+	done     chan struct{} // closed when the in-flight group finishes
+	torn     int64         // bytes after the last newline (0 = none)
+	broken   error         // a previous write or fsync failed: reopen required
+	corrupt  error         // the file does not verify as a chain prefix
 }
 
 // TornTailError is returned by Append on a chain whose last line is torn.
@@ -155,9 +179,9 @@ func (s *FileStore) chain(chainID string) (*fileChain, error) {
 		return nil, err
 	}
 	c := &fileChain{f: f, lock: lock, state: newChainState()}
-	c.cond = sync.NewCond(&c.mu)
 	err = c.load(chainID)
 	c.written, c.synced = c.size, c.size
+	c.durable.Store(c.synced)
 	if err != nil {
 		f.Close()
 		unlockFile(lock)
@@ -227,20 +251,42 @@ func (s *FileStore) Append(ctx context.Context, r *Record) (AppendReceipt, error
 // until the store is reopened (a crash before the fsync may keep or lose
 // unacknowledged records, never an acknowledged one).
 func (s *FileStore) AppendAsync(ctx context.Context, r *Record) (AppendReceipt, func() error, error) {
-	return s.appendAsync(ctx, r, nil)
-}
-
-// appendAsync is AppendAsync; a non-nil line is the canonical line of a
-// record this package's Writer sealed, whose hashes are already computed
-// from its content, so only the link and uniqueness checks remain.
-func (s *FileStore) appendAsync(ctx context.Context, r *Record, line []byte) (AppendReceipt, func() error, error) {
-	if err := ctx.Err(); err != nil {
-		return AppendReceipt{}, nil, err
-	}
 	if r == nil {
 		return AppendReceipt{}, nil, errors.New("chain: nil record")
 	}
-	c, err := s.chain(r.ChainID)
+	return s.appendLocked(ctx, r.ChainID, func(c *fileChain) (*Record, []byte, Hash, error) {
+		line, stored, err := c.state.check(r)
+		if err != nil {
+			return nil, nil, Hash{}, err
+		}
+		return stored, line, stored.Hash(), nil
+	})
+}
+
+// appendPrepared links a record this package's Writer prepared at the
+// chain's tip and queues it: its hashes are computed from its own
+// content, so only the uniqueness checks remain.
+func (s *FileStore) appendPrepared(ctx context.Context, p *prepared) (AppendReceipt, func() error, error) {
+	return s.appendLocked(ctx, p.r.ChainID, func(c *fileChain) (*Record, []byte, Hash, error) {
+		seq, prev := int64(0), (*Hash)(nil)
+		if c.state.has {
+			seq, prev = c.state.tip.Sequence+1, &c.state.tip.Hash
+		}
+		line := p.link(seq, prev)
+		if err := c.state.checkLink(p.r); err != nil {
+			return nil, nil, Hash{}, err
+		}
+		return p.r, line, p.hash, nil
+	})
+}
+
+// appendLocked queues the record build returns, under the chain's lock,
+// and returns its receipt and a wait for its durability.
+func (s *FileStore) appendLocked(ctx context.Context, chainID string, build func(*fileChain) (*Record, []byte, Hash, error)) (AppendReceipt, func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return AppendReceipt{}, nil, err
+	}
+	c, err := s.chain(chainID)
 	if err != nil {
 		return AppendReceipt{}, nil, err
 	}
@@ -248,32 +294,37 @@ func (s *FileStore) appendAsync(ctx context.Context, r *Record, line []byte) (Ap
 	defer c.mu.Unlock()
 	switch {
 	case c.broken != nil:
-		return AppendReceipt{}, nil, fmt.Errorf("chain %s: an earlier write failed (%w); reopen the store", r.ChainID, c.broken)
+		return AppendReceipt{}, nil, fmt.Errorf("chain %s: an earlier write failed (%w); reopen the store", chainID, c.broken)
 	case c.corrupt != nil:
 		return AppendReceipt{}, nil, c.corrupt
 	case c.torn > 0:
-		return AppendReceipt{}, nil, &TornTailError{ChainID: r.ChainID, Offset: c.size, Bytes: c.torn}
+		return AppendReceipt{}, nil, &TornTailError{ChainID: chainID, Offset: c.size, Bytes: c.torn}
 	}
-	stored := r
-	if line == nil {
-		if line, stored, err = c.state.check(r); err != nil {
-			return AppendReceipt{}, nil, err
-		}
-	} else if err := c.state.checkLink(r); err != nil {
+	stored, line, h, err := build(c)
+	if err != nil {
 		return AppendReceipt{}, nil, err
 	}
 	c.pending = append(append(c.pending, line...), '\n')
 	c.pendRec = append(c.pendRec, stored)
 	c.size += int64(len(line) + 1)
 	end := c.size
-	c.state.commit(stored)
-	rc := receiptOf(stored)
-	return rc, func() error { return s.waitDurable(c, r.ChainID, end) }, nil
+	c.state.commitHash(stored, h)
+	rc := AppendReceipt{ChainID: chainID, RecordID: stored.RecordID, Sequence: stored.Sequence, HeadHash: h}
+	return rc, func() error { return s.waitDurable(c, chainID, end) }, nil
 }
 
+// maxSpare bounds the group buffer kept for reuse.
+const maxSpare = 4 << 20
+
 // waitDurable returns once the chain's first end bytes are written and
-// fsynced, doing the write and fsync itself when nobody else is.
+// fsynced, doing the write and fsync itself when nobody else is. Waiters
+// block on the in-flight group's channel rather than on a condition
+// variable, so that a finished group wakes them without each re-taking the
+// chain's lock.
 func (s *FileStore) waitDurable(c *fileChain, chainID string, end int64) error {
+	if c.durable.Load() >= end {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.synced < end {
@@ -281,17 +332,29 @@ func (s *FileStore) waitDurable(c *fileChain, chainID string, end int64) error {
 			return fmt.Errorf("chain %s: %w", chainID, c.broken)
 		}
 		if c.syncing {
-			c.cond.Wait()
+			done := c.done
+			c.mu.Unlock()
+			<-done
+			if c.durable.Load() >= end {
+				c.mu.Lock() // for the deferred unlock
+				return nil
+			}
+			c.mu.Lock()
 			continue
 		}
 		c.syncing = true
+		c.done = make(chan struct{})
 		buf, recs, off, target := c.pending, c.pendRec, c.written, c.size
-		c.pending, c.pendRec = nil, nil
+		// Double buffering: appends fill the spare while this group is
+		// written, so neither buffer is regrown for every group.
+		c.pending, c.pendRec = c.spare[:0], c.spareRec[:0]
+		c.spare, c.spareRec = nil, nil
 		c.mu.Unlock()
 		write := func(f *os.File, b []byte) (int, error) { return f.WriteAt(b, off) }
 		if s.writeHook != nil {
 			write = s.writeHook
 		}
+		t0 := time.Now()
 		n, werr := write(c.f, buf)
 		var serr error
 		if werr == nil && n == len(buf) {
@@ -301,6 +364,9 @@ func (s *FileStore) waitDurable(c *fileChain, chainID string, end int64) error {
 			serr = c.f.Sync()
 		}
 		if werr == nil && serr == nil && n == len(buf) {
+			s.groups.Add(1)
+			s.records.Add(int64(len(recs)))
+			s.syncNanos.Add(int64(time.Since(t0)))
 			// The index is derived data, rebuilt from the chain files on
 			// open; writing it only after the fsync keeps Scan from
 			// delivering a record a crash could still lose. One write for
@@ -318,8 +384,13 @@ func (s *FileStore) waitDurable(c *fileChain, chainID string, end int64) error {
 		default:
 			c.written = max(c.written, target)
 			c.synced = max(c.synced, target)
+			c.durable.Store(c.synced)
 		}
-		c.cond.Broadcast()
+		if cap(buf) <= maxSpare {
+			clear(recs)
+			c.spare, c.spareRec = buf[:0], recs[:0]
+		}
+		close(c.done)
 	}
 	return nil
 }

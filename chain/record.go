@@ -133,39 +133,60 @@ type Record struct {
 // without the opening brace: `"chain_id":…}`. The chain hash is the SHA-256
 // of "{" followed by these bytes. Precondition: every string is valid UTF-8.
 func (r *Record) appendBody(b []byte) []byte {
-	str := func(key, v string) {
-		b = append(b, '"')
-		b = append(b, key...)
-		b = append(b, '"', ':')
-		b = jcs.AppendString(b, v)
-		b = append(b, ',')
-	}
-	nullable := func(key string, v *string) {
-		if v == nil {
-			b = append(b, '"')
-			b = append(b, key...)
-			b = append(b, `":null,`...)
-			return
-		}
-		str(key, *v)
-	}
-	str("chain_id", r.ChainID)
-	str("created_at", r.CreatedAt)
-	str("hash_algorithm", r.HashAlgorithm)
-	nullable("operation_id", r.OperationID)
-	str("payload_digest", r.PayloadDigest)
-	str("payload_json", r.PayloadJSON)
-	str("policy_id", r.PolicyID)
-	str("policy_version", r.PolicyVersion)
-	nullable("previous_chain_hash", r.PreviousChainHash)
-	str("record_id", r.RecordID)
-	str("record_type", string(r.RecordType))
-	b = append(b, `"sequence":`...)
+	b = r.appendHead(b)
+	b = appendNullable(b, r.PreviousChainHash)
+	b = r.appendMid(b)
 	b = strconv.AppendInt(b, r.Sequence, 10)
+	return r.appendTail(b)
+}
+
+// The body splits around the two members that depend on the record's place
+// in the chain (previous_chain_hash and sequence), so that a writer can
+// encode everything else before it takes the chain's lock.
+
+// appendHead appends the members before previous_chain_hash's value.
+func (r *Record) appendHead(b []byte) []byte {
+	b = appendMember(b, "chain_id", r.ChainID)
+	b = appendMember(b, "created_at", r.CreatedAt)
+	b = appendMember(b, "hash_algorithm", r.HashAlgorithm)
+	b = append(b, `"operation_id":`...)
+	b = append(appendNullable(b, r.OperationID), ',')
+	b = appendMember(b, "payload_digest", r.PayloadDigest)
+	b = appendMember(b, "payload_json", r.PayloadJSON)
+	b = appendMember(b, "policy_id", r.PolicyID)
+	b = appendMember(b, "policy_version", r.PolicyVersion)
+	return append(b, `"previous_chain_hash":`...)
+}
+
+// appendMid appends the members between previous_chain_hash's value and
+// sequence's.
+func (r *Record) appendMid(b []byte) []byte {
 	b = append(b, ',')
-	nullable("supersedes_record_id", r.SupersedesRecordID)
-	b[len(b)-1] = '}'
-	return b
+	b = appendMember(b, "record_id", r.RecordID)
+	b = appendMember(b, "record_type", string(r.RecordType))
+	return append(b, `"sequence":`...)
+}
+
+// appendTail appends the members after sequence's value and the closing
+// brace.
+func (r *Record) appendTail(b []byte) []byte {
+	b = append(b, `,"supersedes_record_id":`...)
+	return append(appendNullable(b, r.SupersedesRecordID), '}')
+}
+
+func appendMember(b []byte, key, v string) []byte {
+	b = append(b, '"')
+	b = append(b, key...)
+	b = append(b, '"', ':')
+	b = jcs.AppendString(b, v)
+	return append(b, ',')
+}
+
+func appendNullable(b []byte, v *string) []byte {
+	if v == nil {
+		return append(b, "null"...)
+	}
+	return jcs.AppendString(b, *v)
 }
 
 // HashInput returns the bytes chain_hash covers: the canonical JSON of every
@@ -215,11 +236,12 @@ type Draft struct {
 func Seal(d Draft, sequence int64, prev *Hash) (*Record, error) { return seal(d, sequence, prev, true) }
 
 func seal(d Draft, sequence int64, prev *Hash, validate bool) (*Record, error) {
-	r, err := prepare(d)
+	p, err := prepare(d)
 	if err != nil {
 		return nil, err
 	}
-	_ = r.link(sequence, prev)
+	p.link(sequence, prev)
+	r := p.r
 	if validate {
 		if _, err := ParseRecord(r.Canonical()); err != nil {
 			return nil, err
@@ -232,7 +254,7 @@ func seal(d Draft, sequence int64, prev *Hash, validate bool) (*Record, error) {
 // in the chain: the canonical payload and its digest, and the draft's
 // fields, checked as ParseRecord would check them (the payload by
 // EncodePayload). Writer does this outside its lock.
-func prepare(d Draft) (*Record, error) {
+func prepare(d Draft) (*prepared, error) {
 	if d.Payload == nil {
 		return nil, errors.New("chain: draft has no payload")
 	}
@@ -258,38 +280,75 @@ func prepare(d Draft) (*Record, error) {
 		(r.OperationID == nil || IsUUID(*r.OperationID)) && (r.SupersedesRecordID == nil || IsUUID(*r.SupersedesRecordID)) &&
 		(r.OperationID != nil) == r.RecordType.HasOperation()
 	if !ok {
-		return parseRecordError(r)
+		_, err := parseRecordError(r)
+		return nil, err
 	}
-	return r, nil
+	// One buffer for the whole line: the chain_hash member (filled in by
+	// link), the head, room for the previous hash and the sequence, and
+	// the rest, which is encoded after the room and moved into place.
+	rest := r.appendMid(nil)
+	mid := len(rest)
+	rest = r.appendTail(rest)
+	line := make([]byte, linePrefix, linePrefix+len(payload)*2+256+len(rest))
+	copy(line, `{"chain_hash":"`)
+	line = r.appendHead(line)
+	return &prepared{r: r, line: line, rest: rest, mid: mid}, nil
+}
+
+// linePrefix is the length of `{"chain_hash":"<64 hex>",`.
+const (
+	hashAt     = len(`{"chain_hash":"`)
+	linePrefix = hashAt + 64 + len(`",`)
+)
+
+// prepared is a record whose place in the chain is not yet known, its
+// canonical line encoded up to previous_chain_hash's value.
+type prepared struct {
+	r    *Record
+	line []byte // linePrefix placeholder bytes, then appendHead
+	rest []byte // appendMid then appendTail
+	mid  int    // where appendTail starts in rest
+	hash Hash   // the chain hash, once linked
 }
 
 // link places a prepared record at sequence after prev, computes its chain
-// hash and returns its canonical line (encoding the body once for both).
-func (r *Record) link(sequence int64, prev *Hash) []byte {
+// hash and returns its canonical line. It is all a writer does under the
+// chain's lock: two small appends, one SHA-256 and a hex encoding.
+func (p *prepared) link(sequence int64, prev *Hash) []byte {
+	r := p.r
 	r.Sequence = sequence
 	r.PreviousChainHash = nil
+	line := p.line
 	if prev != nil {
 		s := prev.String()
 		r.PreviousChainHash = &s
+		line = jcs.AppendString(line, s)
+	} else {
+		line = append(line, "null"...)
 	}
-	body := r.appendBody(make([]byte, 0, 160+len(r.PayloadJSON)*2))
+	line = append(line, p.rest[:p.mid]...)
+	line = strconv.AppendInt(line, sequence, 10)
+	line = append(line, p.rest[p.mid:]...)
 	h := sha256.New()
 	h.Write([]byte{'{'})
-	h.Write(body)
+	h.Write(line[linePrefix:])
 	var ch Hash
 	h.Sum(ch[:0])
-	r.ChainHash = ch.String()
-	line := make([]byte, 0, len(`{"chain_hash":"",`)+64+len(body))
-	line = append(line, `{"chain_hash":"`...)
-	line = append(line, r.ChainHash...)
-	line = append(line, `",`...)
-	return append(line, body...)
+	hex.Encode(line[hashAt:], ch[:])
+	r.ChainHash = string(line[hashAt : hashAt+64])
+	copy(line[hashAt+64:], `",`)
+	p.hash = ch
+	return line
 }
 
 // parseRecordError returns the error ParseRecord gives for r's canonical
 // line (for a draft that failed the cheap checks).
 func parseRecordError(r *Record) (*Record, error) {
-	if _, err := ParseRecord(r.Canonical()); err != nil {
+	// A placeholder hash (the record is not linked yet) so that the
+	// parser reports the field that is really wrong.
+	c := *r
+	c.ChainHash = Hash{}.String()
+	if _, err := ParseRecord(c.Canonical()); err != nil {
 		return nil, err
 	}
 	return nil, errors.New("chain: invalid draft")

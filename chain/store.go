@@ -171,11 +171,14 @@ func (s *chainState) checkLink(r *Record) error {
 	return nil
 }
 
-func (s *chainState) commit(r *Record) {
+func (s *chainState) commit(r *Record) { s.commitHash(r, r.Hash()) }
+
+// commitHash is commit for a record whose chain hash h is already decoded.
+func (s *chainState) commitHash(r *Record, h Hash) {
 	s.has = true
-	s.tip = Tip{Sequence: r.Sequence, Hash: r.Hash(), Closed: r.RecordType == TaskClosed}
+	s.tip = Tip{Sequence: r.Sequence, Hash: h, Closed: r.RecordType == TaskClosed}
 	s.ids[parseUUID([]byte(r.RecordID))] = struct{}{}
-	s.hashes[r.Hash()] = struct{}{}
+	s.hashes[h] = struct{}{}
 }
 
 func receiptOf(r *Record) AppendReceipt {
@@ -316,7 +319,8 @@ type Writer struct {
 
 // AsyncAppender is implemented by stores that can acknowledge appends in
 // groups (FileStore): AppendAsync writes in chain order and wait reports
-// durability. Writer uses it to release its lock before waiting, so that
+// durability. Durability is prefix-ordered: once wait returns nil for a
+// record, every earlier record of its chain is durable too. Writer uses it to release its lock before waiting, so that
 // concurrent operations share fsyncs.
 type AsyncAppender interface {
 	AppendAsync(ctx context.Context, r *Record) (AppendReceipt, func() error, error)
@@ -343,11 +347,21 @@ func (w *Writer) Append(ctx context.Context, d Draft) (*Record, AppendReceipt, e
 // appends them all and then waits for each, sharing one group commit.
 func (w *Writer) AppendAsync(ctx context.Context, d Draft) (*Record, AppendReceipt, func() error, error) {
 	d.ChainID = w.ChainID
-	// Everything but the link is computed before taking the lock, so that
+	// Everything but the link is computed before any lock, so that
 	// concurrent operations serialize only on sequence and hash.
-	r, err := prepare(d)
+	p, err := prepare(d)
 	if err != nil {
 		return nil, AppendReceipt{}, nil, err
+	}
+	if st, ok := w.Store.(*FileStore); ok {
+		// The file store links the record under its own chain lock, which
+		// makes head lookup, construction and append one critical section
+		// without a second lock around it.
+		rc, wait, err := st.appendPrepared(ctx, p)
+		if err != nil {
+			return nil, AppendReceipt{}, nil, err
+		}
+		return p.r, rc, wait, nil
 	}
 	w.mu.Lock()
 	tip, ok, err := w.Store.Head(ctx, w.ChainID)
@@ -359,25 +373,20 @@ func (w *Writer) AppendAsync(ctx context.Context, d Draft) (*Record, AppendRecei
 	if ok {
 		seq, prev = tip.Sequence+1, &tip.Hash
 	}
-	line := r.link(seq, prev)
+	p.link(seq, prev)
 	var (
 		rc   AppendReceipt
 		wait func() error
 	)
-	switch st := w.Store.(type) {
-	case *FileStore:
-		// link computed the hashes from this content: the store need not
-		// parse its own canonical bytes back.
-		rc, wait, err = st.appendAsync(ctx, r, line)
-	case AsyncAppender:
-		rc, wait, err = st.AppendAsync(ctx, r)
-	default:
-		rc, err = w.Store.Append(ctx, r)
+	if st, ok := w.Store.(AsyncAppender); ok {
+		rc, wait, err = st.AppendAsync(ctx, p.r)
+	} else {
+		rc, err = w.Store.Append(ctx, p.r)
 		wait = func() error { return nil }
 	}
 	w.mu.Unlock()
 	if err != nil {
 		return nil, AppendReceipt{}, nil, err
 	}
-	return r, rc, wait, nil
+	return p.r, rc, wait, nil
 }
