@@ -15,6 +15,17 @@ import (
 // nothing: the minimal profile (no persistence) and the governed profile
 // with the file store (every record fsynced, group commit), one caller.
 func BenchmarkExecute(b *testing.B) {
+	// direct is the floor: the same callable without Execute.
+	b.Run("direct", func(b *testing.B) {
+		fn := func(context.Context, map[string]any) (any, error) { return nil, nil }
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := fn(ctx, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("minimal", func(b *testing.B) {
 		r := newRig(b, nil, func(c *executor.Config) { c.IDs = executor.NewUUID; c.Now = time.Now })
 		ec := r.ctx(executor.ProfileMinimal, nil)

@@ -476,7 +476,10 @@ func (a *attempt) governedStart() Outcome {
 	}); err != nil {
 		return a.evidenceFailure(4, chain.OperationStarted, err, false)
 	}
-	// EXPERIMENT: no barrier here
+	// Both receipts are required before any gate.
+	if rt, err := a.flush(); err != nil {
+		return a.evidenceFailure(4, rt, err, false)
+	}
 	a.started = true
 	b.mu.Lock()
 	b.started++

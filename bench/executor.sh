@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Measures the executor's overhead and governed throughput and prints them
+# next to their floors:
+#   - Execute per profile (a callable that does nothing): ns/op and
+#     allocs/op, and the overhead over calling the callable directly;
+#   - governed throughput, 64 concurrent callers into one chain of the file
+#     store (durable fsync, group commit), next to the store alone under the
+#     same 64 writers (records/s divided by the records an operation
+#     writes): the ceiling any executor on this store and disk can reach.
+#
+# Targets (issue 5): minimal <= 5 us overhead; governed >= 20,000 ops/s.
+#
+# Usage: bench/executor.sh [benchtime]   (default 3s)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bt=${1:-3s}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+go test ./executor -run '^$' -bench 'BenchmarkExecute|BenchmarkGovernedThroughput' -benchtime "$bt" | tee -a "$out" >&2
+go test ./chain -run '^$' -bench 'BenchmarkFileStoreAppend' -benchtime "$bt" | tee -a "$out" >&2
+awk '
+function metric(name,   i) { for (i = 3; i < NF; i++) if ($(i+1) == name) return $i; return "" }
+/^BenchmarkExecute\// {
+  split($1, p, "/"); k = p[2]; sub(/-[0-9]+$/, "", k)
+  ns[k] = metric("ns/op"); allocs[k] = metric("allocs/op")
+}
+/^BenchmarkGovernedThroughput/ { ops = metric("ops/s"); rpo = metric("records/op"); rpf = metric("records/fsync"); usf = metric("µs/fsync") }
+/^BenchmarkFileStoreAppend/ { srec = metric("records/s"); srpf = metric("records/fsync") }
+END {
+  printf "%-16s %12s %10s %14s\n", "profile", "ns/op", "allocs/op", "overhead ns"
+  n = split("direct minimal governed-file", order, " ")
+  for (i = 1; i <= n; i++) { k = order[i]; printf "%-16s %12.0f %10d %14.0f\n", k, ns[k], allocs[k], ns[k] - ns["direct"] }
+  floor = (rpo > 0) ? srec / rpo : 0
+  printf "\ngoverned throughput (64 callers, file store, fsync): %.0f ops/s, %.1f records/op, %.1f records/fsync, %.0f us/fsync\n", ops, rpo, rpf, usf
+  printf "store alone (64 writers): %.0f records/s, %.1f records/fsync -> ceiling %.0f ops/s; executor reaches %.0f%% of it\n", srec, srpf, floor, (floor > 0) ? 100 * ops / floor : 0
+  fail = (ns["minimal"] - ns["direct"] > 5000) || (ops < 20000)
+  print (fail ? "targets: NOT MET (minimal <= 5us overhead, governed >= 20000 ops/s)" : "targets: met")
+}' "$out"
