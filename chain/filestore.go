@@ -62,6 +62,23 @@ type FileStoreStats struct {
 	SyncTime time.Duration
 }
 
+// RecordsPerGroup is the mean number of records one fsync made durable (0
+// before the first group).
+func (st FileStoreStats) RecordsPerGroup() float64 {
+	if st.Groups == 0 {
+		return 0
+	}
+	return float64(st.Records) / float64(st.Groups)
+}
+
+// MeanSync is the mean time of one group's write and fsync.
+func (st FileStoreStats) MeanSync() time.Duration {
+	if st.Groups == 0 {
+		return 0
+	}
+	return st.SyncTime / time.Duration(st.Groups)
+}
+
 // Stats returns the store's group-commit counters. It is safe to call
 // concurrently with appends.
 func (s *FileStore) Stats() FileStoreStats {

@@ -36,8 +36,6 @@ func BenchmarkFileStoreAppend(b *testing.B) {
 	})
 	b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "records/s")
 	st := s.Stats()
-	if st.Groups > 0 {
-		b.ReportMetric(float64(st.Records)/float64(st.Groups), "records/fsync")
-		b.ReportMetric(float64(st.SyncTime.Microseconds())/float64(st.Groups), "µs/fsync")
-	}
+	b.ReportMetric(st.RecordsPerGroup(), "records/fsync")
+	b.ReportMetric(float64(st.MeanSync().Microseconds()), "µs/fsync")
 }

@@ -3,10 +3,12 @@ package chain
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash"
+	mrand "math/rand/v2"
 	"sort"
 	"unicode/utf8"
 
@@ -34,6 +36,19 @@ func (u uuid) String() string {
 	b[23] = '-'
 	hex.Encode(b[24:36], u[10:16])
 	return string(b[:])
+}
+
+// NewUUID returns a random (version 4) lowercase UUID, as records' ids
+// must be. Identifiers need uniqueness, not secrecy: math/rand/v2's
+// generator (ChaCha8, seeded from the OS) gives it without a system call
+// per id.
+func NewUUID() string {
+	var u uuid
+	binary.LittleEndian.PutUint64(u[:8], mrand.Uint64())
+	binary.LittleEndian.PutUint64(u[8:], mrand.Uint64())
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return u.String()
 }
 
 // hexVal maps a lowercase hex digit to its value and anything else to 0xff.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -226,10 +227,17 @@ func TestFileStoreReopen(t *testing.T) {
 	if err != nil || len(page.Receipts) != 3 {
 		t.Fatalf("scan: %v %v", page, err)
 	}
+	// Sequential appends each wait for their own fsync: one group each.
+	if st := s.Stats(); st.Groups != 3 || st.Records != 3 || st.RecordsPerGroup() != 1 || st.MeanSync() <= 0 {
+		t.Errorf("stats after 3 sequential appends = %+v", st)
+	}
 	s.Close()
 	s, err = OpenFileStore(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if st := s.Stats(); st != (FileStoreStats{}) || st.RecordsPerGroup() != 0 {
+		t.Errorf("stats of a reopened store = %+v, want zero", st)
 	}
 	more := appendN(t, s, ids, testChain, 2)
 	next, err := s.Scan(context.Background(), page.NextCursor, 0)
@@ -421,5 +429,64 @@ func TestCrashBeforeSync(t *testing.T) {
 	page, _ := s.Scan(context.Background(), "", 0)
 	if int64(len(page.Receipts)) != tip.Sequence+2 {
 		t.Fatalf("projection has %d entries, want %d (recovered from the chain file)", len(page.Receipts), tip.Sequence+2)
+	}
+}
+
+// TestFileStoreGroupCommit holds the first fsync until every other writer
+// has queued its record, then checks that they all became durable in one
+// second group, that every waiter was acknowledged, and that the chain is
+// linear.
+func TestFileStoreGroupCommit(t *testing.T) {
+	s, err := OpenFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const writers = 32
+	c, err := s.chain(testChain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	s.beforeSync = func() {
+		once.Do(func() {
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				c.mu.Lock()
+				queued := len(c.pendRec)
+				c.mu.Unlock()
+				if queued == writers-1 {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			t.Error("the other writers never queued")
+		})
+	}
+	w := &Writer{Store: s, ChainID: testChain}
+	var mu sync.Mutex
+	ids := &testIDs{}
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mu.Lock()
+			op := ids.next()
+			d := draft(ids, testChain, &op, boundPayload())
+			mu.Unlock()
+			if _, _, err := w.Append(context.Background(), d); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if st := s.Stats(); st.Groups != 2 || st.Records != writers {
+		t.Errorf("stats = %+v, want %d records in 2 groups", st, writers)
+	}
+	tip, _, _ := s.Head(context.Background(), testChain)
+	res, err := s.Verify(context.Background(), testChain, tip.Hash)
+	if err != nil || !res.OK() || res.Records != writers {
+		t.Fatalf("verify: %+v %v", res, err)
 	}
 }

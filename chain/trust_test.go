@@ -132,3 +132,19 @@ func TestParseTrust(t *testing.T) {
 		}
 	}
 }
+
+// TestNewUUID checks that generated ids are lowercase version-4 UUIDs that
+// records accept, and that they do not repeat.
+func TestNewUUID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := chain.NewUUID()
+		if !chain.IsUUID(id) || id[14] != '4' || !strings.ContainsRune("89ab", rune(id[19])) {
+			t.Fatalf("NewUUID() = %q: not a lowercase version-4 UUID", id)
+		}
+		if seen[id] {
+			t.Fatalf("NewUUID repeated %q", id)
+		}
+		seen[id] = true
+	}
+}

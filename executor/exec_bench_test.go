@@ -83,9 +83,7 @@ func BenchmarkGovernedThroughput(b *testing.B) {
 	})
 	b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "ops/s")
 	st := store.Stats()
-	if st.Groups > 0 {
-		b.ReportMetric(float64(st.Records)/float64(st.Groups), "records/fsync")
-		b.ReportMetric(float64(st.SyncTime.Microseconds())/float64(st.Groups), "µs/fsync")
-		b.ReportMetric(float64(st.Records)/float64(n.Load()), "records/op")
-	}
+	b.ReportMetric(st.RecordsPerGroup(), "records/fsync")
+	b.ReportMetric(float64(st.MeanSync().Microseconds()), "µs/fsync")
+	b.ReportMetric(float64(st.Records)/float64(n.Load()), "records/op")
 }

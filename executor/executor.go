@@ -2,12 +2,9 @@ package executor
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
@@ -163,27 +160,9 @@ func (e *Executor) policy(ref SnapshotRef) (*compiledPolicy, error) {
 	return p, nil
 }
 
-// NewUUID returns a random (version 4) lowercase UUID. Identifiers need
-// uniqueness, not secrecy: math/rand/v2's generator (ChaCha8, seeded from
-// the OS) gives it without a system call per id.
-func NewUUID() string {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], mrand.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], mrand.Uint64())
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], b[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], b[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], b[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:36], b[10:16])
-	return string(out[:])
-}
+// NewUUID returns a random (version 4) lowercase UUID, the default id
+// source (chain.NewUUID).
+func NewUUID() string { return chain.NewUUID() }
 
 // Stage names, in the fixed order of DESIGN §5.
 var StageNames = [15]string{1: "resolve", 2: "normalize", 3: "bind", 4: "governed_start", 5: "authorize",
