@@ -113,7 +113,7 @@ type TornTailError struct {
 }
 
 func (e *TornTailError) Error() string {
-	return fmt.Sprintf("chain %s: torn tail of %d bytes at offset %d; run repair before appending", e.ChainID, e.Bytes, e.Offset)
+	return fmt.Sprintf("chain %s: torn tail of %d bytes at offset %d; run polc evidence repair before appending", e.ChainID, e.Bytes, e.Offset)
 }
 
 // CorruptChainError is returned by Append on a chain file that does not
@@ -486,6 +486,11 @@ func (s *FileStore) Repair(chainID string) (RepairReport, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.broken != nil {
+		// After a failed write this process's view of the file (its size,
+		// its tip) is not the disk's: only a fresh open reads the truth.
+		return RepairReport{}, fmt.Errorf("chain %s: a write failed in this process (%v); close and reopen the store, then repair", chainID, c.broken)
+	}
 	rep := RepairReport{ChainID: chainID, Offset: c.size, Bytes: c.torn}
 	if c.torn == 0 {
 		return rep, nil
@@ -507,7 +512,7 @@ func (s *FileStore) Repair(chainID string) (RepairReport, error) {
 	if err := syncDir(s.dir); err != nil {
 		return rep, err
 	}
-	c.torn, c.broken = 0, nil
+	c.torn = 0
 	rep.SavedTo = side
 	return rep, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -487,6 +488,55 @@ func TestFileStoreGroupCommit(t *testing.T) {
 	tip, _, _ := s.Head(context.Background(), testChain)
 	res, err := s.Verify(context.Background(), testChain, tip.Hash)
 	if err != nil || !res.OK() || res.Records != writers {
+		t.Fatalf("verify: %+v %v", res, err)
+	}
+}
+
+// TestFileStoreShortWriteRepair injects a short write in-process: the
+// waiter gets an error and later appends refuse; Repair refuses on the
+// broken store (its in-memory tip is not the disk's) and succeeds after a
+// reopen, after which the chain continues from the last durable record.
+func TestFileStoreShortWriteRepair(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := &testIDs{}
+	appendN(t, s, ids, testChain, 2)
+	s.writeHook = func(f *os.File, b []byte) (int, error) {
+		off, _ := f.Seek(0, io.SeekEnd)
+		n, _ := f.WriteAt(b[:len(b)/2], off)
+		return n, errors.New("injected: device full")
+	}
+	w := &Writer{Store: s, ChainID: testChain}
+	op := ids.next()
+	if _, _, err := w.Append(context.Background(), draft(ids, testChain, &op, boundPayload())); err == nil {
+		t.Fatal("append over a short write succeeded")
+	}
+	op = ids.next()
+	if _, _, err := w.Append(context.Background(), draft(ids, testChain, &op, boundPayload())); err == nil || !strings.Contains(err.Error(), "earlier write failed") {
+		t.Fatalf("append after a failed write: %v", err)
+	}
+	if _, err := s.Repair(testChain); err == nil || !strings.Contains(err.Error(), "reopen") {
+		t.Fatalf("repair on the broken store: %v", err)
+	}
+	s.Close()
+	s, err = OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rep, err := s.Repair(testChain)
+	if err != nil || rep.Bytes == 0 {
+		t.Fatalf("repair after reopen: %+v %v", rep, err)
+	}
+	more := appendN(t, s, ids, testChain, 1)
+	if more[0].Sequence != 2 {
+		t.Fatalf("next sequence %d, want 2 (after the two acknowledged records)", more[0].Sequence)
+	}
+	res, err := s.Verify(context.Background(), testChain, more[0].HeadHash)
+	if err != nil || !res.OK() || res.Records != 3 {
 		t.Fatalf("verify: %+v %v", res, err)
 	}
 }

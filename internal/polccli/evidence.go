@@ -1,0 +1,93 @@
+package polccli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"polc.dev/polc/chain"
+	"polc.dev/polc/internal/diag"
+)
+
+func newEvidenceCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "evidence",
+		Short: "Maintain an evidence directory (the file store)",
+	}
+	c.AddCommand(&cobra.Command{
+		Use:   "repair DIR [CHAIN_ID…]",
+		Short: "Remove torn tails left by a crash, keeping the bytes in a side file",
+		Long: `repair opens the file store in DIR and removes the torn tail (bytes after
+the last complete line) of each named chain, or of every chain in DIR when
+none is named. A torn tail is what a crash in the middle of a write leaves;
+no receipt ever acknowledged those bytes, and the store refuses appends
+until they are gone. The removed bytes are kept in
+<chain_id>.jsonl.torn-<offset> next to the chain. Nothing else is changed:
+verify the result with certverify chain.
+
+Exit codes: 0 done (including "nothing to repair"), 2 unreadable directory,
+unknown chain or a chain held by another process.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runEvidenceRepair(c.Context(), e, args[0], args[1:])
+		},
+	})
+	return c
+}
+
+func runEvidenceRepair(_ context.Context, e *env, dir string, chains []string) error {
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(e.dir, dir)
+	}
+	fail := func(file, format string, args ...any) error {
+		var d diag.List
+		d.Add(diag.Pos{File: diag.Rel(e.dir, file)}, diag.CodeIO, format, args...)
+		return report(e, d, diag.FormatText)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fail(dir, "evidence repair: not a directory")
+	}
+	if len(chains) == 0 {
+		names, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+		if err != nil {
+			return fail(dir, "evidence repair: %v", err)
+		}
+		for _, n := range names {
+			if id := strings.TrimSuffix(filepath.Base(n), ".jsonl"); chain.IsUUID(id) {
+				chains = append(chains, id)
+			}
+		}
+		sort.Strings(chains)
+	}
+	for _, id := range chains {
+		if !chain.IsUUID(id) {
+			return fail(dir, "evidence repair: %q is not a chain id (a lowercase UUID)", id)
+		}
+		if _, err := os.Stat(filepath.Join(dir, id+".jsonl")); err != nil {
+			return fail(filepath.Join(dir, id+".jsonl"), "evidence repair: no such chain")
+		}
+	}
+	s, err := chain.OpenFileStore(dir)
+	if err != nil {
+		return fail(dir, "evidence repair: %v", err)
+	}
+	defer s.Close()
+	for _, id := range chains {
+		rep, err := s.Repair(id)
+		if err != nil {
+			return fail(filepath.Join(dir, id+".jsonl"), "evidence repair: %v", err)
+		}
+		if rep.Bytes == 0 {
+			fmt.Fprintf(e.stdout, "%s: no torn tail\n", id)
+			continue
+		}
+		fmt.Fprintf(e.stdout, "%s: removed %d torn bytes at offset %d, kept in %s\n",
+			id, rep.Bytes, rep.Offset, diag.Rel(e.dir, rep.SavedTo))
+	}
+	return nil
+}
