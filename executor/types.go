@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"polc.dev/polc/internal/jcs"
 )
@@ -37,17 +38,6 @@ func (EphemeralScope) ScopeKind() string { return "ephemeral_operation" }
 func (DurableRunScope) ScopeKind() string { return "durable_run" }
 func (EphemeralScope) isScope()           {}
 func (DurableRunScope) isScope()          {}
-
-// scopeJSON is the canonical form of a scope inside digests.
-func scopeJSON(s ExecutionScope) map[string]any {
-	switch s := s.(type) {
-	case EphemeralScope:
-		return map[string]any{"kind": s.ScopeKind(), "scope_id": s.ID}
-	case DurableRunScope:
-		return map[string]any{"kind": s.ScopeKind(), "run_id": s.RunID, "owner_attempt_id": s.OwnerAttemptID}
-	}
-	return nil
-}
 
 func sameScope(a, b ExecutionScope) bool {
 	switch a := a.(type) {
@@ -89,10 +79,14 @@ type ExecutionRequest struct {
 // Digest is the sha256-v1 digest of the request's canonical JSON: what
 // evidence records carry instead of the arguments.
 func (r *ExecutionRequest) Digest() string {
-	return digestOf(requestDigestForm{
+	return digestOf(r.digestForm())
+}
+
+func (r *ExecutionRequest) digestForm() *requestDigestForm {
+	return &requestDigestForm{
 		RequestID: r.RequestID, Action: r.Action, Arguments: r.Arguments, PrincipalClaim: r.PrincipalClaim,
-		Scope: scopeJSON(r.Scope), TimeoutUS: r.Timeout.Microseconds(), IdempotencyKey: r.IdempotencyKey, Metadata: r.Metadata,
-	})
+		Scope: r.Scope, TimeoutUS: r.Timeout.Microseconds(), IdempotencyKey: r.IdempotencyKey, Metadata: r.Metadata,
+	}
 }
 
 // requestDigestForm is the canonical object an ExecutionRequest digest
@@ -102,10 +96,75 @@ type requestDigestForm struct {
 	Action         string         `json:"action"`
 	Arguments      map[string]any `json:"arguments"`
 	PrincipalClaim *string        `json:"principal_claim"`
-	Scope          map[string]any `json:"scope"`
+	Scope          ExecutionScope `json:"-"` // {"kind", and the variant's members}
 	TimeoutUS      int64          `json:"timeout_us"`
 	IdempotencyKey string         `json:"idempotency_key"`
 	Metadata       map[string]any `json:"metadata"`
+}
+
+// AppendCanonical implements jcs.Appender: the members in RFC 8785 order,
+// written directly because every request is digested on the hot path.
+// requestDigestReference in the tests is the naive form it must equal.
+func (f *requestDigestForm) AppendCanonical(b []byte) ([]byte, error) {
+	str := func(key, v string) error {
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("jcs: invalid UTF-8 in %s", key)
+		}
+		b = append(b, key...)
+		b = jcs.AppendString(b, v)
+		return nil
+	}
+	var err error
+	if err = str(`{"action":`, f.Action); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"arguments":`...)
+	if b, err = jcs.Append(b, f.Arguments); err != nil {
+		return nil, err
+	}
+	if err = str(`,"idempotency_key":`, f.IdempotencyKey); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"metadata":`...)
+	if b, err = jcs.Append(b, f.Metadata); err != nil {
+		return nil, err
+	}
+	if f.PrincipalClaim == nil {
+		b = append(b, `,"principal_claim":null`...)
+	} else if err = str(`,"principal_claim":`, *f.PrincipalClaim); err != nil {
+		return nil, err
+	}
+	if err = str(`,"request_id":`, f.RequestID); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"scope":`...)
+	switch s := f.Scope.(type) {
+	case EphemeralScope:
+		if err = str(`{"kind":`, s.ScopeKind()); err == nil {
+			err = str(`,"scope_id":`, s.ID)
+		}
+		b = append(b, '}')
+	case DurableRunScope:
+		if err = str(`{"kind":`, s.ScopeKind()); err == nil {
+			if s.OwnerAttemptID == nil {
+				b = append(b, `,"owner_attempt_id":null`...)
+			} else {
+				err = str(`,"owner_attempt_id":`, *s.OwnerAttemptID)
+			}
+		}
+		if err == nil {
+			err = str(`,"run_id":`, s.RunID)
+		}
+		b = append(b, '}')
+	default:
+		b = append(b, "null"...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"timeout_us":`...)
+	b = jcs.AppendInt(b, f.TimeoutUS)
+	return append(b, '}'), nil
 }
 
 func digestOf(v any) string {

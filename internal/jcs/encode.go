@@ -43,9 +43,9 @@ func appendAny(dst []byte, v any) ([]byte, error) {
 	case bool:
 		return strconv.AppendBool(dst, v), nil
 	case int:
-		return appendValue(dst, reflect.ValueOf(v))
+		return AppendInt(dst, int64(v)), nil
 	case int64:
-		return appendValue(dst, reflect.ValueOf(v))
+		return AppendInt(dst, v), nil
 	case float64:
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("jcs: %v is not a JSON number", v)
@@ -100,6 +100,16 @@ func appendAny(dst []byte, v any) ([]byte, error) {
 		return append(dst, '}'), nil
 	}
 	return appendValue(dst, reflect.ValueOf(v))
+}
+
+// AppendInt appends n as RFC 8785 writes it: exact digits within ±2^53,
+// the shortest round-tripping double beyond (what ECMAScript prints).
+func AppendInt(dst []byte, n int64) []byte {
+	if n > 1<<53 || n < -(1<<53) {
+		b, _ := AppendNumber(dst, float64(n)) // finite: cannot fail
+		return b
+	}
+	return strconv.AppendInt(dst, n, 10)
 }
 
 var (
@@ -167,11 +177,7 @@ func appendValue(dst []byte, v reflect.Value) ([]byte, error) {
 	case reflect.Bool:
 		return strconv.AppendBool(dst, v.Bool()), nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n := v.Int()
-		if n > 1<<53 || n < -(1<<53) {
-			return AppendNumber(dst, float64(n))
-		}
-		return strconv.AppendInt(dst, n, 10), nil
+		return AppendInt(dst, v.Int()), nil
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		n := v.Uint()
 		if n > 1<<53 {
