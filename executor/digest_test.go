@@ -39,7 +39,7 @@ func TestRequestDigestMatchesReference(t *testing.T) {
 			Scope: EphemeralScope{ID: "s"}, Timeout: 10 * time.Second},
 		{RequestID: "é\u2028\"\\", Action: "mcp:srv/tool", PrincipalClaim: &claim, IdempotencyKey: "k",
 			Metadata: map[string]any{"z": map[string]any{"b": 1.0, "a": "\x01"}, "€": "x", "\U0001F600": 2.0},
-			Scope: DurableRunScope{RunID: "run", OwnerAttemptID: &owner}},
+			Scope:    DurableRunScope{RunID: "run", OwnerAttemptID: &owner}},
 		{RequestID: "r", Scope: DurableRunScope{RunID: "run"}, Timeout: time.Duration(math.MaxInt64)},
 		{RequestID: "r", Scope: &EphemeralScope{ID: "pointer scopes digest as null"}, Timeout: -time.Microsecond},
 		{RequestID: "r", Arguments: map[string]any{}, Metadata: map[string]any{"num": json.Number("1e3")}},
