@@ -63,6 +63,10 @@ func runEvidenceRepair(_ context.Context, e *env, dir string, chains []string) e
 			}
 		}
 		sort.Strings(chains)
+		if len(chains) == 0 {
+			fmt.Fprintf(e.stdout, "%s: no chains\n", diag.Rel(e.dir, dir))
+			return nil
+		}
 	}
 	for _, id := range chains {
 		if !chain.IsUUID(id) {
