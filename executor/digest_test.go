@@ -62,3 +62,85 @@ func TestRequestDigestMatchesReference(t *testing.T) {
 		t.Error("invalid UTF-8 in a request id encoded without error")
 	}
 }
+
+// TestContextDigest checks that the context digest is stable and changes
+// with every member (one mutation each), the boundary counting by id.
+func TestContextDigest(t *testing.T) {
+	owner := "00000000-0000-4000-8000-000000000001"
+	base := func() ExecutionContext {
+		return ExecutionContext{
+			ContextID: "c", Scope: EphemeralScope{ID: "s"}, Principal: Principal{Kind: "agent", ID: "a"},
+			Tenant: "t", Workspace: "/w", Policy: SnapshotRef{PolicyID: "p", Version: "1", Digest: "d"},
+			Backend: "inprocess/v1", Profile: ProfileGoverned, Boundary: &TaskBoundary{ID: "b"}, Usage: Usage{Calls: 1},
+		}
+	}
+	b0 := base()
+	want := b0.Digest()
+	if again := base(); again.Digest() != want {
+		t.Fatal("equal contexts digest differently")
+	}
+	other := base()
+	other.Boundary = &TaskBoundary{ID: "b", Certifiable: true}
+	if other.Digest() != want {
+		t.Error("the boundary should count by id only")
+	}
+	mutations := map[string]func(*ExecutionContext){
+		"context_id": func(c *ExecutionContext) { c.ContextID = "c2" },
+		"scope":      func(c *ExecutionContext) { c.Scope = EphemeralScope{ID: "s2"} },
+		"scope kind": func(c *ExecutionContext) { c.Scope = DurableRunScope{RunID: "s", OwnerAttemptID: &owner} },
+		"no scope":   func(c *ExecutionContext) { c.Scope = nil },
+		"principal":  func(c *ExecutionContext) { c.Principal.ID = "b" },
+		"tenant":     func(c *ExecutionContext) { c.Tenant = "t2" },
+		"workspace":  func(c *ExecutionContext) { c.Workspace = "/w2" },
+		"policy id":  func(c *ExecutionContext) { c.Policy.PolicyID = "p2" },
+		"version":    func(c *ExecutionContext) { c.Policy.Version = "2" },
+		"digest":     func(c *ExecutionContext) { c.Policy.Digest = "e" },
+		"backend":    func(c *ExecutionContext) { c.Backend = "other" },
+		"profile":    func(c *ExecutionContext) { c.Profile = ProfileCertifiable },
+		"boundary":   func(c *ExecutionContext) { c.Boundary = &TaskBoundary{ID: "b2"} },
+		"no bound":   func(c *ExecutionContext) { c.Boundary = nil },
+		"usage":      func(c *ExecutionContext) { c.Usage.Tokens = 5 },
+	}
+	seen := map[string]string{want: "base"}
+	for name, mutate := range mutations {
+		c := base()
+		mutate(&c)
+		d := c.Digest()
+		if prev, dup := seen[d]; dup {
+			t.Errorf("mutation %q digests like %q", name, prev)
+		}
+		seen[d] = name
+	}
+}
+
+// TestDecisionDigest checks that absent and empty lists digest alike,
+// that Digest leaves the decision alone, and that each member counts.
+func TestDecisionDigest(t *testing.T) {
+	approver := "lead"
+	full := Decision{Disposition: Deny, RuleIDs: []string{"r1"}, Reasons: []string{"x"},
+		Gates: []GateResult{{GateID: "g", Level: "hard", Decision: Deny, ReasonCode: "x", RuleIDs: []string{"r1"}}}}
+	sparse := Decision{Disposition: Allow, Gates: []GateResult{{GateID: "g"}}}
+	empty := Decision{Disposition: Allow, RuleIDs: []string{}, Reasons: []string{}, Gates: []GateResult{{GateID: "g", RuleIDs: []string{}}}}
+	if sparse.Digest() != empty.Digest() {
+		t.Error("absent and empty lists digest differently")
+	}
+	if sparse.RuleIDs != nil || sparse.Gates[0].RuleIDs != nil {
+		t.Error("Digest modified the decision")
+	}
+	seen := map[string]bool{full.Digest(): true}
+	for _, mutate := range []func(*Decision){
+		func(d *Decision) { d.Disposition = Allow },
+		func(d *Decision) { d.RuleIDs = []string{"r2"} },
+		func(d *Decision) { d.Reasons = nil },
+		func(d *Decision) { d.Gates[0].Level = "soft" },
+		func(d *Decision) { d.ApproverClass = &approver },
+	} {
+		c := full
+		c.Gates = []GateResult{full.Gates[0]}
+		mutate(&c)
+		if seen[c.Digest()] {
+			t.Errorf("mutation did not change the digest: %+v", c)
+		}
+		seen[c.Digest()] = true
+	}
+}

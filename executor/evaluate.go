@@ -44,12 +44,36 @@ func (p *Policy) NewScratch() *Scratch {
 func (p *Policy) Evaluate(r *Normalized) (Decision, Diagnostics) {
 	d := Decision{RuleIDs: []string{}, Reasons: []string{}}
 	diags := p.EvaluateInto(r, p.NewScratch(), &d)
+	d.fillEmpty()
+	return d, diags
+}
+
+// fillEmpty makes absent lists empty, the form decisions are printed,
+// compared and digested in.
+func (d *Decision) fillEmpty() {
+	if d.RuleIDs == nil {
+		d.RuleIDs = []string{}
+	}
+	if d.Reasons == nil {
+		d.Reasons = []string{}
+	}
+	if d.Gates == nil {
+		d.Gates = []GateResult{}
+	}
 	for i := range d.Gates {
 		if d.Gates[i].RuleIDs == nil {
 			d.Gates[i].RuleIDs = []string{}
 		}
 	}
-	return d, diags
+}
+
+// Digest is the sha256-v1 digest of the decision's canonical JSON, absent
+// lists counting as empty ones. It does not modify d.
+func (d *Decision) Digest() string {
+	c := *d
+	c.Gates = slices.Clone(d.Gates)
+	c.fillEmpty()
+	return digestOf(&c)
 }
 
 // evaluatePooled is Evaluate with a pooled Scratch.
@@ -61,11 +85,7 @@ func (p *Policy) evaluatePooled(r *Normalized) (Decision, Diagnostics) {
 	d := Decision{RuleIDs: []string{}, Reasons: []string{}}
 	diags := p.EvaluateInto(r, s, &d)
 	p.scratch.Put(s)
-	for i := range d.Gates {
-		if d.Gates[i].RuleIDs == nil {
-			d.Gates[i].RuleIDs = []string{}
-		}
-	}
+	d.fillEmpty()
 	return d, diags
 }
 

@@ -138,28 +138,7 @@ func (f *requestDigestForm) AppendCanonical(b []byte) ([]byte, error) {
 		return nil, err
 	}
 	b = append(b, `,"scope":`...)
-	switch s := f.Scope.(type) {
-	case EphemeralScope:
-		if err = str(`{"kind":`, s.ScopeKind()); err == nil {
-			err = str(`,"scope_id":`, s.ID)
-		}
-		b = append(b, '}')
-	case DurableRunScope:
-		if err = str(`{"kind":`, s.ScopeKind()); err == nil {
-			if s.OwnerAttemptID == nil {
-				b = append(b, `,"owner_attempt_id":null`...)
-			} else {
-				err = str(`,"owner_attempt_id":`, *s.OwnerAttemptID)
-			}
-		}
-		if err == nil {
-			err = str(`,"run_id":`, s.RunID)
-		}
-		b = append(b, '}')
-	default:
-		b = append(b, "null"...)
-	}
-	if err != nil {
+	if b, err = (scopeForm{f.Scope}).AppendCanonical(b); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"timeout_us":`...)
@@ -215,6 +194,66 @@ type ExecutionContext struct {
 	Boundary *TaskBoundary
 	// Usage is the budget already consumed in the policy's window.
 	Usage Usage
+}
+
+// scopeForm is a scope's canonical form inside digests: {"kind", and the
+// variant's members}, or null for anything but the two variants.
+type scopeForm struct{ s ExecutionScope }
+
+// AppendCanonical implements jcs.Appender.
+func (f scopeForm) AppendCanonical(b []byte) ([]byte, error) {
+	str := func(key, v string) {
+		b = append(b, key...)
+		b = jcs.AppendString(b, v)
+	}
+	valid := func(vs ...string) error {
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return fmt.Errorf("jcs: invalid UTF-8 in scope")
+			}
+		}
+		return nil
+	}
+	switch s := f.s.(type) {
+	case EphemeralScope:
+		if err := valid(s.ID); err != nil {
+			return nil, err
+		}
+		str(`{"kind":`, s.ScopeKind())
+		str(`,"scope_id":`, s.ID)
+	case DurableRunScope:
+		if err := valid(s.RunID); err != nil {
+			return nil, err
+		}
+		str(`{"kind":`, s.ScopeKind())
+		if s.OwnerAttemptID == nil {
+			b = append(b, `,"owner_attempt_id":null`...)
+		} else if err := valid(*s.OwnerAttemptID); err != nil {
+			return nil, err
+		} else {
+			str(`,"owner_attempt_id":`, *s.OwnerAttemptID)
+		}
+		str(`,"run_id":`, s.RunID)
+	default:
+		return append(b, "null"...), nil
+	}
+	return append(b, '}'), nil
+}
+
+// Digest is the sha256-v1 digest of the context's canonical JSON: what a
+// runtime logs or binds to say which trusted context an outcome was
+// decided in. The boundary counts by id; Usage by value.
+func (ec *ExecutionContext) Digest() string {
+	var boundary *string
+	if ec.Boundary != nil {
+		boundary = &ec.Boundary.ID
+	}
+	return digestOf(map[string]any{
+		"context_id": ec.ContextID, "scope": scopeForm{ec.Scope}, "principal": ec.Principal.String(),
+		"tenant": ec.Tenant, "workspace": ec.Workspace,
+		"policy":  map[string]any{"policy_id": ec.Policy.PolicyID, "version": ec.Policy.Version, "digest": ec.Policy.Digest},
+		"backend": ec.Backend, "profile": string(ec.Profile), "task_boundary_id": boundary, "usage": ec.Usage,
+	})
 }
 
 // OutcomeKind names an outcome variant.
