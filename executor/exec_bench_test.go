@@ -38,14 +38,7 @@ func BenchmarkExecute(b *testing.B) {
 		}
 	})
 	b.Run("governed-file", func(b *testing.B) {
-		store, err := chain.OpenFileStore(b.TempDir())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer store.Close()
-		r := newRig(b, store, func(c *executor.Config) { c.IDs = executor.NewUUID; c.Now = time.Now })
-		bd, _ := r.exec.OpenBoundary(r.ref(), false)
-		ec := r.ctx(executor.ProfileGoverned, bd)
+		r, ec, _ := governedFileRig(b)
 		q := req("r", "nothing", nil)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -60,14 +53,7 @@ func BenchmarkExecute(b *testing.B) {
 // callers into one chain in the file store (durable fsync, group commit)
 // and reports operations per second.
 func BenchmarkGovernedThroughput(b *testing.B) {
-	store, err := chain.OpenFileStore(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
-	r := newRig(b, store, func(c *executor.Config) { c.IDs = executor.NewUUID; c.Now = time.Now })
-	bd, _ := r.exec.OpenBoundary(r.ref(), false)
-	ec := r.ctx(executor.ProfileGoverned, bd)
+	r, ec, store := governedFileRig(b)
 	var n atomic.Int64
 	b.SetParallelism(32) // 64 goroutines on 2 CPUs
 	b.ReportAllocs()
@@ -86,4 +72,20 @@ func BenchmarkGovernedThroughput(b *testing.B) {
 	b.ReportMetric(st.RecordsPerGroup(), "records/fsync")
 	b.ReportMetric(float64(st.MeanSync().Microseconds()), "µs/fsync")
 	b.ReportMetric(float64(st.Records)/float64(n.Load()), "records/op")
+}
+
+// governedFileRig is an executor on a fresh file store (real clock and
+// ids) and a governed context on an open boundary.
+func governedFileRig(b *testing.B) (*rig, executor.ExecutionContext, *chain.FileStore) {
+	store, err := chain.OpenFileStore(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	r := newRig(b, store, func(c *executor.Config) { c.IDs = executor.NewUUID; c.Now = time.Now })
+	bd, err := r.exec.OpenBoundary(r.ref(), false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r, r.ctx(executor.ProfileGoverned, bd), store
 }
