@@ -309,8 +309,9 @@ func (m *MemStore) Scan(ctx context.Context, after string, limit int) (Projectio
 }
 
 // Writer appends records to one chain, holding a lock around head lookup,
-// record construction and append, as ADR-0087's coordinator does. It is safe
-// for concurrent use; callables must run outside it.
+// record construction and append, as ADR-0087's coordinator does (for the
+// file store, that lock is the store's own chain lock). It is safe for
+// concurrent use; callables must run outside it.
 type Writer struct {
 	Store   Store
 	ChainID string
@@ -320,8 +321,9 @@ type Writer struct {
 // AsyncAppender is implemented by stores that can acknowledge appends in
 // groups (FileStore): AppendAsync writes in chain order and wait reports
 // durability. Durability is prefix-ordered: once wait returns nil for a
-// record, every earlier record of its chain is durable too. Writer uses it to release its lock before waiting, so that
-// concurrent operations share fsyncs.
+// record, every earlier record of its chain is durable too. Writer uses it
+// to release its lock before waiting, so that concurrent operations share
+// fsyncs.
 type AsyncAppender interface {
 	AppendAsync(ctx context.Context, r *Record) (AppendReceipt, func() error, error)
 }

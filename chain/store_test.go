@@ -540,3 +540,52 @@ func TestFileStoreShortWriteRepair(t *testing.T) {
 		t.Fatalf("verify: %+v %v", res, err)
 	}
 }
+
+// TestPreparedLinesAreCanonical checks the writer's fast path (prepare
+// outside the lock, link under it, no re-parse by the file store) against
+// the reference: every line the file store wrote parses, equals the
+// record's Canonical() form and hashes to its chain_hash, for payloads
+// heavy in characters JSON escapes.
+func TestPreparedLinesAreCanonical(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := &Writer{Store: s, ChainID: testChain}
+	ids := &testIDs{}
+	var written []*Record
+	for i, reason := range []string{"plain", `quote " and \ backslash`, "ctl \x01\x1f\t\n", "é €\u2028\U0001F600", "</script>&"} {
+		op := ids.next()
+		var p Payload = OperationDeniedPayload{Disposition: "deny", ReasonCode: reason}
+		if i == 0 {
+			p = boundPayload()
+		}
+		r, _, err := w.Append(context.Background(), draft(ids, testChain, &op, p))
+		if err != nil {
+			t.Fatalf("%q: %v", reason, err)
+		}
+		written = append(written, r)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, testChain+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != len(written) {
+		t.Fatalf("%d lines, want %d", len(lines), len(written))
+	}
+	for i, ln := range lines {
+		parsed, err := ParseRecord([]byte(ln))
+		if err != nil {
+			t.Fatalf("line %d does not parse: %v", i+1, err)
+		}
+		if string(written[i].Canonical()) != ln {
+			t.Errorf("line %d is not the record's canonical form:\n got %s\nwant %s", i+1, ln, written[i].Canonical())
+		}
+		if parsed.ComputeChainHash() != written[i].Hash() {
+			t.Errorf("line %d: chain_hash does not cover the line", i+1)
+		}
+	}
+}
