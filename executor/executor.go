@@ -285,8 +285,8 @@ func (a *attempt) deny(stage int, reason, format string, args ...any) Outcome {
 	a.trail(stage, "deny", format, args...)
 	a.base.ReasonCode = reason
 	if a.started {
-		if err := a.appendTerminal(chain.OperationDeniedPayload{Disposition: "deny", ReasonCode: reason}); err != nil {
-			return a.evidenceFailure(stage, chain.OperationDenied, err, false)
+		if rt, err := a.appendTerminal(chain.OperationDeniedPayload{Disposition: "deny", ReasonCode: reason}); err != nil {
+			return a.evidenceFailure(stage, rt, err, false)
 		}
 	}
 	return &Denied{OutcomeBase: a.base}
@@ -297,8 +297,8 @@ func (a *attempt) cancelled(stage int) Outcome {
 	a.trail(stage, "cancelled", "%v", a.ctx.Err())
 	a.base.ReasonCode = "cancelled"
 	if a.started {
-		if err := a.appendTerminal(chain.OperationCancelledPayload{DurationUS: 0}); err != nil {
-			return a.evidenceFailure(stage, chain.OperationCancelled, err, false)
+		if rt, err := a.appendTerminal(chain.OperationCancelledPayload{DurationUS: 0}); err != nil {
+			return a.evidenceFailure(stage, rt, err, false)
 		}
 	}
 	return &Cancelled{OutcomeBase: a.base}
@@ -512,18 +512,20 @@ func (a *attempt) flush() (chain.Type, error) {
 }
 
 // appendTerminal appends the operation's one terminal record and waits for
-// it and everything before it. It uses a context that outlives the
+// it and everything before it, returning the type of the record that
+// failed. It uses a context that outlives the
 // caller's cancellation: a started operation must be closed.
-func (a *attempt) appendTerminal(p chain.Payload) error {
+func (a *attempt) appendTerminal(p chain.Payload) (chain.Type, error) {
 	ctx := context.WithoutCancel(a.ctx)
 	saved := a.ctx
 	a.ctx = ctx
 	defer func() { a.ctx = saved }()
 	if err := a.append(p); err != nil {
-		return err
+		return p.RecordType(), err
 	}
-	_, err := a.flush()
-	return err
+	// The failure may be an earlier record of the same group (a gate
+	// result): flush names the first that failed.
+	return a.flush()
 }
 
 // Stage 5: principal/tenant authorization of the context.
@@ -611,8 +613,8 @@ func (a *attempt) evaluate(stage int) Outcome {
 	if escalate {
 		a.trail(stage, "escalate", "gate %s: approval by %s", gate, *d.ApproverClass)
 		if a.started {
-			if err := a.appendTerminal(chain.OperationDeniedPayload{GateID: &gate, ReasonCode: blocking.ReasonCode, Disposition: "escalate", ApproverClass: d.ApproverClass}); err != nil {
-				return a.evidenceFailure(stage, chain.OperationDenied, err, false)
+			if rt, err := a.appendTerminal(chain.OperationDeniedPayload{GateID: &gate, ReasonCode: blocking.ReasonCode, Disposition: "escalate", ApproverClass: d.ApproverClass}); err != nil {
+				return a.evidenceFailure(stage, rt, err, false)
 			}
 		}
 		return &Escalated{OutcomeBase: a.base, Approval: ApprovalRequest{
@@ -622,8 +624,8 @@ func (a *attempt) evaluate(stage int) Outcome {
 	}
 	a.trail(stage, "deny", "gate %s: %s", gate, strings.Join(d.Reasons, ", "))
 	if a.started {
-		if err := a.appendTerminal(chain.OperationDeniedPayload{GateID: &gate, ReasonCode: blocking.ReasonCode, Disposition: "deny"}); err != nil {
-			return a.evidenceFailure(stage, chain.OperationDenied, err, false)
+		if rt, err := a.appendTerminal(chain.OperationDeniedPayload{GateID: &gate, ReasonCode: blocking.ReasonCode, Disposition: "deny"}); err != nil {
+			return a.evidenceFailure(stage, rt, err, false)
 		}
 	}
 	return &Denied{OutcomeBase: a.base}
@@ -794,9 +796,9 @@ func (a *attempt) invoke() Outcome {
 	}
 	a.note(13, string(out.Kind()), strconv.FormatInt(dur, 10)+"µs")
 	if a.started {
-		if err := a.appendTerminal(payload); err != nil {
-			ev := &GovernanceEvidenceError{CallExecuted: true, RecordType: string(payload.RecordType()), Err: err}
-			a.trail(13, "evidence_failed", "%s: %v (never retried)", payload.RecordType(), err)
+		if rt, err := a.appendTerminal(payload); err != nil {
+			ev := &GovernanceEvidenceError{CallExecuted: true, RecordType: string(rt), Err: err}
+			a.trail(13, "evidence_failed", "%s: %v (never retried)", rt, err)
 			out.Base().EvidenceError = ev
 		}
 		out.Base().Records = slices.Clone(a.base.Records)

@@ -260,6 +260,72 @@ func TestEvidenceFaultAtEveryAppend(t *testing.T) {
 	}
 }
 
+// asyncFaultStore accepts every record in order but reports the Nth and
+// every later one as not durable, as a group commit whose fsync failed
+// does (durability is prefix-ordered).
+type asyncFaultStore struct {
+	chain.Store
+	n, failAt int64
+}
+
+func (f *asyncFaultStore) AppendAsync(ctx context.Context, rec *chain.Record) (chain.AppendReceipt, func() error, error) {
+	rc, err := f.Store.Append(ctx, rec)
+	if err != nil {
+		return rc, nil, err
+	}
+	failed := atomic.AddInt64(&f.n, 1) >= f.failAt
+	return rc, func() error {
+		if failed {
+			return errors.New("injected fsync failure")
+		}
+		return nil
+	}, nil
+}
+
+// TestEvidenceFaultAtEveryWait is TestEvidenceFaultAtEveryAppend for a
+// store that fails at durability rather than at append: the failure
+// surfaces where the executor waits (stage 4, stage 11, the terminal), and
+// the outcome names the first record that did not become durable.
+func TestEvidenceFaultAtEveryWait(t *testing.T) {
+	// "nothing" succeeds (its last record follows the call); "echo" is
+	// denied by policy (its failures all come before any call).
+	for _, action := range []string{"nothing", "echo"} {
+		clean := chain.NewMemStore()
+		cr := newRig(t, clean, nil)
+		b, _ := cr.exec.OpenBoundary(cr.ref(), false)
+		out := cr.exec.Execute(context.Background(), req("2", action, nil), cr.ctx(executor.ProfileGoverned, b))
+		recs, err := clean.Read(context.Background(), b.ChainID, -1)
+		if err != nil || len(recs) < 4 || len(recs) != len(out.Base().Records) {
+			t.Fatalf("clean run of %s: %d records, %v", action, len(recs), err)
+		}
+		called := out.Kind() == executor.KindSucceeded
+		for failAt := int64(1); failAt <= int64(len(recs)); failAt++ {
+			want := string(recs[failAt-1].RecordType)
+			t.Run(fmt.Sprint(action, "/", failAt, "-", want), func(t *testing.T) {
+				fs := &asyncFaultStore{Store: chain.NewMemStore(), failAt: failAt}
+				r := newRig(t, fs, nil)
+				b, _ := r.exec.OpenBoundary(r.ref(), false)
+				out := r.exec.Execute(context.Background(), req("2", action, nil), r.ctx(executor.ProfileGoverned, b))
+				ev := out.Base().EvidenceError
+				if ev == nil {
+					t.Fatalf("no evidence error; outcome %s", out.Kind())
+				}
+				if ev.RecordType != want {
+					t.Errorf("evidence error names %s, want %s", ev.RecordType, want)
+				}
+				calls := r.calls[action].Load()
+				post := called && failAt == int64(len(recs))
+				if !post && (ev.CallExecuted || calls != 0 || out.Kind() != executor.KindFailed) {
+					t.Fatalf("pre-call failure: kind %s call_executed %v calls %d", out.Kind(), ev.CallExecuted, calls)
+				}
+				if post && (!ev.CallExecuted || calls != 1 || out.Kind() != executor.KindSucceeded) {
+					t.Fatalf("post-call failure: kind %s call_executed %v calls %d", out.Kind(), ev.CallExecuted, calls)
+				}
+			})
+		}
+	}
+}
+
 func TestGovernedCertificate(t *testing.T) {
 	store := chain.NewMemStore()
 	r := newRig(t, store, nil)
