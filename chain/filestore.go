@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"polc.dev/polc/internal/atomicfile"
 )
 
 // FileStore is the embedded default Store: one JSONL file per chain in a
@@ -205,7 +207,7 @@ func (s *FileStore) chain(chainID string) (*fileChain, error) {
 		lock.Close()
 		return nil, err
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := atomicfile.SyncDir(s.dir); err != nil {
 		return nil, err
 	}
 	s.chains[chainID] = c
@@ -500,7 +502,7 @@ func (s *FileStore) Repair(chainID string) (RepairReport, error) {
 		return rep, err
 	}
 	side := s.path(chainID) + ".torn-" + strconv.FormatInt(c.size, 10)
-	if err := writeFileSync(side, torn); err != nil {
+	if err := atomicfile.CreateSynced(side, torn); err != nil {
 		return rep, err
 	}
 	if err := c.f.Truncate(c.size); err != nil {
@@ -509,37 +511,12 @@ func (s *FileStore) Repair(chainID string) (RepairReport, error) {
 	if err := c.f.Sync(); err != nil {
 		return rep, err
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := atomicfile.SyncDir(s.dir); err != nil {
 		return rep, err
 	}
 	c.torn = 0
 	rep.SavedTo = side
 	return rep, nil
-}
-
-func writeFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // index appends a projection entry; it is synced lazily by Scan.

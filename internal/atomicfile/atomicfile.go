@@ -37,7 +37,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
 // ReplaceDir makes dir/sub contain exactly files (slash-separated names
@@ -68,11 +68,11 @@ func ReplaceDir(dir, sub string, files map[string][]byte) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if err := writeSynced(p, files[n]); err != nil {
+		if err := CreateSynced(p, files[n]); err != nil {
 			return err
 		}
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := SyncDir(tmp); err != nil {
 		return err
 	}
 	target := filepath.Join(dir, sub)
@@ -93,10 +93,13 @@ func ReplaceDir(dir, sub string, files map[string][]byte) error {
 	if old != "" {
 		os.RemoveAll(old)
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-func writeSynced(path string, data []byte) error {
+// CreateSynced creates path, which must not exist, writes data and fsyncs
+// it before returning. The caller syncs the directory (SyncDir) when the
+// new name must survive a crash too.
+func CreateSynced(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
@@ -112,7 +115,8 @@ func writeSynced(path string, data []byte) error {
 	return f.Close()
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs a directory, making the names created in it durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
