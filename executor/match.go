@@ -166,6 +166,29 @@ type segTrie struct {
 	count int
 }
 
+// litChild returns the trie child under a literal key, creating it.
+func litChild[N any](lit *map[string]*N, key string) *N {
+	if *lit == nil {
+		*lit = map[string]*N{}
+	}
+	next := (*lit)[key]
+	if next == nil {
+		next = new(N)
+		(*lit)[key] = next
+	}
+	return next
+}
+
+// globChild returns the trie child under a glob pattern, creating it.
+func globChild[N any](globs *globIndex[*N], pattern string) *N {
+	next, ok := globs.find(pattern)
+	if !ok {
+		next = new(N)
+		globs.add(pattern, next)
+	}
+	return next
+}
+
 type segNode struct {
 	lit   map[string]*segNode
 	globs globIndex[*segNode]
@@ -183,22 +206,9 @@ func (t *segTrie) add(p string, id int32) {
 			}
 			n = n.dstar
 		case hasGlob(seg):
-			next, ok := n.globs.find(seg)
-			if !ok {
-				next = &segNode{}
-				n.globs.add(seg, next)
-			}
-			n = next
+			n = globChild(&n.globs, seg)
 		default:
-			if n.lit == nil {
-				n.lit = map[string]*segNode{}
-			}
-			next := n.lit[seg]
-			if next == nil {
-				next = &segNode{}
-				n.lit[seg] = next
-			}
-			n = next
+			n = litChild(&n.lit, seg)
 		}
 	}
 	n.ids = append(n.ids, id)
@@ -287,23 +297,10 @@ func (t *cmdTrie) add(p string, id int32) {
 			return
 		}
 		if hasGlob(tok) {
-			next, ok := n.globs.find(tok)
-			if !ok {
-				next = &cmdNode{}
-				n.globs.add(tok, next)
-			}
-			n = next
+			n = globChild(&n.globs, tok)
 			continue
 		}
-		if n.lit == nil {
-			n.lit = map[string]*cmdNode{}
-		}
-		next := n.lit[tok]
-		if next == nil {
-			next = &cmdNode{}
-			n.lit[tok] = next
-		}
-		n = next
+		n = litChild(&n.lit, tok)
 	}
 	n.ids = append(n.ids, id)
 	t.count++
