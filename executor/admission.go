@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,13 +19,13 @@ type Admission interface {
 type Lease struct {
 	ID        string
 	ExpiresAt time.Time
-	release   func()
+	release   interface{ release() }
 }
 
 // Release returns the capacity.
 func (l Lease) Release() {
 	if l.release != nil {
-		l.release()
+		l.release.release()
 	}
 }
 
@@ -53,6 +54,18 @@ func (l *Limiter) Acquire(context.Context) (Lease, time.Time, bool) {
 		now = l.Now
 	}
 	t := now()
+	ttl := l.LeaseTTL
+	if ttl == 0 {
+		ttl = 5 * time.Minute
+	}
+	id := ""
+	if l.IDs != nil {
+		id = l.IDs()
+	}
+	if l.MaxConcurrent <= 0 && l.Rate <= 0 {
+		// Unbounded: nothing to count, nothing to give back.
+		return Lease{ID: id, ExpiresAt: t.Add(ttl)}, time.Time{}, true
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.MaxConcurrent > 0 && l.inFlight >= l.MaxConcurrent {
@@ -73,20 +86,19 @@ func (l *Limiter) Acquire(context.Context) (Lease, time.Time, bool) {
 		l.tokens--
 	}
 	l.inFlight++
-	ttl := l.LeaseTTL
-	if ttl == 0 {
-		ttl = 5 * time.Minute
+	return Lease{ID: id, ExpiresAt: t.Add(ttl), release: &limiterLease{l: l}}, time.Time{}, true
+}
+
+// limiterLease gives one admission back to its Limiter, once.
+type limiterLease struct {
+	l    *Limiter
+	done atomic.Bool
+}
+
+func (r *limiterLease) release() {
+	if r.done.CompareAndSwap(false, true) {
+		r.l.mu.Lock()
+		r.l.inFlight--
+		r.l.mu.Unlock()
 	}
-	id := ""
-	if l.IDs != nil {
-		id = l.IDs()
-	}
-	var once sync.Once
-	return Lease{ID: id, ExpiresAt: t.Add(ttl), release: func() {
-		once.Do(func() {
-			l.mu.Lock()
-			l.inFlight--
-			l.mu.Unlock()
-		})
-	}}, time.Time{}, true
 }

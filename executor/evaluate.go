@@ -29,6 +29,7 @@ type Scratch struct {
 	mcpBuf, resBuf    []byte
 	gDeny, gAppr      []bool
 	gNA               []int
+	dec               Decision // warm result buffers of evaluatePooled
 }
 
 // NewScratch returns buffers sized for p.
@@ -82,11 +83,35 @@ func (p *Policy) evaluatePooled(r *Normalized) (Decision, Diagnostics) {
 	if s == nil {
 		s = p.NewScratch()
 	}
-	d := Decision{RuleIDs: []string{}, Reasons: []string{}}
-	diags := p.EvaluateInto(r, s, &d)
+	diags := p.EvaluateInto(r, s, &s.dec)
+	d := s.dec.detach()
 	p.scratch.Put(s)
-	d.fillEmpty()
 	return d, diags
+}
+
+// detach returns a copy of d that shares nothing with it, every list
+// non-nil: the gate results in one new array and every string list
+// (the gates' rule ids, the rule ids, the reasons) carved from another,
+// so that a decision costs two allocations whatever its size.
+func (d *Decision) detach() Decision {
+	out := *d
+	n := len(d.RuleIDs) + len(d.Reasons)
+	for i := range d.Gates {
+		n += len(d.Gates[i].RuleIDs)
+	}
+	strs := make([]string, 0, n)
+	take := func(src []string) []string {
+		start := len(strs)
+		strs = append(strs, src...)
+		return strs[start:len(strs):len(strs)]
+	}
+	out.Gates = make([]GateResult, len(d.Gates))
+	copy(out.Gates, d.Gates)
+	for i := range out.Gates {
+		out.Gates[i].RuleIDs = take(d.Gates[i].RuleIDs)
+	}
+	out.RuleIDs, out.Reasons = take(d.RuleIDs), take(d.Reasons)
+	return out
 }
 
 // EvaluateInto is Evaluate with caller-owned buffers: the slices of d are

@@ -66,7 +66,7 @@ type Guard struct {
 type Executor struct {
 	cfg      Config
 	backends map[string]EffectBackend
-	policies map[string]*compiledPolicy
+	policies map[policyKey]*compiledPolicy
 	plans    sync.Map // planKey → *plan
 	capCache sync.Map // backend id → cachedCaps
 }
@@ -92,6 +92,8 @@ type cachedCaps struct {
 	digest string
 }
 
+type policyKey struct{ id, version string }
+
 type compiledPolicy struct {
 	snap *snapshot.Snapshot
 	eval *Policy
@@ -114,7 +116,7 @@ func New(cfg Config) (*Executor, error) {
 	if len(cfg.Backends) == 0 {
 		cfg.Backends = []EffectBackend{InProcessBackend{}}
 	}
-	e := &Executor{cfg: cfg, backends: map[string]EffectBackend{}, policies: map[string]*compiledPolicy{}}
+	e := &Executor{cfg: cfg, backends: map[string]EffectBackend{}, policies: map[policyKey]*compiledPolicy{}}
 	for _, b := range cfg.Backends {
 		if _, dup := e.backends[b.ID()]; dup {
 			return nil, fmt.Errorf("executor: duplicate backend %q", b.ID())
@@ -130,7 +132,7 @@ func New(cfg Config) (*Executor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("executor: snapshot %s: %v", s.Name, err)
 		}
-		e.policies[s.PolicyID+"@"+s.Version] = &compiledPolicy{snap: s, eval: p}
+		e.policies[policyKey{s.PolicyID, s.Version}] = &compiledPolicy{snap: s, eval: p}
 	}
 	for i, t := range cfg.Transformers {
 		if t.Name == "" || t.Transform == nil {
@@ -150,7 +152,7 @@ func (e *Executor) now() time.Time { return e.cfg.Now() }
 // policy returns the compiled snapshot a reference pins, checking the
 // exact digest.
 func (e *Executor) policy(ref SnapshotRef) (*compiledPolicy, error) {
-	p, ok := e.policies[ref.PolicyID+"@"+ref.Version]
+	p, ok := e.policies[policyKey{ref.PolicyID, ref.Version}]
 	if !ok {
 		return nil, fmt.Errorf("policy %s@%s is not loaded", ref.PolicyID, ref.Version)
 	}
@@ -222,7 +224,17 @@ type attempt struct {
 	changed    bool // a transformer changed the arguments
 	startedAt  time.Time
 	reqDigest  string
+	principal  string // ec.Principal.String(), computed once
 	pending    []pendingRecord // appended, not yet known durable
+
+	// Storage for what the pointers above and the outcome refer to, so
+	// that one allocation holds an attempt's state.
+	reqv      ExecutionRequest
+	ecv       ExecutionContext
+	preflight ActionPreflightReport
+	succeeded Succeeded
+	trailBuf  [16]TrailEntry
+	pendBuf   [6]pendingRecord
 }
 
 // requestDigest is the request's digest, computed once per attempt.
@@ -238,8 +250,10 @@ func (a *attempt) requestDigest() string {
 // callable unless every stage before 12 allowed it (and, governed, every
 // pre-call record was appended).
 func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec ExecutionContext) (out Outcome) {
-	a := &attempt{e: e, ctx: ctx, req: &req, ec: &ec, startedAt: e.now()}
-	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: e.cfg.IDs(), Trail: make([]TrailEntry, 0, 16)}
+	a := &attempt{e: e, ctx: ctx, reqv: req, ecv: ec, startedAt: e.now()}
+	a.req, a.ec, a.pending = &a.reqv, &a.ecv, a.pendBuf[:0]
+	a.principal = ec.Principal.String()
+	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: e.cfg.IDs(), Trail: a.trailBuf[:0]}
 	defer func() {
 		if a.leased {
 			a.lease.Release()
@@ -332,12 +346,29 @@ func (a *attempt) normalize() Outcome {
 	return nil
 }
 
+// normalizeArgs normalizes the attempt's private arguments for the
+// descriptor stage 1 resolved (the one Normalizer.Normalize would resolve:
+// the same lookup of the same reference).
 func (a *attempt) normalizeArgs(args map[string]any) (*Normalized, *NormalizeError) {
 	usage := a.ec.Usage
-	return (&Normalizer{Registry: a.e.cfg.Registry, Now: a.e.cfg.Now}).normalize(ActionRequest{
-		Action: a.req.Action, Arguments: args, Principal: a.ec.Principal.String(), Tenant: a.ec.Tenant,
+	out, err := (&Normalizer{Registry: a.e.cfg.Registry, Now: a.e.cfg.Now}).start(ActionRequest{
+		Action: a.req.Action, Principal: a.principal, Tenant: a.ec.Tenant,
 		Workspace: a.ec.Workspace, Usage: &usage,
-	}, true)
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The callable gets args as they are; only the normalizer's view has
+	// the shorthand's server and tool.
+	if mcpArgs, err := mcpShorthand(a.req.Action, args, true); err != nil {
+		return nil, err
+	} else if mcpArgs != nil {
+		args = mcpArgs
+	}
+	if err := a.en.finish(out, args, true); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Stage 3: bind the trusted context, verify the exact snapshot, probe the
@@ -347,7 +378,7 @@ func (a *attempt) bind() Outcome {
 	switch {
 	case ec.Principal.Kind == "" || ec.Principal.ID == "":
 		return a.deny(3, "unauthenticated", "the context has no authenticated principal")
-	case a.req.PrincipalClaim != nil && *a.req.PrincipalClaim != ec.Principal.String():
+	case a.req.PrincipalClaim != nil && *a.req.PrincipalClaim != a.principal:
 		return a.deny(3, "principal_claim_mismatch", "the request claims %q, the context authenticated %q", *a.req.PrincipalClaim, ec.Principal.String())
 	case a.req.Scope == nil || ec.Scope == nil || !sameScope(a.req.Scope, ec.Scope):
 		return a.deny(3, "scope_mismatch", "the request's scope is not the context's")
@@ -402,11 +433,12 @@ func (a *attempt) bind() Outcome {
 		return &Deferred{OutcomeBase: a.base, RetryAt: retryAt}
 	}
 	a.lease, a.leased = lease, true
-	a.base.Preflight = &ActionPreflightReport{
+	a.preflight = ActionPreflightReport{
 		ReportID: a.e.cfg.IDs(), RequestID: a.req.RequestID, RequestDigest: a.requestDigest(),
 		DescriptorDigest: a.en.digest, Backend: a.backend.ID(), Capabilities: caps, CapabilityDigest: capDigest,
 		LeaseID: lease.ID, VerifiedAt: a.e.now(), ExpiresAt: lease.ExpiresAt,
 	}
+	a.base.Preflight = &a.preflight
 	a.note(3, "ok", "backend "+a.backend.ID()+", capabilities "+a.base.Preflight.CapabilityDigest)
 	return nil
 }
@@ -417,7 +449,7 @@ func (a *attempt) governedStart() Outcome {
 	a.opID = a.e.cfg.IDs()
 	a.base.OperationID = &a.opID
 	if a.ec.Profile != ProfileGoverned && a.ec.Profile != ProfileCertifiable {
-		a.note(4, "skipped", "profile "+string(a.ec.Profile)+" appends no evidence")
+		a.note(4, "skipped", noEvidence(a.ec.Profile))
 		return nil
 	}
 	if err := a.ctx.Err(); err != nil {
@@ -445,7 +477,7 @@ func (a *attempt) governedStart() Outcome {
 	}); err != nil {
 		return a.evidenceFailure(4, chain.PolicyBound, err, false)
 	}
-	actor := a.ec.Principal.String()
+	actor := a.principal
 	var runID *string
 	if s, ok := a.ec.Scope.(DurableRunScope); ok {
 		runID = &s.RunID
@@ -528,16 +560,27 @@ func (a *attempt) appendTerminal(p chain.Payload) (chain.Type, error) {
 	return a.flush()
 }
 
+// noEvidence is the trail detail of the evidence stages a profile skips.
+func noEvidence(p Profile) string {
+	switch p {
+	case ProfileMinimal:
+		return "profile minimal appends no evidence"
+	case ProfileDurable:
+		return "profile durable appends no evidence"
+	}
+	return "profile " + string(p) + " appends no evidence"
+}
+
 // Stage 5: principal/tenant authorization of the context.
 func (a *attempt) authorize() Outcome {
 	if a.e.cfg.Authorize == nil {
-		a.trail(5, "ok", "no authorizer configured; scopes are checked by the policy")
+		a.note(5, "ok", "no authorizer configured; scopes are checked by the policy")
 		return nil
 	}
 	if err := a.e.cfg.Authorize(a.ctx, *a.ec, a.en.desc); err != nil {
 		return a.deny(5, "unauthorized", "authorization refused")
 	}
-	a.trail(5, "ok", "authorized")
+	a.note(5, "ok", "authorized")
 	return nil
 }
 
@@ -548,7 +591,11 @@ func (a *attempt) guards() Outcome {
 			return a.deny(6, "guard:"+g.ID, "guard %s refused", g.ID)
 		}
 	}
-	a.note(6, "ok", strconv.Itoa(len(a.e.cfg.Guards))+" guards")
+	if len(a.e.cfg.Guards) == 0 {
+		a.note(6, "ok", "no guards")
+	} else {
+		a.note(6, "ok", strconv.Itoa(len(a.e.cfg.Guards))+" guards")
+	}
 	return nil
 }
 
@@ -681,7 +728,7 @@ func (a *attempt) transform() Outcome {
 // Stage 9: re-normalize and re-validate transformed arguments.
 func (a *attempt) renormalize() Outcome {
 	if !a.changed {
-		a.trail(9, "skipped", "arguments digest unchanged")
+		a.note(9, "skipped", "arguments digest unchanged")
 		return nil
 	}
 	n, nerr := a.normalizeArgs(a.args)
@@ -689,14 +736,14 @@ func (a *attempt) renormalize() Outcome {
 		return a.deny(9, nerr.Reason, "%s", nerr.Detail)
 	}
 	a.norm = n
-	a.trail(9, "ok", "renormalized")
+	a.note(9, "ok", "renormalized")
 	return nil
 }
 
 // Stage 10: re-run every security evaluator whose inputs changed.
 func (a *attempt) recheck() Outcome {
 	if !a.changed {
-		a.note(10, "skipped", "arguments digest "+a.argsDigest+" unchanged: authorization, guards and policy stand")
+		a.note(10, "skipped", "arguments digest unchanged (stage 2): authorization, guards and policy stand")
 		return nil
 	}
 	if o := a.authorize(); o != nil {
@@ -723,7 +770,7 @@ func (a *attempt) precall() Outcome {
 		}
 		a.trail(11, "ok", "%d records durable before the call", len(a.base.Records))
 	} else {
-		a.note(11, "skipped", "profile "+string(a.ec.Profile)+" appends no evidence")
+		a.note(11, "skipped", noEvidence(a.ec.Profile))
 	}
 	return nil
 }
@@ -771,20 +818,23 @@ func (a *attempt) invoke() Outcome {
 		dur = 0
 	}
 	var out Outcome
-	var payload chain.Payload
 	switch {
 	case err == nil:
-		rd := digestOf(res)
-		out, payload = &Succeeded{OutcomeBase: a.base, Result: res, ResultDigest: rd}, chain.CallableCompletedPayload{ResultDigest: rd, DurationUS: dur}
+		rd := nullDigest
+		if res != nil {
+			rd = digestOf(res)
+		}
+		a.succeeded = Succeeded{OutcomeBase: a.base, Result: res, ResultDigest: rd}
+		out = &a.succeeded
 	case errors.Is(err, ErrAmbiguous):
 		a.base.ReasonCode = "external_result_ambiguous"
-		out, payload = &Ambiguous{OutcomeBase: a.base}, chain.ExternalResultAmbiguousPayload{ReasonCode: "external_result_ambiguous", DurationUS: dur}
+		out = &Ambiguous{OutcomeBase: a.base}
 	case a.ctx.Err() != nil:
 		a.base.ReasonCode = "cancelled"
-		out, payload = &Cancelled{OutcomeBase: a.base}, chain.OperationCancelledPayload{DurationUS: dur}
+		out = &Cancelled{OutcomeBase: a.base}
 	case ctx.Err() != nil:
 		a.base.ReasonCode = "timed_out"
-		out, payload = &TimedOut{OutcomeBase: a.base}, chain.OperationTimedOutPayload{DurationUS: dur}
+		out = &TimedOut{OutcomeBase: a.base}
 	default:
 		class := "callable_error"
 		var ec ErrorClass
@@ -792,20 +842,42 @@ func (a *attempt) invoke() Outcome {
 			class = ec.ErrorClass()
 		}
 		a.base.ReasonCode = class
-		out, payload = &Failed{OutcomeBase: a.base, Class: class}, chain.CallableFailedPayload{ErrorClass: class, DurationUS: dur}
+		out = &Failed{OutcomeBase: a.base, Class: class}
 	}
-	a.note(13, string(out.Kind()), strconv.FormatInt(dur, 10)+"µs")
+	a.note(13, string(out.Kind()), string(append(strconv.AppendInt(make([]byte, 0, 24), dur, 10), "µs"...)))
 	if a.started {
-		if rt, err := a.appendTerminal(payload); err != nil {
+		if rt, err := a.appendTerminal(terminalPayload(out, dur)); err != nil {
 			ev := &GovernanceEvidenceError{CallExecuted: true, RecordType: string(rt), Err: err}
 			a.trail(13, "evidence_failed", "%s: %v (never retried)", rt, err)
 			out.Base().EvidenceError = ev
 		}
-		out.Base().Records = slices.Clone(a.base.Records)
+		// The outcome was built before the terminal: give it the whole
+		// lists (the attempt appends nothing after this).
+		out.Base().Records = a.base.Records
 	}
-	out.Base().Trail = slices.Clone(a.base.Trail)
+	out.Base().Trail = a.base.Trail
 	return out
 }
+
+// terminalPayload is the terminal record of a call's outcome.
+func terminalPayload(out Outcome, dur int64) chain.Payload {
+	switch o := out.(type) {
+	case *Succeeded:
+		return chain.CallableCompletedPayload{ResultDigest: o.ResultDigest, DurationUS: dur}
+	case *Ambiguous:
+		return chain.ExternalResultAmbiguousPayload{ReasonCode: "external_result_ambiguous", DurationUS: dur}
+	case *Cancelled:
+		return chain.OperationCancelledPayload{DurationUS: dur}
+	case *TimedOut:
+		return chain.OperationTimedOutPayload{DurationUS: dur}
+	case *Failed:
+		return chain.CallableFailedPayload{ErrorClass: o.Class, DurationUS: dur}
+	}
+	panic(fmt.Sprintf("executor: no terminal record for %T", out)) // invoke builds only the above
+}
+
+// nullDigest is the digest of a nil result (canonical "null").
+var nullDigest = digestOf(nil)
 
 func validClass(c string) bool {
 	if c == "" || len(c) > 64 {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -77,6 +78,33 @@ func (n *Normalizer) normalize(req ActionRequest, jsonArgs bool) (*Normalized, *
 	if reg == nil {
 		reg = defaultRegistry()
 	}
+	out, err := n.start(req)
+	if err != nil {
+		return nil, err
+	}
+	args := make(map[string]any, len(req.Arguments)+2)
+	for k, v := range req.Arguments {
+		args[k] = v
+	}
+	mcpArgs, err := mcpShorthand(req.Action, args, false)
+	if err != nil {
+		return nil, err
+	}
+	if mcpArgs != nil {
+		args, out.Action = mcpArgs, "mcp"
+	}
+	e := reg.lookup(out.Action)
+	if e == nil {
+		return nil, nerr(ReasonUnknownAction, "no descriptor for action %q", req.Action)
+	}
+	if err := e.finish(out, args, jsonArgs); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// start begins a normalized request: identity, time, usage and workspace.
+func (n *Normalizer) start(req ActionRequest) (*Normalized, *NormalizeError) {
 	now := time.Now
 	if n.Now != nil {
 		now = n.Now
@@ -102,36 +130,45 @@ func (n *Normalizer) normalize(req ActionRequest, jsonArgs bool) (*Normalized, *
 		return nil, nerr(ReasonInvalidRequest, "workspace %q must be an absolute path", ws)
 	}
 	out.Workspace = filepath.Clean(ws)
-	args := map[string]any{}
-	for k, v := range req.Arguments {
-		args[k] = v
+	return out, nil
+}
+
+// mcpShorthand resolves "mcp:<server>/<tool>", shorthand for the mcp
+// action with those arguments: it returns the arguments with server and
+// tool set (a copy when copyArgs, else args itself), or nil for any other
+// action.
+func mcpShorthand(action string, args map[string]any, copyArgs bool) (map[string]any, *NormalizeError) {
+	rest, ok := strings.CutPrefix(action, "mcp:")
+	if !ok {
+		return nil, nil
 	}
-	// "mcp:<server>/<tool>" is shorthand for the mcp action.
-	if rest, ok := strings.CutPrefix(req.Action, "mcp:"); ok {
-		server, tool, ok := strings.Cut(rest, "/")
-		if !ok || server == "" || tool == "" {
-			return nil, nerr(ReasonInvalidRequest, "action %q: want mcp:<server>/<tool>", req.Action)
+	server, tool, ok := strings.Cut(rest, "/")
+	if !ok || server == "" || tool == "" {
+		return nil, nerr(ReasonInvalidRequest, "action %q: want mcp:<server>/<tool>", action)
+	}
+	if copyArgs {
+		args = maps.Clone(args)
+		if args == nil {
+			args = map[string]any{}
 		}
-		for k, v := range map[string]string{"server": server, "tool": tool} {
-			if prev, dup := args[k]; dup && prev != v {
-				return nil, nerr(ReasonInvalidRequest, "action %q conflicts with argument %s=%v", req.Action, k, prev)
-			}
-			args[k] = v
+	}
+	for _, kv := range [2][2]string{{"server", server}, {"tool", tool}} {
+		if prev, dup := args[kv[0]]; dup && prev != kv[1] {
+			return nil, nerr(ReasonInvalidRequest, "action %q conflicts with argument %s=%v", action, kv[0], prev)
 		}
-		out.Action = "mcp"
+		args[kv[0]] = kv[1]
 	}
-	e := reg.lookup(out.Action)
-	if e == nil {
-		return nil, nerr(ReasonUnknownAction, "no descriptor for action %q", req.Action)
-	}
+	return args, nil
+}
+
+// finish completes out for the action e resolved: it validates args
+// against e's schema and fills the facets e's hints name.
+func (e *entry) finish(out *Normalized, args map[string]any, jsonArgs bool) *NormalizeError {
 	out.Action = e.desc.ID
 	if err := e.validate(args, jsonArgs); err != nil {
-		return nil, err
+		return err
 	}
-	if err := e.desc.Hints.facets(args, out.Workspace, out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return e.desc.Hints.facets(args, out.Workspace, out)
 }
 
 // validate checks arguments against the descriptor's JSON Schema.

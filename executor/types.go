@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -106,23 +108,15 @@ type requestDigestForm struct {
 // written directly because every request is digested on the hot path.
 // requestDigestReference in the tests is the naive form it must equal.
 func (f *requestDigestForm) AppendCanonical(b []byte) ([]byte, error) {
-	str := func(key, v string) error {
-		if !utf8.ValidString(v) {
-			return fmt.Errorf("jcs: invalid UTF-8 in %s", key)
-		}
-		b = append(b, key...)
-		b = jcs.AppendString(b, v)
-		return nil
-	}
 	var err error
-	if err = str(`{"action":`, f.Action); err != nil {
+	if b, err = appendStrMember(b, `{"action":`, f.Action); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"arguments":`...)
 	if b, err = jcs.Append(b, f.Arguments); err != nil {
 		return nil, err
 	}
-	if err = str(`,"idempotency_key":`, f.IdempotencyKey); err != nil {
+	if b, err = appendStrMember(b, `,"idempotency_key":`, f.IdempotencyKey); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"metadata":`...)
@@ -131,10 +125,10 @@ func (f *requestDigestForm) AppendCanonical(b []byte) ([]byte, error) {
 	}
 	if f.PrincipalClaim == nil {
 		b = append(b, `,"principal_claim":null`...)
-	} else if err = str(`,"principal_claim":`, *f.PrincipalClaim); err != nil {
+	} else if b, err = appendStrMember(b, `,"principal_claim":`, *f.PrincipalClaim); err != nil {
 		return nil, err
 	}
-	if err = str(`,"request_id":`, f.RequestID); err != nil {
+	if b, err = appendStrMember(b, `,"request_id":`, f.RequestID); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"scope":`...)
@@ -146,16 +140,39 @@ func (f *requestDigestForm) AppendCanonical(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// appendStrMember appends key (the member's separator, name and colon,
+// already canonical) and v as a JSON string; v must be valid UTF-8, which
+// has no canonical form otherwise.
+func appendStrMember(b []byte, key, v string) ([]byte, error) {
+	if !utf8.ValidString(v) {
+		return nil, fmt.Errorf("jcs: invalid UTF-8 in %s", strings.Trim(key, `{,":`))
+	}
+	b = append(b, key...)
+	return jcs.AppendString(b, v), nil
+}
+
+// digestBufs recycles the canonical-encoding buffers of digestOf: every
+// request, argument set and result is digested on the hot path.
+var digestBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// digestOf is the sha256-v1 digest (lowercase hex) of v's canonical JSON.
 func digestOf(v any) string {
-	b, err := jcs.Marshal(v)
+	bp := digestBufs.Get().(*[]byte)
+	b, err := jcs.Append((*bp)[:0], v)
 	if err != nil {
 		// Arguments that are not JSON values have no canonical form; the
 		// digest of the error text keeps the function total and the
 		// arguments are refused at stage 2 anyway.
-		b = []byte(fmt.Sprintf("unencodable: %v", err))
+		b = fmt.Appendf((*bp)[:0], "unencodable: %v", err)
 	}
 	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
+	if cap(b) <= 64<<10 {
+		*bp = b[:0]
+		digestBufs.Put(bp)
+	}
+	var h [64]byte
+	hex.Encode(h[:], s[:])
+	return string(h[:])
 }
 
 // Principal is an authenticated actor.
@@ -202,38 +219,27 @@ type scopeForm struct{ s ExecutionScope }
 
 // AppendCanonical implements jcs.Appender.
 func (f scopeForm) AppendCanonical(b []byte) ([]byte, error) {
-	str := func(key, v string) {
-		b = append(b, key...)
-		b = jcs.AppendString(b, v)
-	}
-	valid := func(vs ...string) error {
-		for _, v := range vs {
-			if !utf8.ValidString(v) {
-				return fmt.Errorf("jcs: invalid UTF-8 in scope")
-			}
-		}
-		return nil
-	}
+	var err error
 	switch s := f.s.(type) {
 	case EphemeralScope:
-		if err := valid(s.ID); err != nil {
+		if b, err = appendStrMember(b, `{"kind":`, s.ScopeKind()); err != nil {
 			return nil, err
 		}
-		str(`{"kind":`, s.ScopeKind())
-		str(`,"scope_id":`, s.ID)
+		if b, err = appendStrMember(b, `,"scope_id":`, s.ID); err != nil {
+			return nil, err
+		}
 	case DurableRunScope:
-		if err := valid(s.RunID); err != nil {
+		if b, err = appendStrMember(b, `{"kind":`, s.ScopeKind()); err != nil {
 			return nil, err
 		}
-		str(`{"kind":`, s.ScopeKind())
 		if s.OwnerAttemptID == nil {
 			b = append(b, `,"owner_attempt_id":null`...)
-		} else if err := valid(*s.OwnerAttemptID); err != nil {
+		} else if b, err = appendStrMember(b, `,"owner_attempt_id":`, *s.OwnerAttemptID); err != nil {
 			return nil, err
-		} else {
-			str(`,"owner_attempt_id":`, *s.OwnerAttemptID)
 		}
-		str(`,"run_id":`, s.RunID)
+		if b, err = appendStrMember(b, `,"run_id":`, s.RunID); err != nil {
+			return nil, err
+		}
 	default:
 		return append(b, "null"...), nil
 	}
