@@ -43,8 +43,9 @@ type FileStore struct {
 
 	idxMu     sync.Mutex
 	idx       *os.File
-	idxSize   int64
-	idxSynced int64
+	idxSize   int64  // bytes written to idx
+	idxSynced int64  // bytes of idx fsynced
+	idxBuf    []byte // entries not yet written (see index)
 
 	groups, records, syncNanos atomic.Int64
 
@@ -98,10 +99,17 @@ type fileChain struct {
 	pendRec  []*Record // the records in pending, for the index
 	spare    []byte    // the last group's buffer, reused for the next
 	spareRec []*Record
-	synced   int64         // bytes of size known durable (fsynced)
-	durable  atomic.Int64  // synced, readable without mu
-	syncing  bool          // a goroutine is fsyncing on everyone's behalf
-	done     chan struct{} // closed when the in-flight group finishes
+	synced   int64        // bytes of size known durable (fsynced)
+	durable  atomic.Int64 // synced, readable without mu
+	// The flusher goroutine runs while records are pending: it writes and
+	// fsyncs them group after group, then exits.
+	flushing bool
+	exited   chan struct{} // closed when the running flusher exits
+	syncing  bool          // a group is being written and fsynced
+	inflight int64         // the size the in-flight group makes durable
+	doneCur  chan struct{} // closed when the in-flight group finishes
+	doneNext chan struct{} // closed when the group after it finishes
+	closed   bool          // the store was closed: no more appends
 	torn     int64         // bytes after the last newline (0 = none)
 	broken   error         // a previous write or fsync failed: reopen required
 	corrupt  error         // the file does not verify as a chain prefix
@@ -157,6 +165,14 @@ func (s *FileStore) Close() error {
 	var errs []error
 	for _, c := range s.chains {
 		c.mu.Lock()
+		c.closed = true
+		if c.flushing {
+			// Let the flusher finish the records already accepted.
+			exited := c.exited
+			c.mu.Unlock()
+			<-exited
+			c.mu.Lock()
+		}
 		if c.f != nil {
 			errs = append(errs, c.f.Close())
 		}
@@ -168,7 +184,7 @@ func (s *FileStore) Close() error {
 	s.chains = map[string]*fileChain{}
 	s.idxMu.Lock()
 	if s.idx != nil {
-		errs = append(errs, s.idx.Sync(), s.idx.Close())
+		errs = append(errs, s.writeIndexLocked(), s.idx.Sync(), s.idx.Close())
 		s.idx = nil
 	}
 	s.idxMu.Unlock()
@@ -197,7 +213,7 @@ func (s *FileStore) chain(chainID string) (*fileChain, error) {
 		lock.Close()
 		return nil, err
 	}
-	c := &fileChain{f: f, lock: lock, state: newChainState()}
+	c := &fileChain{f: f, lock: lock, state: newChainState(), doneNext: make(chan struct{})}
 	err = c.load(chainID)
 	c.written, c.synced = c.size, c.size
 	c.durable.Store(c.synced)
@@ -263,12 +279,12 @@ func (s *FileStore) Append(ctx context.Context, r *Record) (AppendReceipt, error
 
 // AppendAsync accepts the record in chain order and returns a wait function
 // that returns once it is durable. Group commit: accepted records are
-// buffered, and whichever waiter finds no write in progress writes every
-// buffered record with one write and one fsync, on everyone's behalf. A
-// record counts as acknowledged only when wait returns nil; if the write or
-// fsync fails, every waiter gets the error and the chain refuses appends
-// until the store is reopened (a crash before the fsync may keep or lose
-// unacknowledged records, never an acknowledged one).
+// buffered, and the chain's flusher goroutine writes everything buffered
+// with one write and one fsync, then the next group, for as long as records
+// arrive. A record counts as acknowledged only when wait returns nil; if
+// the write or fsync fails, every waiter gets the error and the chain
+// refuses appends until the store is reopened (a crash before the fsync may
+// keep or lose unacknowledged records, never an acknowledged one).
 func (s *FileStore) AppendAsync(ctx context.Context, r *Record) (AppendReceipt, func() error, error) {
 	if r == nil {
 		return AppendReceipt{}, nil, errors.New("chain: nil record")
@@ -312,6 +328,8 @@ func (s *FileStore) appendLocked(ctx context.Context, chainID string, build func
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
+	case c.closed:
+		return AppendReceipt{}, nil, errors.New("chain: store is closed")
 	case c.broken != nil:
 		return AppendReceipt{}, nil, fmt.Errorf("chain %s: an earlier write failed (%w); reopen the store", chainID, c.broken)
 	case c.corrupt != nil:
@@ -328,6 +346,10 @@ func (s *FileStore) appendLocked(ctx context.Context, chainID string, build func
 	c.size += int64(len(line) + 1)
 	end := c.size
 	c.state.commitHash(stored, h)
+	if !c.flushing {
+		c.flushing, c.exited = true, make(chan struct{})
+		go s.flush(c, chainID)
+	}
 	rc := AppendReceipt{ChainID: chainID, RecordID: stored.RecordID, Sequence: stored.Sequence, HeadHash: h}
 	return rc, func() error { return s.waitDurable(c, chainID, end) }, nil
 }
@@ -336,38 +358,53 @@ func (s *FileStore) appendLocked(ctx context.Context, chainID string, build func
 const maxSpare = 4 << 20
 
 // waitDurable returns once the chain's first end bytes are written and
-// fsynced, doing the write and fsync itself when nobody else is. Waiters
-// block on the in-flight group's channel rather than on a condition
-// variable, so that a finished group wakes them without each re-taking the
-// chain's lock.
+// fsynced. Waiters block on the channel of the group that holds their
+// record (the in-flight one or the next), so a finished group wakes only
+// its own waiters.
 func (s *FileStore) waitDurable(c *fileChain, chainID string, end int64) error {
-	if c.durable.Load() >= end {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for c.synced < end {
+	for {
+		if c.durable.Load() >= end {
+			return nil
+		}
+		c.mu.Lock()
+		if c.synced >= end {
+			c.mu.Unlock()
+			return nil
+		}
 		if c.broken != nil {
+			c.mu.Unlock()
 			return fmt.Errorf("chain %s: %w", chainID, c.broken)
 		}
-		if c.syncing {
-			done := c.done
-			c.mu.Unlock()
-			<-done
-			if c.durable.Load() >= end {
-				c.mu.Lock() // for the deferred unlock
-				return nil
-			}
-			c.mu.Lock()
-			continue
+		ch := c.doneNext
+		if c.syncing && end <= c.inflight {
+			ch = c.doneCur
 		}
-		c.syncing = true
-		c.done = make(chan struct{})
+		c.mu.Unlock()
+		<-ch
+	}
+}
+
+// flush is the chain's flusher: while records are pending it writes them
+// all with one write and one fsync, publishes the new durable size and
+// wakes that group's waiters. A dedicated goroutine, rather than whichever
+// waiter comes first, starts the next group the moment the last one is
+// durable: a waiter woken among dozens of others may be scheduled last.
+func (s *FileStore) flush(c *fileChain, chainID string) {
+	c.mu.Lock()
+	defer func() {
+		c.flushing = false
+		close(c.exited)
+		c.mu.Unlock()
+	}()
+	for len(c.pending) > 0 && c.broken == nil {
 		buf, recs, off, target := c.pending, c.pendRec, c.written, c.size
 		// Double buffering: appends fill the spare while this group is
 		// written, so neither buffer is regrown for every group.
 		c.pending, c.pendRec = c.spare[:0], c.spareRec[:0]
 		c.spare, c.spareRec = nil, nil
+		done := c.doneNext
+		c.doneCur, c.doneNext = done, make(chan struct{})
+		c.syncing, c.inflight = true, target
 		c.mu.Unlock()
 		write := func(f *os.File, b []byte) (int, error) { return f.WriteAt(b, off) }
 		if s.writeHook != nil {
@@ -409,9 +446,14 @@ func (s *FileStore) waitDurable(c *fileChain, chainID string, end int64) error {
 			clear(recs)
 			c.spare, c.spareRec = buf[:0], recs[:0]
 		}
-		close(c.done)
+		close(done)
+		if c.broken != nil {
+			// Nothing pending will be written: wake its waiters too (they
+			// find the chain broken).
+			close(c.doneNext)
+			c.doneNext = make(chan struct{})
+		}
 	}
-	return nil
 }
 
 // Read implements Store.
@@ -519,9 +561,18 @@ func (s *FileStore) Repair(chainID string) (RepairReport, error) {
 	return rep, nil
 }
 
-// index appends a projection entry; it is synced lazily by Scan.
+// index queues projection entries for durable records. They are written
+// in batches (when idxFlushAt bytes are queued, and before Scan reads or
+// Close), not once per group: the index is derived data that open rebuilds
+// from the chain files, and a write per group doubled the flusher's system
+// calls. Scan syncs what it delivers.
 func (s *FileStore) index(recs ...*Record) error {
-	var b []byte
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	if s.idx == nil {
+		return errors.New("chain: store is closed")
+	}
+	b := s.idxBuf
 	for _, r := range recs {
 		b = append(b, r.ChainID...)
 		b = append(b, ' ')
@@ -532,13 +583,24 @@ func (s *FileStore) index(recs ...*Record) error {
 		b = append(b, r.ChainHash...)
 		b = append(b, '\n')
 	}
-	s.idxMu.Lock()
-	defer s.idxMu.Unlock()
-	if s.idx == nil {
-		return errors.New("chain: store is closed")
+	s.idxBuf = b
+	if len(b) < idxFlushAt {
+		return nil
 	}
-	n, err := s.idx.WriteAt(b, s.idxSize)
+	return s.writeIndexLocked()
+}
+
+// idxFlushAt is how many queued index bytes make index write them.
+const idxFlushAt = 256 << 10
+
+// writeIndexLocked writes the queued index entries; s.idxMu is held.
+func (s *FileStore) writeIndexLocked() error {
+	if len(s.idxBuf) == 0 {
+		return nil
+	}
+	n, err := s.idx.WriteAt(s.idxBuf, s.idxSize)
 	s.idxSize += int64(n)
+	s.idxBuf = s.idxBuf[:copy(s.idxBuf, s.idxBuf[n:])]
 	return err
 }
 
@@ -592,6 +654,11 @@ func (s *FileStore) recoverIndex() error {
 			}
 		}
 	}
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	if err := s.writeIndexLocked(); err != nil {
+		return err
+	}
 	if err := s.idx.Sync(); err != nil {
 		return err
 	}
@@ -615,6 +682,9 @@ func (s *FileStore) Scan(ctx context.Context, after string, limit int) (Projecti
 	defer s.idxMu.Unlock()
 	if s.idx == nil {
 		return ProjectionPage{}, errors.New("chain: store is closed")
+	}
+	if err := s.writeIndexLocked(); err != nil {
+		return ProjectionPage{}, err
 	}
 	if off > s.idxSize {
 		return ProjectionPage{}, fmt.Errorf("chain: cursor %q is beyond the index", after)

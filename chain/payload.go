@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/strictjson"
@@ -18,6 +19,9 @@ import (
 type Payload interface {
 	// RecordType returns the record type this payload belongs to.
 	RecordType() Type
+	// AppendCanonical appends the payload's canonical JSON (RFC 8785)
+	// without checking it against the schema (EncodePayload does).
+	AppendCanonical(b []byte) ([]byte, error)
 }
 
 // PolicyBoundPayload pins the exact policy snapshot and effect backend of an
@@ -293,9 +297,14 @@ func (e *PayloadError) Error() string {
 // EncodePayload returns the canonical payload_json of p after checking it
 // against its record type's schema.
 func EncodePayload(p Payload) (string, error) {
-	b, err := jcs.Marshal(p)
+	bp := encBufs.Get().(*[]byte)
+	defer encBufs.Put(bp)
+	b, err := p.AppendCanonical((*bp)[:0])
 	if err != nil {
 		return "", err
+	}
+	if cap(b) <= 4<<10 {
+		*bp = b
 	}
 	var spans [maxFields]span
 	if err := validatePayload(p.RecordType(), b, &spans); err != nil {
@@ -303,6 +312,9 @@ func EncodePayload(p Payload) (string, error) {
 	}
 	return string(b), nil
 }
+
+// encBufs recycles EncodePayload's buffers.
+var encBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // DecodePayload decodes payload_json of a record of type t. It applies the
 // same checks as ParseRecord: canonical form, exactly the schema's members,
