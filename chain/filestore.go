@@ -40,6 +40,7 @@ type FileStore struct {
 
 	mu     sync.Mutex
 	chains map[string]*fileChain
+	closed bool // Close was called: chains are not reopened
 
 	idxMu     sync.Mutex
 	idx       *os.File
@@ -162,6 +163,7 @@ func OpenFileStore(dir string) (*FileStore, error) {
 func (s *FileStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	var errs []error
 	for _, c := range s.chains {
 		c.mu.Lock()
@@ -200,6 +202,9 @@ func (s *FileStore) chain(chainID string) (*fileChain, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("chain: store is closed")
+	}
 	if c := s.chains[chainID]; c != nil {
 		return c, nil
 	}

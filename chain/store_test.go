@@ -2,6 +2,7 @@ package chain
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -587,5 +588,107 @@ func TestPreparedLinesAreCanonical(t *testing.T) {
 		if parsed.ComputeChainHash() != written[i].Hash() {
 			t.Errorf("line %d: chain_hash does not cover the line", i+1)
 		}
+	}
+}
+
+// TestFileStoreFailedGroupWakesNextGroup fails the first group's write
+// while further records wait in the next group: every waiter, in either
+// group, gets the error; none hangs on a group that will never be written.
+func TestFileStoreFailedGroupWakesNextGroup(t *testing.T) {
+	s, err := OpenFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := s.chain(testChain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const queued = 8 // records beyond the first
+	s.writeHook = func(f *os.File, b []byte) (int, error) {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			c.mu.Lock()
+			n := len(c.pendRec) + bytes.Count(b, []byte{'\n'})
+			c.mu.Unlock()
+			if n == queued+1 && len(c.pendRec) > 0 {
+				return 0, errors.New("injected: device gone")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Error("the next group never filled")
+		return 0, errors.New("injected")
+	}
+	w := &Writer{Store: s, ChainID: testChain}
+	ids := &testIDs{}
+	var mu sync.Mutex
+	errs := make(chan error, queued+1)
+	for range queued + 1 {
+		go func() {
+			mu.Lock()
+			op := ids.next()
+			d := draft(ids, testChain, &op, boundPayload())
+			mu.Unlock()
+			_, _, err := w.Append(context.Background(), d)
+			errs <- err
+		}()
+	}
+	for range queued + 1 {
+		select {
+		case err := <-errs:
+			if err == nil {
+				t.Error("an append over a failed write succeeded")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter hangs after the write failed")
+		}
+	}
+}
+
+// TestFileStoreCloseDrainsFlusher closes the store while records accepted
+// by AppendAsync are still being written: Close waits for the flusher, each
+// wait then reports durability, the reopened chain holds every record, and
+// appends after Close are refused.
+func TestFileStoreCloseDrainsFlusher(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Writer{Store: s, ChainID: testChain}
+	ids := &testIDs{}
+	var waits []func() error
+	for range 50 {
+		op := ids.next()
+		_, _, wait, err := w.AppendAsync(context.Background(), draft(ids, testChain, &op, boundPayload()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waits = append(waits, wait)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, wait := range waits {
+		if err := wait(); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	op := ids.next()
+	if _, _, err := w.Append(context.Background(), draft(ids, testChain, &op, boundPayload())); err == nil {
+		t.Fatal("append after Close succeeded")
+	}
+	s, err = OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tip, ok, err := s.Head(context.Background(), testChain)
+	if err != nil || !ok || tip.Sequence != 49 {
+		t.Fatalf("head after reopen: %+v %v %v, want sequence 49", tip, ok, err)
+	}
+	page, err := s.Scan(context.Background(), "", 0)
+	if err != nil || len(page.Receipts) != 50 {
+		t.Fatalf("scan after reopen: %d receipts, %v", len(page.Receipts), err)
 	}
 }
