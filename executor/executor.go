@@ -224,7 +224,7 @@ type attempt struct {
 	changed    bool // a transformer changed the arguments
 	startedAt  time.Time
 	reqDigest  string
-	principal  string // ec.Principal.String(), computed once
+	principal  string          // ec.Principal.String(), computed once
 	pending    []pendingRecord // appended, not yet known durable
 
 	// Storage for what the pointers above and the outcome refer to, so
