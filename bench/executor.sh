@@ -5,8 +5,11 @@
 #     allocs/op, and the overhead over calling the callable directly;
 #   - governed throughput, 64 concurrent callers into one chain of the file
 #     store (durable fsync, group commit), next to the store alone under the
-#     same 64 writers (records/s divided by the records an operation
-#     writes): the ceiling any executor on this store and disk can reach.
+#     same 64 writers, each waiting for one record at a time (records/s,
+#     and that divided by the records an operation writes);
+#   - the disk's own floor: one writer fsyncing groups of 16, 64 and 256 KiB
+#     (MB/s), next to the MB/s of fsynced appends the governed target needs
+#     (bytes per operation x 20,000).
 #
 # Targets (issue 5): minimal <= 5 us overhead; governed >= 20,000 ops/s.
 #
@@ -17,22 +20,25 @@ bt=${1:-3s}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 go test ./executor -run '^$' -bench 'BenchmarkExecute|BenchmarkGovernedThroughput' -benchtime "$bt" | tee -a "$out" >&2
-go test ./chain -run '^$' -bench 'BenchmarkFileStoreAppend' -benchtime "$bt" | tee -a "$out" >&2
+go test ./chain -run '^$' -bench 'BenchmarkFileStoreAppend|BenchmarkFsyncFloor' -benchtime "$bt" | tee -a "$out" >&2
 awk '
 function metric(name,   i) { for (i = 3; i < NF; i++) if ($(i+1) == name) return $i; return "" }
 /^BenchmarkExecute\// {
   split($1, p, "/"); k = p[2]; sub(/-[0-9]+$/, "", k)
   ns[k] = metric("ns/op"); allocs[k] = metric("allocs/op")
 }
-/^BenchmarkGovernedThroughput/ { ops = metric("ops/s"); rpo = metric("records/op"); rpf = metric("records/fsync"); usf = metric("µs/fsync") }
+/^BenchmarkGovernedThroughput/ { ops = metric("ops/s"); rpo = metric("records/op"); rpf = metric("records/fsync"); usf = metric("µs/fsync"); bpo = metric("bytes/op") }
+/^BenchmarkFsyncFloor\// { split($1, p, "/"); g = p[2]; sub(/-[0-9]+$/, "", g); floor_mbs[g] = metric("MB/s"); floor_us[g] = metric("µs/fsync") }
 /^BenchmarkFileStoreAppend/ { srec = metric("records/s"); srpf = metric("records/fsync") }
 END {
   printf "%-16s %12s %10s %14s\n", "profile", "ns/op", "allocs/op", "overhead ns"
   n = split("direct minimal governed-file", order, " ")
   for (i = 1; i <= n; i++) { k = order[i]; printf "%-16s %12.0f %10d %14.0f\n", k, ns[k], allocs[k], ns[k] - ns["direct"] }
   floor = (rpo > 0) ? srec / rpo : 0
-  printf "\ngoverned throughput (64 callers, file store, fsync): %.0f ops/s, %.1f records/op, %.1f records/fsync, %.0f us/fsync\n", ops, rpo, rpf, usf
-  printf "store alone (64 writers): %.0f records/s, %.1f records/fsync -> ceiling %.0f ops/s; executor reaches %.0f%% of it\n", srec, srpf, floor, (floor > 0) ? 100 * ops / floor : 0
+  printf "\ngoverned throughput (64 callers, file store, fsync): %.0f ops/s, %.1f records/op, %.0f bytes/op, %.1f records/fsync, %.0f us/fsync\n", ops, rpo, bpo, rpf, usf
+  printf "store alone (64 writers, one record per wait): %.0f records/s, %.1f records/fsync (= %.0f ops/s at %.1f records/op)\n", srec, srpf, floor, rpo
+  printf "disk floor (one writer, write+fsync): 16KiB %.0f MB/s (%.0f us), 64KiB %.0f MB/s (%.0f us), 256KiB %.0f MB/s (%.0f us)\n", floor_mbs["group=16KiB"], floor_us["group=16KiB"], floor_mbs["group=64KiB"], floor_us["group=64KiB"], floor_mbs["group=256KiB"], floor_us["group=256KiB"]
+  printf "20,000 governed ops/s need %.0f MB/s of fsynced appends; this run made %.0f MB/s durable\n", bpo * 20000 / 1e6, bpo * ops / 1e6
   fail = (ns["minimal"] - ns["direct"] > 5000) || (ops < 20000)
   print (fail ? "targets: NOT MET (minimal <= 5us overhead, governed >= 20000 ops/s)" : "targets: met")
 }' "$out"

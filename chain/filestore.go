@@ -48,7 +48,7 @@ type FileStore struct {
 	idxSynced int64  // bytes of idx fsynced
 	idxBuf    []byte // entries not yet written (see index)
 
-	groups, records, syncNanos atomic.Int64
+	groups, records, bytes, syncNanos atomic.Int64
 
 	// test hooks (crash tests)
 	writeHook  func(f *os.File, b []byte) (int, error)
@@ -62,6 +62,8 @@ type FileStoreStats struct {
 	Groups int64
 	// Records is the number of records those rounds made durable.
 	Records int64
+	// Bytes is the number of bytes those rounds wrote.
+	Bytes int64
 	// SyncTime is the total time spent in write+fsync.
 	SyncTime time.Duration
 }
@@ -86,7 +88,7 @@ func (st FileStoreStats) MeanSync() time.Duration {
 // Stats returns the store's group-commit counters. It is safe to call
 // concurrently with appends.
 func (s *FileStore) Stats() FileStoreStats {
-	return FileStoreStats{Groups: s.groups.Load(), Records: s.records.Load(), SyncTime: time.Duration(s.syncNanos.Load())}
+	return FileStoreStats{Groups: s.groups.Load(), Records: s.records.Load(), Bytes: s.bytes.Load(), SyncTime: time.Duration(s.syncNanos.Load())}
 }
 
 type fileChain struct {
@@ -427,6 +429,7 @@ func (s *FileStore) flush(c *fileChain, chainID string) {
 		if werr == nil && serr == nil && n == len(buf) {
 			s.groups.Add(1)
 			s.records.Add(int64(len(recs)))
+			s.bytes.Add(int64(len(buf)))
 			s.syncNanos.Add(int64(time.Since(t0)))
 			// The index is derived data, rebuilt from the chain files on
 			// open; writing it only after the fsync keeps Scan from

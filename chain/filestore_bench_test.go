@@ -1,8 +1,11 @@
 package chain
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,4 +41,35 @@ func BenchmarkFileStoreAppend(b *testing.B) {
 	st := s.Stats()
 	b.ReportMetric(st.RecordsPerGroup(), "records/fsync")
 	b.ReportMetric(float64(st.MeanSync().Microseconds()), "µs/fsync")
+}
+
+// BenchmarkFsyncFloor is the disk's floor under any group commit: one
+// goroutine appending groups of a fixed size to a file, each written and
+// fsynced, nothing else. It reports MB/s and µs per fsync; a store that
+// must make B bytes/s durable cannot beat B / (MB/s at its group size).
+func BenchmarkFsyncFloor(b *testing.B) {
+	for _, size := range []int{16 << 10, 64 << 10, 256 << 10} {
+		b.Run(fmt.Sprintf("group=%dKiB", size>>10), func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "floor"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			buf := bytes.Repeat([]byte("x"), size)
+			var off int64
+			start := time.Now()
+			for b.Loop() {
+				if _, err := f.WriteAt(buf, off); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				off += int64(size)
+			}
+			el := time.Since(start)
+			b.ReportMetric(float64(off)/el.Seconds()/1e6, "MB/s")
+			b.ReportMetric(float64(el.Microseconds())/float64(b.N), "µs/fsync")
+		})
+	}
 }

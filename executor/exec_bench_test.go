@@ -72,6 +72,7 @@ func BenchmarkGovernedThroughput(b *testing.B) {
 	b.ReportMetric(st.RecordsPerGroup(), "records/fsync")
 	b.ReportMetric(float64(st.MeanSync().Microseconds()), "µs/fsync")
 	b.ReportMetric(float64(st.Records)/float64(n.Load()), "records/op")
+	b.ReportMetric(float64(st.Bytes)/float64(n.Load()), "bytes/op")
 }
 
 // governedFileRig is an executor on a fresh file store (real clock and
