@@ -20,8 +20,9 @@ import (
 )
 
 // FileStore is the embedded default Store: one JSONL file per chain in a
-// directory, one canonical record per line, each append written with a
-// single write and fsync'd before its receipt is returned.
+// directory, one canonical record per line. Append returns once its record
+// is written and fsynced; concurrent appends share one write and fsync per
+// group (see AppendAsync).
 //
 // Layout of the directory:
 //
