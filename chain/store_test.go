@@ -454,15 +454,17 @@ func TestFileStoreGroupCommit(t *testing.T) {
 		once.Do(func() {
 			deadline := time.Now().Add(10 * time.Second)
 			for time.Now().Before(deadline) {
+				// Every writer's record is accepted: the ones not in this
+				// group wait in the next.
 				c.mu.Lock()
-				queued := len(c.pendRec)
+				accepted := c.state.has && c.state.tip.Sequence == writers-1
 				c.mu.Unlock()
-				if queued == writers-1 {
+				if accepted {
 					return
 				}
 				time.Sleep(time.Millisecond)
 			}
-			t.Error("the other writers never queued")
+			t.Error("the other writers were never accepted")
 		})
 	}
 	w := &Writer{Store: s, ChainID: testChain}
@@ -483,8 +485,10 @@ func TestFileStoreGroupCommit(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if st := s.Stats(); st.Groups != 2 || st.Records != writers {
-		t.Errorf("stats = %+v, want %d records in 2 groups", st, writers)
+	// The first group may hold one record or several (the flusher starts
+	// after the first append); everything else shares the second.
+	if st := s.Stats(); st.Groups < 1 || st.Groups > 2 || st.Records != writers {
+		t.Errorf("stats = %+v, want %d records in at most 2 groups", st, writers)
 	}
 	tip, _, _ := s.Head(context.Background(), testChain)
 	res, err := s.Verify(context.Background(), testChain, tip.Hash)
