@@ -356,7 +356,7 @@ func (s *FileStore) appendLocked(ctx context.Context, chainID string, build func
 	c.state.commitHash(stored, h)
 	if !c.flushing {
 		c.flushing, c.exited = true, make(chan struct{})
-		go s.flush(c, chainID)
+		go s.flush(c)
 	}
 	rc := AppendReceipt{ChainID: chainID, RecordID: stored.RecordID, Sequence: stored.Sequence, HeadHash: h}
 	return rc, func() error { return s.waitDurable(c, chainID, end) }, nil
@@ -397,7 +397,7 @@ func (s *FileStore) waitDurable(c *fileChain, chainID string, end int64) error {
 // wakes that group's waiters. A dedicated goroutine, rather than whichever
 // waiter comes first, starts the next group the moment the last one is
 // durable: a waiter woken among dozens of others may be scheduled last.
-func (s *FileStore) flush(c *fileChain, chainID string) {
+func (s *FileStore) flush(c *fileChain) {
 	c.mu.Lock()
 	defer func() {
 		c.flushing = false
