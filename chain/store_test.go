@@ -2,7 +2,6 @@ package chain
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -608,14 +607,16 @@ func TestFileStoreFailedGroupWakesNextGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const queued = 8 // records beyond the first
+	const queued = 8 // records in the next group
+	inWrite := make(chan struct{})
 	s.writeHook = func(f *os.File, b []byte) (int, error) {
+		close(inWrite) // the hook runs once: the chain is broken after it
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
 			c.mu.Lock()
-			n := len(c.pendRec) + bytes.Count(b, []byte{'\n'})
+			n := len(c.pendRec)
 			c.mu.Unlock()
-			if n == queued+1 && len(c.pendRec) > 0 {
+			if n == queued {
 				return 0, errors.New("injected: device gone")
 			}
 			time.Sleep(time.Millisecond)
@@ -627,15 +628,18 @@ func TestFileStoreFailedGroupWakesNextGroup(t *testing.T) {
 	ids := &testIDs{}
 	var mu sync.Mutex
 	errs := make(chan error, queued+1)
-	for range queued + 1 {
-		go func() {
-			mu.Lock()
-			op := ids.next()
-			d := draft(ids, testChain, &op, boundPayload())
-			mu.Unlock()
-			_, _, err := w.Append(context.Background(), d)
-			errs <- err
-		}()
+	appendOne := func() {
+		mu.Lock()
+		op := ids.next()
+		d := draft(ids, testChain, &op, boundPayload())
+		mu.Unlock()
+		_, _, err := w.Append(context.Background(), d)
+		errs <- err
+	}
+	go appendOne() // the first group: this record alone
+	<-inWrite
+	for range queued {
+		go appendOne()
 	}
 	for range queued + 1 {
 		select {
