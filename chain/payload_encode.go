@@ -1,11 +1,6 @@
 package chain
 
-import (
-	"errors"
-	"unicode/utf8"
-
-	"polc.dev/polc/internal/jcs"
-)
+import "polc.dev/polc/internal/jcs"
 
 // Every payload type writes its own canonical form (jcs.Appender): a
 // payload is encoded for every record on the governed hot path, where
@@ -20,18 +15,12 @@ type penc struct {
 	err error
 }
 
-var errInvalidUTF8 = errors.New("jcs: invalid UTF-8 in string")
-
 // str appends key (separator, quoted name and colon) and v as a string.
 func (e *penc) str(key, v string) {
 	if e.err != nil {
 		return
 	}
-	if !utf8.ValidString(v) {
-		e.err = errInvalidUTF8
-		return
-	}
-	e.b = jcs.AppendString(append(e.b, key...), v)
+	e.b, e.err = jcs.AppendValidString(append(e.b, key...), v)
 }
 
 // nullable appends key and v, or null when v is nil.
@@ -65,14 +54,12 @@ func (e *penc) list(key string, vs []string) {
 	}
 	e.b = append(e.b, '[')
 	for i, v := range vs {
-		if !utf8.ValidString(v) {
-			e.err = errInvalidUTF8
-			return
-		}
 		if i > 0 {
 			e.b = append(e.b, ',')
 		}
-		e.b = jcs.AppendString(e.b, v)
+		if e.b, e.err = jcs.AppendValidString(e.b, v); e.err != nil {
+			return
+		}
 	}
 	e.b = append(e.b, ']')
 }

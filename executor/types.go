@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"polc.dev/polc/internal/jcs"
 )
@@ -144,11 +143,11 @@ func (f *requestDigestForm) AppendCanonical(b []byte) ([]byte, error) {
 // already canonical) and v as a JSON string; v must be valid UTF-8, which
 // has no canonical form otherwise.
 func appendStrMember(b []byte, key, v string) ([]byte, error) {
-	if !utf8.ValidString(v) {
+	b, err := jcs.AppendValidString(append(b, key...), v)
+	if err != nil {
 		return nil, fmt.Errorf("jcs: invalid UTF-8 in %s", strings.Trim(key, `{,":`))
 	}
-	b = append(b, key...)
-	return jcs.AppendString(b, v), nil
+	return b, nil
 }
 
 // digestBufs recycles the canonical-encoding buffers of digestOf: every

@@ -2,6 +2,7 @@ package jcs
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -29,6 +30,19 @@ func Append(dst []byte, v any) ([]byte, error) {
 	return appendAny(dst, v)
 }
 
+// errInvalidUTF8 is the error for a string with no canonical form.
+var errInvalidUTF8 = errors.New("jcs: invalid UTF-8 in string")
+
+// AppendValidString appends s as a canonical JSON string, or fails when s
+// is not valid UTF-8 (which has no canonical form). AppendString is the
+// unchecked form for strings known to be valid.
+func AppendValidString(dst []byte, s string) ([]byte, error) {
+	if !utf8.ValidString(s) {
+		return nil, errInvalidUTF8
+	}
+	return AppendString(dst, s), nil
+}
+
 // appendAny handles the dynamic JSON types (what encoding/json decodes
 // into) without reflection, and falls back to appendValue for the rest.
 func appendAny(dst []byte, v any) ([]byte, error) {
@@ -36,10 +50,7 @@ func appendAny(dst []byte, v any) ([]byte, error) {
 	case nil:
 		return append(dst, "null"...), nil
 	case string:
-		if !utf8.ValidString(v) {
-			return nil, fmt.Errorf("jcs: invalid UTF-8 in string")
-		}
-		return AppendString(dst, v), nil
+		return AppendValidString(dst, v)
 	case bool:
 		return strconv.AppendBool(dst, v), nil
 	case int:
@@ -170,10 +181,7 @@ func appendValue(dst []byte, v reflect.Value) ([]byte, error) {
 		}
 		return appendAny(dst, v.Elem().Interface())
 	case reflect.String:
-		if !utf8.ValidString(v.String()) {
-			return nil, fmt.Errorf("jcs: invalid UTF-8 in string")
-		}
-		return AppendString(dst, v.String()), nil
+		return AppendValidString(dst, v.String())
 	case reflect.Bool:
 		return strconv.AppendBool(dst, v.Bool()), nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
