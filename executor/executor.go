@@ -360,7 +360,7 @@ func (a *attempt) normalizeArgs(args map[string]any) (*Normalized, *NormalizeErr
 	}
 	// The callable gets args as they are; only the normalizer's view has
 	// the shorthand's server and tool.
-	if mcpArgs, err := mcpShorthand(a.req.Action, args, true); err != nil {
+	if mcpArgs, err := mcpShorthand(a.req.Action, args); err != nil {
 		return nil, err
 	} else if mcpArgs != nil {
 		args = mcpArgs

@@ -82,11 +82,11 @@ func (n *Normalizer) normalize(req ActionRequest, jsonArgs bool) (*Normalized, *
 	if err != nil {
 		return nil, err
 	}
-	args := make(map[string]any, len(req.Arguments)+2)
-	for k, v := range req.Arguments {
-		args[k] = v
+	args := req.Arguments
+	if args == nil {
+		args = map[string]any{} // absent arguments are none: an empty object
 	}
-	mcpArgs, err := mcpShorthand(req.Action, args, false)
+	mcpArgs, err := mcpShorthand(req.Action, args)
 	if err != nil {
 		return nil, err
 	}
@@ -134,10 +134,9 @@ func (n *Normalizer) start(req ActionRequest) (*Normalized, *NormalizeError) {
 }
 
 // mcpShorthand resolves "mcp:<server>/<tool>", shorthand for the mcp
-// action with those arguments: it returns the arguments with server and
-// tool set (a copy when copyArgs, else args itself), or nil for any other
-// action.
-func mcpShorthand(action string, args map[string]any, copyArgs bool) (map[string]any, *NormalizeError) {
+// action with those arguments: it returns a copy of args with server and
+// tool set (args itself is never written), or nil for any other action.
+func mcpShorthand(action string, args map[string]any) (map[string]any, *NormalizeError) {
 	rest, ok := strings.CutPrefix(action, "mcp:")
 	if !ok {
 		return nil, nil
@@ -146,11 +145,9 @@ func mcpShorthand(action string, args map[string]any, copyArgs bool) (map[string
 	if !ok || server == "" || tool == "" {
 		return nil, nerr(ReasonInvalidRequest, "action %q: want mcp:<server>/<tool>", action)
 	}
-	if copyArgs {
-		args = maps.Clone(args)
-		if args == nil {
-			args = map[string]any{}
-		}
+	args = maps.Clone(args)
+	if args == nil {
+		args = map[string]any{}
 	}
 	for _, kv := range [2][2]string{{"server", server}, {"tool", tool}} {
 		if prev, dup := args[kv[0]]; dup && prev != kv[1] {
