@@ -57,7 +57,7 @@ func BenchmarkGovernedThroughput(b *testing.B) {
 	var n atomic.Int64
 	b.SetParallelism(32) // 64 goroutines on 2 CPUs
 	b.ReportAllocs()
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			q := req(fmt.Sprint(n.Add(1)), "nothing", nil)
@@ -67,7 +67,10 @@ func BenchmarkGovernedThroughput(b *testing.B) {
 			}
 		}
 	})
-	b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "ops/s")
+	el, cpu := time.Since(start), processCPU()-cpu0
+	b.ReportMetric(float64(n.Load())/el.Seconds(), "ops/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n.Load()), "cpu-µs/op")
+	b.ReportMetric(cpu.Seconds()/el.Seconds(), "cores")
 	st := store.Stats()
 	b.ReportMetric(st.RecordsPerGroup(), "records/fsync")
 	b.ReportMetric(float64(st.MeanSync().Microseconds()), "µs/fsync")
@@ -86,6 +89,9 @@ func governedFileRig(b *testing.B) (*rig, executor.ExecutionContext, *chain.File
 	r := newRig(b, store, func(c *executor.Config) { c.IDs = executor.NewUUID; c.Now = time.Now })
 	bd, err := r.exec.OpenBoundary(r.ref(), false)
 	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := store.Head(context.Background(), bd.ChainID); err != nil {
 		b.Fatal(err)
 	}
 	return r, r.ctx(executor.ProfileGoverned, bd), store
