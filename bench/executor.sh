@@ -6,7 +6,8 @@
 #   - governed throughput, 64 concurrent callers into one chain of the file
 #     store (durable fsync, group commit), next to the store alone under the
 #     same 64 writers, each waiting for one record at a time (records/s,
-#     and that divided by the records an operation writes);
+#     and that divided by the records an operation writes), and the CPU
+#     (user + system) one governed operation costs;
 #   - the disk's own floor: one writer fsyncing groups of 16, 64 and 256 KiB
 #     (MB/s), next to the MB/s of fsynced appends the governed target needs
 #     (bytes per operation x 20,000).
@@ -27,7 +28,7 @@ function metric(name,   i) { for (i = 3; i < NF; i++) if ($(i+1) == name) return
   split($1, p, "/"); k = p[2]; sub(/-[0-9]+$/, "", k)
   ns[k] = metric("ns/op"); allocs[k] = metric("allocs/op")
 }
-/^BenchmarkGovernedThroughput/ { ops = metric("ops/s"); rpo = metric("records/op"); rpf = metric("records/fsync"); usf = metric("µs/fsync"); bpo = metric("bytes/op") }
+/^BenchmarkGovernedThroughput/ { ops = metric("ops/s"); cpuop = metric("cpu-µs/op"); cores = metric("cores"); rpo = metric("records/op"); rpf = metric("records/fsync"); usf = metric("µs/fsync"); bpo = metric("bytes/op") }
 /^BenchmarkFsyncFloor\// { split($1, p, "/"); g = p[2]; sub(/-[0-9]+$/, "", g); floor_mbs[g] = metric("MB/s"); floor_us[g] = metric("µs/fsync") }
 /^BenchmarkFileStoreAppend/ { srec = metric("records/s"); srpf = metric("records/fsync") }
 END {
@@ -36,6 +37,7 @@ END {
   for (i = 1; i <= n; i++) { k = order[i]; printf "%-16s %12.0f %10d %14.0f\n", k, ns[k], allocs[k], ns[k] - ns["direct"] }
   floor = (rpo > 0) ? srec / rpo : 0
   printf "\ngoverned throughput (64 callers, file store, fsync): %.0f ops/s, %.1f records/op, %.0f bytes/op, %.1f records/fsync, %.0f us/fsync\n", ops, rpo, bpo, rpf, usf
+  printf "governed CPU: %.0f us per operation (user+system), %.2f of 2 cores busy; 20,000 ops/s at that cost would need %.1f cores\n", cpuop, cores, cpuop * 20000 / 1e6
   printf "store alone (64 writers, one record per wait): %.0f records/s, %.1f records/fsync (= %.0f ops/s at %.1f records/op)\n", srec, srpf, floor, rpo
   printf "disk floor (one writer, write+fsync): 16KiB %.0f MB/s (%.0f us), 64KiB %.0f MB/s (%.0f us), 256KiB %.0f MB/s (%.0f us)\n", floor_mbs["group=16KiB"], floor_us["group=16KiB"], floor_mbs["group=64KiB"], floor_us["group=64KiB"], floor_mbs["group=256KiB"], floor_us["group=256KiB"]
   printf "20,000 governed ops/s need %.0f MB/s of fsynced appends; this run made %.0f MB/s durable\n", bpo * 20000 / 1e6, bpo * ops / 1e6
