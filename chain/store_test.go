@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -292,14 +291,12 @@ func TestCrashChild(t *testing.T) {
 	}
 	n := 0
 	die := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
-	s.writeHook = func(f *os.File, b []byte) (int, error) {
+	s.writeHook = func(f *os.File, b []byte, off int64) (int, error) {
 		n++
 		if n == k && mode == "torn" {
-			off, _ := f.Seek(0, 2)
 			f.WriteAt(b[:len(b)/2], off)
 			die()
 		}
-		off, _ := f.Seek(0, 2)
 		return f.WriteAt(b, off)
 	}
 	s.beforeSync = func() {
@@ -508,8 +505,7 @@ func TestFileStoreShortWriteRepair(t *testing.T) {
 	}
 	ids := &testIDs{}
 	appendN(t, s, ids, testChain, 2)
-	s.writeHook = func(f *os.File, b []byte) (int, error) {
-		off, _ := f.Seek(0, io.SeekEnd)
+	s.writeHook = func(f *os.File, b []byte, off int64) (int, error) {
 		n, _ := f.WriteAt(b[:len(b)/2], off)
 		return n, errors.New("injected: device full")
 	}
@@ -572,6 +568,10 @@ func TestPreparedLinesAreCanonical(t *testing.T) {
 		}
 		written = append(written, r)
 	}
+	// Closing truncates the reserve: the file ends with its last record.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	data, err := os.ReadFile(filepath.Join(dir, testChain+".jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -609,7 +609,7 @@ func TestFileStoreFailedGroupWakesNextGroup(t *testing.T) {
 	}
 	const queued = 8 // records in the next group
 	inWrite := make(chan struct{})
-	s.writeHook = func(f *os.File, b []byte) (int, error) {
+	s.writeHook = func(f *os.File, b []byte, _ int64) (int, error) {
 		close(inWrite) // the hook runs once: the chain is broken after it
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {

@@ -1,0 +1,359 @@
+package chain
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// smallReserve makes the reserve small enough for a test to run through
+// several extensions.
+func smallReserve(s *FileStore) {
+	s.reserveChunk, s.reserveLow, s.reserveGap = 64<<10, 32<<10, 4<<10
+}
+
+// waitReserve waits until no extension of the chain's reserve is running.
+func waitReserve(t *testing.T, s *FileStore, chainID string) *fileChain {
+	t.Helper()
+	c, err := s.chain(chainID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		filling, done := c.filling, c.fillDone
+		c.mu.Unlock()
+		if !filling {
+			return c
+		}
+		select {
+		case <-done:
+		case <-time.After(time.Until(deadline)):
+			t.Fatal("the reserve extension never ended")
+		}
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// TestFileStoreReserve checks the reserve's life: zeros ahead of the data
+// while the chain is open (Read, Verify and Head see only the records),
+// none once the store is closed, and appends across reopen.
+func TestFileStoreReserve(t *testing.T) {
+	if !reserveSupported {
+		t.Skip("no reserve on this platform")
+	}
+	dir := t.TempDir()
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallReserve(s)
+	ids := &testIDs{}
+	rcs := appendN(t, s, ids, testChain, 3)
+	c := waitReserve(t, s, testChain)
+	path := s.path(testChain)
+	c.mu.Lock()
+	size, alloc := c.size, c.alloc
+	c.mu.Unlock()
+	if alloc <= size || fileSize(t, path) != alloc {
+		t.Fatalf("no reserve: data %d bytes, alloc %d, file %d", size, alloc, fileSize(t, path))
+	}
+	if s.Stats().Reserved < s.reserveChunk {
+		t.Fatalf("Stats().Reserved = %d", s.Stats().Reserved)
+	}
+	data, _ := os.ReadFile(path)
+	if len(bytes.TrimRight(data, "\x00")) != int(size) {
+		t.Fatalf("the reserve is not zeros after the %d data bytes", size)
+	}
+	recs, err := s.Read(context.Background(), testChain, -1)
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("Read: %d records, %v", len(recs), err)
+	}
+	res, err := s.Verify(context.Background(), testChain, rcs[2].HeadHash)
+	if err != nil || !res.OK() || res.Records != 3 {
+		t.Fatalf("Verify of an open chain: %+v %v", res, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(path)
+	if int64(len(data)) != size || data[len(data)-1] != '\n' {
+		t.Fatalf("closed file is %d bytes, want the %d data bytes", len(data), size)
+	}
+	s, err = OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rcs = append(rcs, appendN(t, s, ids, testChain, 2)...)
+	res, err = s.Verify(context.Background(), testChain, rcs[4].HeadHash)
+	if err != nil || !res.OK() || res.Records != 5 {
+		t.Fatalf("after reopen: %+v %v", res, err)
+	}
+}
+
+// TestFileStoreReserveConcurrent runs many concurrent appends through
+// several reserve extensions (a group waits when it would reach zeros
+// being written): the closed file is exactly the chain's lines.
+func TestFileStoreReserveConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallReserve(s)
+	w := &Writer{Store: s, ChainID: testChain}
+	var mu sync.Mutex
+	ids := &testIDs{}
+	next := func() string { mu.Lock(); defer mu.Unlock(); return ids.next() }
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 60 {
+				op := next()
+				d := Draft{RecordID: next(), ChainID: testChain, OperationID: &op, PolicyID: testPolicy, PolicyVersion: "1",
+					Payload: boundPayload(), CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)}
+				if _, _, err := w.Append(context.Background(), d); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tip, _, err := s.Head(context.Background(), testChain)
+	if err != nil || tip.Sequence != 16*60-1 {
+		t.Fatalf("head %+v %v", tip, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if reserveSupported && s.Stats().Reserved <= 64<<10 {
+		t.Errorf("only %d bytes reserved: the test did not run through extensions", s.Stats().Reserved)
+	}
+	f, err := os.Open(s.path(testChain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := Verify(f, VerifyOptions{ExpectedHead: &tip.Hash, ChainID: testChain})
+	if err != nil || !res.OK() || res.Records != 16*60 {
+		t.Fatalf("closed file: %+v %v", res, err)
+	}
+}
+
+// TestFileStoreZeroTailIsReserve simulates a crash that left the reserve:
+// opening the chain removes the trailing zeros, reports no torn tail and
+// appends go on.
+func TestFileStoreZeroTailIsReserve(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := &testIDs{}
+	rcs := appendN(t, s, ids, testChain, 2)
+	s.Close()
+	path := filepath.Join(dir, testChain+".jsonl")
+	size := fileSize(t, path)
+	f, _ := os.OpenFile(path, os.O_WRONLY, 0)
+	f.WriteAt(make([]byte, 300<<10), size)
+	f.Close()
+
+	s, err = OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.Head(context.Background(), testChain); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileSize(t, path); got != size {
+		t.Fatalf("open left %d bytes, want the %d data bytes", got, size)
+	}
+	rcs = append(rcs, appendN(t, s, ids, testChain, 1)...)
+	res, err := s.Verify(context.Background(), testChain, rcs[2].HeadHash)
+	if err != nil || !res.OK() || res.Records != 3 {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// TestFileStoreHoleIsTornTail simulates a crash in the middle of a group
+// over the reserve whose pages reached the disk out of order: a zero page,
+// then a complete record line, then zeros. The zero-containing line and
+// everything after it is a torn tail (never acknowledged): appends refuse,
+// Repair keeps those bytes (without the trailing zeros) in a side file.
+func TestFileStoreHoleIsTornTail(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := &testIDs{}
+	rcs := appendN(t, s, ids, testChain, 3)
+	s.Close()
+	path := filepath.Join(dir, testChain+".jsonl")
+	data, _ := os.ReadFile(path)
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	// Keep two records; the third's line follows a 4 KiB hole.
+	good := len(lines[0]) + len(lines[1])
+	torn := append(make([]byte, 4096), lines[2]...)
+	crashed := append(append(append([]byte{}, data[:good]...), torn...), make([]byte, 64<<10)...)
+	if err := os.WriteFile(path, crashed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tip, _, err := s.Head(context.Background(), testChain)
+	if err != nil || tip.Sequence != 1 || tip.Hash != rcs[1].HeadHash {
+		t.Fatalf("head %+v %v", tip, err)
+	}
+	recs, err := s.Read(context.Background(), testChain, -1)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("Read: %d records, %v", len(recs), err)
+	}
+	var tt *TornTailError
+	if _, _, err := (&Writer{Store: s, ChainID: testChain}).Append(context.Background(), draft(ids, testChain, new(ids.next()), boundPayload())); !errors.As(err, &tt) {
+		t.Fatalf("append over the hole: %v", err)
+	}
+	if tt.Offset != int64(good) || tt.Bytes != int64(len(torn)) {
+		t.Fatalf("torn tail %+v, want %d bytes at %d", tt, len(torn), good)
+	}
+	rep, err := s.Repair(testChain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, _ := os.ReadFile(rep.SavedTo)
+	if !bytes.Equal(saved, torn) {
+		t.Fatalf("side file holds %d bytes, want the %d torn bytes", len(saved), len(torn))
+	}
+	rcs = append(rcs[:2], appendN(t, s, ids, testChain, 1)...)
+	res, err := s.Verify(context.Background(), testChain, rcs[2].HeadHash)
+	if err != nil || !res.OK() || res.Records != 3 {
+		t.Fatalf("after repair: %+v %v", res, err)
+	}
+}
+
+// TestFileStoreReserveFailure fails the reserve's extension: the chain
+// goes on without a reserve and its file stays exact.
+func TestFileStoreReserveFailure(t *testing.T) {
+	if !reserveSupported {
+		t.Skip("no reserve on this platform")
+	}
+	dir := t.TempDir()
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallReserve(s)
+	s.zeroHook = func() error { return errors.New("injected: no space for the reserve") }
+	ids := &testIDs{}
+	rcs := appendN(t, s, ids, testChain, 1)
+	c := waitReserve(t, s, testChain)
+	rcs = append(rcs, appendN(t, s, ids, testChain, 40)...)
+	c.mu.Lock()
+	noReserve := c.noReserve
+	c.mu.Unlock()
+	if !noReserve || s.Stats().Reserved != 0 {
+		t.Fatalf("noReserve %v, reserved %d", noReserve, s.Stats().Reserved)
+	}
+	res, err := s.Verify(context.Background(), testChain, rcs[40].HeadHash)
+	if err != nil || !res.OK() || res.Records != 41 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(s.path(testChain))
+	if bytes.IndexByte(data, 0) >= 0 {
+		t.Fatal("zeros left in the closed file")
+	}
+}
+
+// TestFileStoreGroupWaitsForReserve holds the first reserve extension
+// until records queued behind it reach past where its zeros start: the
+// group must wait for the zeros instead of being overwritten by them.
+func TestFileStoreGroupWaitsForReserve(t *testing.T) {
+	if !reserveSupported {
+		t.Skip("no reserve on this platform")
+	}
+	s, err := OpenFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallReserve(s)
+	ids := &testIDs{}
+	appendN(t, s, ids, testChain, 1) // the first group starts the first extension
+	c := waitReserve(t, s, testChain)
+	var once sync.Once
+	s.zeroHook = func() error {
+		once.Do(func() {
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				c.mu.Lock()
+				past := c.size > c.fillFrom+1024
+				c.mu.Unlock()
+				if past {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			t.Error("records never queued past the reserve's start")
+		})
+		return nil
+	}
+	// Start an extension right after the data (as when a chain is
+	// opened), so that the next groups reach its zeros.
+	c.mu.Lock()
+	c.alloc = c.size
+	s.extendReserve(c)
+	c.mu.Unlock()
+	w := &Writer{Store: s, ChainID: testChain}
+	var mu sync.Mutex
+	next := func() string { mu.Lock(); defer mu.Unlock(); return ids.next() }
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 4 {
+				op := next()
+				d := Draft{RecordID: next(), ChainID: testChain, OperationID: &op, PolicyID: testPolicy, PolicyVersion: "1",
+					Payload: boundPayload(), CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)}
+				if _, _, err := w.Append(context.Background(), d); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tip, _, _ := s.Head(context.Background(), testChain)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(s.path(testChain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := Verify(f, VerifyOptions{ExpectedHead: &tip.Hash, ChainID: testChain})
+	if err != nil || !res.OK() || res.Records != 65 {
+		t.Fatalf("records overwritten by the reserve: %+v %v", res.Findings, err)
+	}
+}
