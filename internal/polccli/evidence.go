@@ -23,12 +23,13 @@ func newEvidenceCmd(e *env) *cobra.Command {
 		Use:   "repair DIR [CHAIN_ID…]",
 		Short: "Remove torn tails left by a crash, keeping the bytes in a side file",
 		Long: `repair opens the file store in DIR and removes the torn tail (bytes after
-the last complete line) of each named chain, or of every chain in DIR when
-none is named. A torn tail is what a crash in the middle of a write leaves;
-no receipt ever acknowledged those bytes, and the store refuses appends
-until they are gone. The removed bytes are kept in
-<chain_id>.jsonl.torn-<offset> next to the chain. Nothing else is changed:
-verify the result with certverify chain.
+the last complete line, or from the first line holding a NUL byte) of each
+named chain, or of every chain in DIR when none is named. A torn tail is
+what a crash in the middle of a write leaves; no receipt ever acknowledged
+those bytes, and the store refuses appends until they are gone. The removed
+bytes are kept in <chain_id>.jsonl.torn-<offset> next to the chain. Opening
+the store also drops the zeros a crash leaves after the data (the store's
+reserve). Nothing else is changed: verify the result with certverify chain.
 
 Exit codes: 0 done (including "nothing to repair"), 2 unreadable directory,
 unknown chain or a chain held by another process.`,
