@@ -355,7 +355,33 @@ func parseRecordError(r *Record) (*Record, error) {
 }
 
 // FormatTime formats t in UTC with TimeFormat.
-func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+func FormatTime(t time.Time) string {
+	var b [32]byte
+	return string(appendTime(b[:0], t))
+}
+
+// appendTime appends t in UTC with TimeFormat, exactly as
+// t.UTC().AppendFormat(b, TimeFormat) does: years 0 to 9999 are written
+// here (four digits, microseconds truncated), any other year by the time
+// package.
+func appendTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, TimeFormat)
+	}
+	hour, minute, sec := t.Clock()
+	us := t.Nanosecond() / 1000
+	return append(b,
+		byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
+		byte('0'+int(month)/10), byte('0'+int(month)%10), '-',
+		byte('0'+day/10), byte('0'+day%10), 'T',
+		byte('0'+hour/10), byte('0'+hour%10), ':',
+		byte('0'+minute/10), byte('0'+minute%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10), '.',
+		byte('0'+us/100000), byte('0'+us/10000%10), byte('0'+us/1000%10),
+		byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10), 'Z')
+}
 
 // ParseTime parses a timestamp written in TimeFormat, rejecting any other
 // spelling of the same instant.
