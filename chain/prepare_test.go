@@ -180,3 +180,39 @@ func TestCheckNewMatchesCheckLink(t *testing.T) {
 	st.commitHash(closed.r, closed.hash)
 	same("after task_closed", linkNext(draft(ids, testChain, &op, boundPayload())), ConflictClosed)
 }
+
+// TestIsUUIDMatchesDecode checks the validating isUUID and isHex64 against
+// the decoders on mutations of valid values (every byte position replaced
+// by characters around the hex ranges, upper case included).
+func TestIsUUIDMatchesDecode(t *testing.T) {
+	subs := []byte{'0', '9', 'a', 'f', '/', ':', '`', 'g', 'A', 'F', '-', 0, 0xff}
+	id := []byte("0123abcd-ef45-4678-9abc-def012345678")
+	for i := range id {
+		for _, c := range subs {
+			b := append([]byte(nil), id...)
+			b[i] = c
+			if _, ok := decodeUUID(b); isUUID(b) != ok {
+				t.Errorf("isUUID(%q) = %v, decodeUUID ok = %v", b, isUUID(b), ok)
+			}
+		}
+	}
+	for _, b := range [][]byte{nil, id[:35], append(append([]byte(nil), id...), '0')} {
+		if isUUID(b) {
+			t.Errorf("isUUID accepts %q", b)
+		}
+	}
+	digest := []byte(strings.Repeat("0123456789abcdef", 4))
+	for i := range digest {
+		for _, c := range subs {
+			b := append([]byte(nil), digest...)
+			b[i] = c
+			var h Hash
+			if want := decodeHex(h[:], b); isHex64(b) != want {
+				t.Errorf("isHex64(%q) = %v, decodeHex = %v", b, isHex64(b), want)
+			}
+		}
+	}
+	if isHex64(digest[:63]) || !isHex64(digest) {
+		t.Error("isHex64 length")
+	}
+}

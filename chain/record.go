@@ -466,22 +466,47 @@ func FormatTime(t time.Time) string {
 // here (four digits, microseconds truncated), any other year by the time
 // package.
 func appendTime(b []byte, t time.Time) []byte {
-	t = t.UTC()
-	year, month, day := t.Date()
-	if year < 0 || year > 9999 {
-		return t.AppendFormat(b, TimeFormat)
+	const (
+		minSec = -62167219200 // 0000-01-01T00:00:00Z
+		maxSec = 253402300799 // 9999-12-31T23:59:59Z
+	)
+	secs := t.Unix()
+	if secs < minSec || secs > maxSec {
+		return t.UTC().AppendFormat(b, TimeFormat)
 	}
-	hour, minute, sec := t.Clock()
+	days, sod := (secs-minSec)/86400, int((secs-minSec)%86400) // days since 0000-01-01, >= 0
+	year, month, day := civil(days)
+	hour, minute, sec := sod/3600, sod/60%60, sod%60
 	us := t.Nanosecond() / 1000
 	return append(b,
 		byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
-		byte('0'+int(month)/10), byte('0'+int(month)%10), '-',
+		byte('0'+month/10), byte('0'+month%10), '-',
 		byte('0'+day/10), byte('0'+day%10), 'T',
 		byte('0'+hour/10), byte('0'+hour%10), ':',
 		byte('0'+minute/10), byte('0'+minute%10), ':',
 		byte('0'+sec/10), byte('0'+sec%10), '.',
 		byte('0'+us/100000), byte('0'+us/10000%10), byte('0'+us/1000%10),
 		byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10), 'Z')
+}
+
+// civil returns the proleptic Gregorian date days after 0000-01-01 (days
+// >= 0), by Howard Hinnant's civil_from_days on years starting in March.
+func civil(days int64) (year, month, day int) {
+	z := days - 60 // days since 0000-03-01
+	if z < 0 {     // January and February of year 0
+		return 0, 1 + int(days)/31, 1 + int(days)%31
+	}
+	era := z / 146097
+	doe := z - era*146097                                  // [0, 146096]
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // [0, 399]
+	doy := doe - (365*yoe + yoe/4 - yoe/100)               // [0, 365]
+	mp := (5*doy + 2) / 153                                // [0, 11], from March
+	day = int(doy - (153*mp+2)/5 + 1)
+	year = int(yoe + era*400)
+	if mp < 10 {
+		return year, int(mp + 3), day
+	}
+	return year + 1, int(mp - 9), day
 }
 
 // ParseTime parses a timestamp written in TimeFormat, rejecting any other

@@ -457,6 +457,13 @@ func AppendNumber(out []byte, f float64) ([]byte, error) {
 func AppendString(out []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	out = append(out, '"')
+	n := escapeIndex(s)
+	if n < 0 { // most strings: ids, digests, names
+		out = append(out, s...)
+		return append(out, '"')
+	}
+	out = append(out, s[:n]...)
+	s = s[n:]
 	j := len(out)
 	b := out[:cap(out)]
 	for i := 0; i < len(s); {
@@ -478,7 +485,7 @@ func AppendString(out []byte, s string) []byte {
 			k := bits.TrailingZeros64(m) >> 3
 			i, j = i+k, j+k
 			c = s[i]
-		} else if c = s[i]; c >= 0x20 && c != '"' && c != '\\' {
+		} else if c = s[i]; !needsEscape[c] {
 			if j == len(b) {
 				b = room(b, j, len(s)-i+1)
 			}
@@ -510,6 +517,35 @@ func room(b []byte, j, n int) []byte {
 	b = slices.Grow(b[:j], n)
 	return b[:cap(b)]
 }
+
+// escapeIndex returns the index of the first byte of s that needs
+// escaping, or -1.
+func escapeIndex(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if m := escapeMask(w); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; i < len(s); i++ {
+		if needsEscape[s[i]] {
+			return i
+		}
+	}
+	return -1
+}
+
+// needsEscape[c] reports whether c is escaped in a JSON string: '"', '\\'
+// and the C0 controls.
+var needsEscape = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
 
 // escapeMask returns a word whose lowest set bit is the high bit of the
 // first (least significant) byte of w that needs escaping: below 0x20, '"'
