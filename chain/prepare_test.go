@@ -216,3 +216,30 @@ func TestIsUUIDMatchesDecode(t *testing.T) {
 		t.Error("isHex64 length")
 	}
 }
+
+// TestRelinkKeepsEarlierStrings checks that linking a prepared record again
+// (at another place) gives the new place's hashes and leaves the strings
+// of the first link as they were: they view bytes written only once.
+func TestRelinkKeepsEarlierStrings(t *testing.T) {
+	ids := &testIDs{}
+	op := ids.next()
+	p, err := prepare(draft(ids, testChain, &op, boundPayload()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev1, prev2 := Hash{1}, Hash{2}
+	p.link(5, &prev1)
+	chain1, prevStr1, payload := p.r.ChainHash, *p.r.PreviousChainHash, p.r.PayloadJSON
+	want1 := p.r.ComputeChainHash().String()
+	line := p.link(6, &prev2)
+	if p.r.ChainHash == chain1 || *p.r.PreviousChainHash != prev2.String() || p.r.ChainHash != p.r.ComputeChainHash().String() {
+		t.Fatalf("relinked record has chain hash %s and previous hash %s", p.r.ChainHash, *p.r.PreviousChainHash)
+	}
+	if string(line) != string(p.r.Canonical()) {
+		t.Fatalf("relinked line is not the record's canonical form")
+	}
+	_ = append(line, '\n') // writes after the line, inside its buffer
+	if chain1 != want1 || prevStr1 != prev1.String() || payload != p.r.PayloadJSON {
+		t.Fatalf("first link's strings changed: %s %s %s", chain1, prevStr1, payload)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"polc.dev/polc/internal/jcs"
 )
@@ -255,10 +256,13 @@ func seal(d Draft, sequence int64, prev *Hash, validate bool) (*Record, error) {
 // fields, checked as ParseRecord would check them (the payload by
 // EncodePayload). Writer does this outside its lock.
 //
-// It allocates little: the prepared record and its Record are one
-// object, the strings it derives (payload_json, payload_digest,
-// created_at) share one, and the line is sized for link to finish it in
-// place.
+// It makes two objects: the prepared record, which embeds its Record, and
+// one byte buffer holding the strings it derives (payload_json,
+// payload_digest, created_at), room for the two hashes link derives, and
+// the line, sized for link to finish it in place. The strings are views of
+// the buffer (unsafe.String): their bytes are written once, before the
+// views are made, and never again; the line comes after them, so that
+// appends to it cannot reach them.
 func prepare(d Draft) (*prepared, error) {
 	if d.Payload == nil {
 		return nil, errors.New("chain: draft has no payload")
@@ -273,7 +277,7 @@ func prepare(d Draft) (*prepared, error) {
 	pd := sha256.Sum256(b)
 	b = hex.AppendEncode(b, pd[:])
 	b = appendTime(b, d.CreatedAt)
-	strs := string(b)
+	ns := len(b)
 	p := &prepared{}
 	r := &p.rec
 	p.r = r
@@ -284,33 +288,46 @@ func prepare(d Draft) (*prepared, error) {
 		OperationID:        d.OperationID,
 		PolicyID:           d.PolicyID,
 		PolicyVersion:      d.PolicyVersion,
-		PayloadJSON:        strs[:n],
-		PayloadDigest:      strs[n : n+64],
 		SupersedesRecordID: d.SupersedesRecordID,
-		CreatedAt:          strs[n+64:],
 		HashAlgorithm:      HashAlgorithm,
 	}
 	ok := IsUUID(r.RecordID) && IsUUID(r.ChainID) && IsUUID(r.PolicyID) && r.PolicyVersion != "" &&
 		(r.OperationID == nil || IsUUID(*r.OperationID)) && (r.SupersedesRecordID == nil || IsUUID(*r.SupersedesRecordID)) &&
 		(r.OperationID != nil) == r.RecordType.HasOperation()
 	if !ok {
+		strs := string(b)
+		r.PayloadJSON, r.PayloadDigest, r.CreatedAt = strs[:n], strs[n:n+64], strs[n+64:]
 		encBufs.Put(bp)
 		_, err := parseRecordError(r)
 		return nil, err
 	}
-	// The line up to previous_chain_hash's value is encoded in the
-	// scratch buffer and copied into one of the size link needs.
-	h := append(b[:0], linePlaceholder...)
-	h = r.appendCheckedHead(h)
-	line := make([]byte, len(h), len(h)+r.linkedLen())
-	copy(line, h)
-	if cap(h) <= 4<<10 {
-		*bp = h
+	// The buffer's layout is built in the scratch buffer and copied: the
+	// strings, the hashes' room, and the line up to previous_chain_hash's
+	// value. Meanwhile the record's strings view the scratch buffer
+	// (appends may move it; the views keep what they view).
+	b = append(b, hashesRoom[:]...)
+	lineAt := len(b)
+	b = append(b, linePlaceholder...)
+	r.PayloadJSON = unsafe.String(&b[0], n)
+	r.PayloadDigest = unsafe.String(&b[n], 64)
+	r.CreatedAt = unsafe.String(&b[n+64], ns-n-64)
+	b = r.appendCheckedHead(b)
+	buf := make([]byte, len(b), len(b)+r.linkedLen())
+	copy(buf, b)
+	r.PayloadJSON = unsafe.String(&buf[0], n)
+	r.PayloadDigest = unsafe.String(&buf[n], 64)
+	r.CreatedAt = unsafe.String(&buf[n+64], ns-n-64)
+	p.hashes = (*[128]byte)(buf[ns:lineAt])
+	p.line = buf[lineAt:]
+	if cap(b) <= 4<<10 {
+		*bp = b
 	}
 	encBufs.Put(bp)
-	p.line = line
 	return p, nil
 }
+
+// hashesRoom is the room for the previous and the chain hash in hex.
+var hashesRoom [128]byte
 
 // appendCheckedHead is appendHead for a record whose ids, digest and time
 // are known to be valid (prepare checked them): only payload_json and
@@ -383,11 +400,13 @@ var (
 // prepared is a record whose place in the chain is not yet known, its
 // canonical line encoded up to previous_chain_hash's value.
 type prepared struct {
-	r    *Record // &rec
-	line []byte  // linePrefix placeholder bytes, then the head; link appends the rest
-	hash Hash    // the chain hash, once linked
-	rec  Record
-	prev string // *r.PreviousChainHash, once linked after a record
+	r      *Record // &rec
+	line   []byte  // linePrefix placeholder bytes, then the head; link appends the rest
+	hashes *[128]byte
+	linked bool // hashes are written and viewed by rec's strings
+	hash   Hash // the chain hash, once linked
+	rec    Record
+	prev   string // *r.PreviousChainHash, once linked after a record
 }
 
 // link places a prepared record at sequence after prev, computes its chain
@@ -429,15 +448,21 @@ func (p *prepared) link(sequence int64, prev *Hash) []byte {
 	ch := sha256.Sum256(line[linePrefix-1:])
 	hex.Encode(line[hashAt:hashAt+64], ch[:])
 	line[hashAt+64], line[hashAt+65] = '"', ','
+	copy(hx[64:], line[hashAt:hashAt+64])
+	var s string
+	if !p.linked {
+		// The first link writes the hashes' room once and views it.
+		p.linked = true
+		*p.hashes = hx
+		s = unsafe.String(&p.hashes[0], len(hx))
+	} else {
+		s = string(hx[:])
+	}
 	if prev != nil {
-		copy(hx[64:], line[hashAt:hashAt+64])
-		s := string(hx[:])
 		p.prev = s[:64]
 		r.PreviousChainHash = &p.prev
-		r.ChainHash = s[64:]
-	} else {
-		r.ChainHash = string(line[hashAt : hashAt+64])
 	}
+	r.ChainHash = s[64:]
 	p.hash = ch
 	return line
 }
