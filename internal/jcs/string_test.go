@@ -54,6 +54,19 @@ func checkAppendString(t *testing.T, s string) {
 			t.Fatalf("AppendString(%q, %q)\n got %q\nwant %q", prefix, s, got, want)
 		}
 	}
+	// Like append, it leaves the destination's spare capacity beyond the
+	// result alone.
+	room := make([]byte, 1, 1+6*len(s)+16)
+	full := room[:cap(room)]
+	for i := range full {
+		full[i] = 0xA5
+	}
+	got := AppendString(room, s)
+	for i := len(got); i < len(full); i++ {
+		if full[i] != 0xA5 {
+			t.Fatalf("AppendString(%q) wrote byte %d beyond its result (length %d)", s, i, len(got))
+		}
+	}
 }
 
 // TestAppendStringMatchesNaive checks AppendString against the byte loop
