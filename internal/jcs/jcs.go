@@ -537,6 +537,26 @@ func escapeIndex(s string) int {
 	return -1
 }
 
+// plainASCII reports whether s is ASCII without a byte that needs
+// escaping: valid UTF-8 that AppendString copies unchanged.
+func plainASCII(s string) bool {
+	const highs = 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if escapeMask(w)|w&highs != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; needsEscape[c] || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
 // needsEscape[c] reports whether c is escaped in a JSON string: '"', '\\'
 // and the C0 controls.
 var needsEscape = func() (t [256]bool) {

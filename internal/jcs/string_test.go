@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // appendStringNaive is the original byte-at-a-time AppendString, kept as
@@ -54,6 +55,15 @@ func checkAppendString(t *testing.T, s string) {
 			t.Fatalf("AppendString(%q, %q)\n got %q\nwant %q", prefix, s, got, want)
 		}
 	}
+	// AppendValidString is the same for valid UTF-8 and fails otherwise.
+	got, err := AppendValidString([]byte("p"), s)
+	if utf8.ValidString(s) {
+		if want := appendStringNaive([]byte("p"), s); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("AppendValidString(%q) = %q, %v; want %q", s, got, err, want)
+		}
+	} else if err == nil {
+		t.Fatalf("AppendValidString(%q) accepted invalid UTF-8", s)
+	}
 	// Like append, it leaves the destination's spare capacity beyond the
 	// result alone.
 	room := make([]byte, 1, 1+6*len(s)+16)
@@ -61,7 +71,7 @@ func checkAppendString(t *testing.T, s string) {
 	for i := range full {
 		full[i] = 0xA5
 	}
-	got := AppendString(room, s)
+	got = AppendString(room, s)
 	for i := len(got); i < len(full); i++ {
 		if full[i] != 0xA5 {
 			t.Fatalf("AppendString(%q) wrote byte %d beyond its result (length %d)", s, i, len(got))
