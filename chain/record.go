@@ -400,11 +400,11 @@ var (
 // prepared is a record whose place in the chain is not yet known, its
 // canonical line encoded up to previous_chain_hash's value.
 type prepared struct {
-	r      *Record // &rec
-	line   []byte  // linePrefix placeholder bytes, then the head; link appends the rest
-	hashes *[128]byte
-	linked bool // hashes are written and viewed by rec's strings
-	hash   Hash // the chain hash, once linked
+	r      *Record    // &rec
+	line   []byte     // linePrefix placeholder bytes, then the head; link appends the rest
+	hashes *[128]byte // room in line's buffer for the previous and the chain hash in hex
+	linked bool       // hashes is written and viewed by rec's strings
+	hash   Hash       // the chain hash, once linked
 	rec    Record
 	prev   string // *r.PreviousChainHash, once linked after a record
 }
