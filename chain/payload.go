@@ -299,16 +299,12 @@ func (e *PayloadError) Error() string {
 func EncodePayload(p Payload) (string, error) {
 	bp := encBufs.Get().(*[]byte)
 	defer encBufs.Put(bp)
-	b, err := p.AppendCanonical((*bp)[:0])
+	b, err := appendPayload((*bp)[:0], p)
 	if err != nil {
 		return "", err
 	}
 	if cap(b) <= 4<<10 {
 		*bp = b
-	}
-	var spans [maxFields]span
-	if err := validatePayload(p.RecordType(), b, &spans); err != nil {
-		return "", err
 	}
 	return string(b), nil
 }

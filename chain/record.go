@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"polc.dev/polc/internal/jcs"
 )
@@ -254,89 +255,214 @@ func seal(d Draft, sequence int64, prev *Hash, validate bool) (*Record, error) {
 // in the chain: the canonical payload and its digest, and the draft's
 // fields, checked as ParseRecord would check them (the payload by
 // EncodePayload). Writer does this outside its lock.
+//
+// It makes two objects: the prepared record, which embeds its Record, and
+// one byte buffer holding the strings it derives (payload_json,
+// payload_digest, created_at), room for the two hashes link derives, and
+// the line, sized for link to finish it in place. The strings are views of
+// the buffer (unsafe.String): their bytes are written once, before the
+// views are made, and never again; the line comes after them, so that
+// appends to it cannot reach them.
 func prepare(d Draft) (*prepared, error) {
 	if d.Payload == nil {
 		return nil, errors.New("chain: draft has no payload")
 	}
-	payload, err := EncodePayload(d.Payload)
+	bp := encBufs.Get().(*[]byte)
+	b, err := appendPayload((*bp)[:0], d.Payload)
 	if err != nil {
+		encBufs.Put(bp)
 		return nil, err
 	}
-	r := &Record{
+	n := len(b)
+	pd := sha256.Sum256(b)
+	b = hex.AppendEncode(b, pd[:])
+	b = appendTime(b, d.CreatedAt)
+	ns := len(b)
+	p := &prepared{}
+	r := &p.rec
+	p.r = r
+	*r = Record{
 		RecordID:           d.RecordID,
 		RecordType:         d.Payload.RecordType(),
 		ChainID:            d.ChainID,
 		OperationID:        d.OperationID,
 		PolicyID:           d.PolicyID,
 		PolicyVersion:      d.PolicyVersion,
-		PayloadJSON:        payload,
 		SupersedesRecordID: d.SupersedesRecordID,
-		CreatedAt:          FormatTime(d.CreatedAt),
 		HashAlgorithm:      HashAlgorithm,
 	}
-	pd := r.ComputePayloadDigest()
-	r.PayloadDigest = pd.String()
 	ok := IsUUID(r.RecordID) && IsUUID(r.ChainID) && IsUUID(r.PolicyID) && r.PolicyVersion != "" &&
 		(r.OperationID == nil || IsUUID(*r.OperationID)) && (r.SupersedesRecordID == nil || IsUUID(*r.SupersedesRecordID)) &&
 		(r.OperationID != nil) == r.RecordType.HasOperation()
 	if !ok {
+		strs := string(b)
+		r.PayloadJSON, r.PayloadDigest, r.CreatedAt = strs[:n], strs[n:n+64], strs[n+64:]
+		encBufs.Put(bp)
 		_, err := parseRecordError(r)
 		return nil, err
 	}
-	// One buffer for the whole line: the chain_hash member (filled in by
-	// link), the head, room for the previous hash and the sequence, and
-	// the rest, which is encoded after the room and moved into place.
-	rest := r.appendMid(nil)
-	mid := len(rest)
-	rest = r.appendTail(rest)
-	line := make([]byte, linePrefix, linePrefix+len(payload)*2+256+len(rest))
-	copy(line, `{"chain_hash":"`)
-	line = r.appendHead(line)
-	return &prepared{r: r, line: line, rest: rest, mid: mid}, nil
+	// The buffer's layout is built in the scratch buffer and copied: the
+	// strings, the hashes' room, and the line up to previous_chain_hash's
+	// value. Meanwhile the record's strings view the scratch buffer
+	// (appends may move it; the views keep what they view).
+	b = append(b, hashesRoom[:]...)
+	lineAt := len(b)
+	b = append(b, linePlaceholder...)
+	r.PayloadJSON = unsafe.String(&b[0], n)
+	r.PayloadDigest = unsafe.String(&b[n], 64)
+	r.CreatedAt = unsafe.String(&b[n+64], ns-n-64)
+	b = r.appendCheckedHead(b)
+	buf := make([]byte, len(b), len(b)+r.linkedLen())
+	copy(buf, b)
+	r.PayloadJSON = unsafe.String(&buf[0], n)
+	r.PayloadDigest = unsafe.String(&buf[n], 64)
+	r.CreatedAt = unsafe.String(&buf[n+64], ns-n-64)
+	p.hashes = (*[128]byte)(buf[ns:lineAt])
+	p.line = buf[lineAt:]
+	if cap(b) <= 4<<10 {
+		*bp = b
+	}
+	encBufs.Put(bp)
+	return p, nil
 }
 
-// linePrefix is the length of `{"chain_hash":"<64 hex>",`.
+// hashesRoom is the room for the previous and the chain hash in hex.
+var hashesRoom [128]byte
+
+// appendCheckedHead is appendHead for a record whose ids, digest and time
+// are known to be valid (prepare checked them): only payload_json and
+// policy_version can need escaping.
+func (r *Record) appendCheckedHead(b []byte) []byte {
+	b = appendPlainMember(b, `"chain_id":"`, r.ChainID)
+	b = appendPlainMember(b, `"created_at":"`, r.CreatedAt)
+	b = appendPlainMember(b, `"hash_algorithm":"`, r.HashAlgorithm)
+	if r.OperationID == nil {
+		b = append(b, `"operation_id":null,`...)
+	} else {
+		b = appendPlainMember(b, `"operation_id":"`, *r.OperationID)
+	}
+	b = appendPlainMember(b, `"payload_digest":"`, r.PayloadDigest)
+	b = appendMember(b, "payload_json", r.PayloadJSON)
+	b = appendPlainMember(b, `"policy_id":"`, r.PolicyID)
+	b = appendMember(b, "policy_version", r.PolicyVersion)
+	return append(b, `"previous_chain_hash":`...)
+}
+
+// appendPlainMember appends key (through the opening quote of the value),
+// v, which needs no escaping, and the closing quote and comma.
+func appendPlainMember(b []byte, key, v string) []byte {
+	b = append(b, key...)
+	b = append(b, v...)
+	return append(b, '"', ',')
+}
+
+// linkedLen bounds what link appends to a prepared line.
+func (r *Record) linkedLen() int {
+	n := len(`"<64 hex>"`) - len(`<64 hex>`) + 64 +
+		len(`,"record_id":"`) + len(r.RecordID) + len(`","record_type":"`) + len(r.RecordType) + len(`","sequence":`) +
+		len("-9223372036854775808") + len(`,"supersedes_record_id":`) + len(`}`)
+	if r.SupersedesRecordID != nil {
+		return n + 2 + len(*r.SupersedesRecordID)
+	}
+	return n + len("null")
+}
+
+// appendPayload appends p's canonical JSON after checking it against its
+// record type's schema (EncodePayload without the string).
+func appendPayload(b []byte, p Payload) ([]byte, error) {
+	start := len(b)
+	b, err := p.AppendCanonical(b)
+	if err != nil {
+		return nil, err
+	}
+	var spans [maxFields]span
+	if err := validatePayload(p.RecordType(), b[start:], &spans); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// linePrefix is the length of `{"chain_hash":"<64 hex>",`;
+// linePlaceholder is that member with zeros for the hash, which link
+// overwrites.
 const (
-	hashAt     = len(`{"chain_hash":"`)
-	linePrefix = hashAt + 64 + len(`",`)
+	hashAt          = len(`{"chain_hash":"`)
+	linePrefix      = hashAt + 64 + len(`",`)
+	linePlaceholder = `{"chain_hash":"0000000000000000000000000000000000000000000000000000000000000000",`
+)
+
+// linePlaceholder is exactly linePrefix bytes long.
+var (
+	_ [linePrefix - len(linePlaceholder)]byte
+	_ [len(linePlaceholder) - linePrefix]byte
 )
 
 // prepared is a record whose place in the chain is not yet known, its
 // canonical line encoded up to previous_chain_hash's value.
 type prepared struct {
-	r    *Record
-	line []byte // linePrefix placeholder bytes, then appendHead
-	rest []byte // appendMid then appendTail
-	mid  int    // where appendTail starts in rest
-	hash Hash   // the chain hash, once linked
+	r      *Record    // &rec
+	line   []byte     // linePrefix placeholder bytes, then the head; link appends the rest
+	hashes *[128]byte // room in line's buffer for the previous and the chain hash in hex
+	linked bool       // hashes is written and viewed by rec's strings
+	hash   Hash       // the chain hash, once linked
+	rec    Record
+	prev   string // *r.PreviousChainHash, once linked after a record
 }
 
 // link places a prepared record at sequence after prev, computes its chain
 // hash and returns its canonical line. It is all a writer does under the
-// chain's lock: two small appends, one SHA-256 and a hex encoding.
+// chain's lock: a few appends, one SHA-256 and a hex encoding. The
+// record's ids and type were checked by prepare and need no escaping.
 func (p *prepared) link(sequence int64, prev *Hash) []byte {
 	r := p.r
 	r.Sequence = sequence
 	r.PreviousChainHash = nil
 	line := p.line
+	var hx [128]byte // previous hash and chain hash, in hex
 	if prev != nil {
-		s := prev.String()
-		r.PreviousChainHash = &s
-		line = jcs.AppendString(line, s)
+		hex.Encode(hx[:64], prev[:])
+		line = append(line, '"')
+		line = append(line, hx[:64]...)
+		line = append(line, '"')
 	} else {
 		line = append(line, "null"...)
 	}
-	line = append(line, p.rest[:p.mid]...)
+	line = append(line, `,"record_id":"`...)
+	line = append(line, r.RecordID...)
+	line = append(line, `","record_type":"`...)
+	line = append(line, r.RecordType...)
+	line = append(line, `","sequence":`...)
 	line = strconv.AppendInt(line, sequence, 10)
-	line = append(line, p.rest[p.mid:]...)
-	h := sha256.New()
-	h.Write([]byte{'{'})
-	h.Write(line[linePrefix:])
-	var ch Hash
-	h.Sum(ch[:0])
-	hex.Encode(line[hashAt:], ch[:])
-	r.ChainHash = string(line[hashAt : hashAt+64])
-	copy(line[hashAt+64:], `",`)
+	line = append(line, `,"supersedes_record_id":`...)
+	if r.SupersedesRecordID == nil {
+		line = append(line, "null}"...)
+	} else {
+		line = append(line, '"')
+		line = append(line, *r.SupersedesRecordID...)
+		line = append(line, '"', '}')
+	}
+	// The chain hash covers "{" and the line after the chain_hash
+	// member: the byte before it, the member's comma, stands in for the
+	// brace during the hash.
+	line[linePrefix-1] = '{'
+	ch := sha256.Sum256(line[linePrefix-1:])
+	hex.Encode(line[hashAt:hashAt+64], ch[:])
+	line[hashAt+64], line[hashAt+65] = '"', ','
+	copy(hx[64:], line[hashAt:hashAt+64])
+	var s string
+	if !p.linked {
+		// The first link writes the hashes' room once and views it.
+		p.linked = true
+		*p.hashes = hx
+		s = unsafe.String(&p.hashes[0], len(hx))
+	} else {
+		s = string(hx[:])
+	}
+	if prev != nil {
+		p.prev = s[:64]
+		r.PreviousChainHash = &p.prev
+	}
+	r.ChainHash = s[64:]
 	p.hash = ch
 	return line
 }
@@ -355,7 +481,58 @@ func parseRecordError(r *Record) (*Record, error) {
 }
 
 // FormatTime formats t in UTC with TimeFormat.
-func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+func FormatTime(t time.Time) string {
+	var b [32]byte
+	return string(appendTime(b[:0], t))
+}
+
+// appendTime appends t in UTC with TimeFormat, exactly as
+// t.UTC().AppendFormat(b, TimeFormat) does: years 0 to 9999 are written
+// here (four digits, microseconds truncated), any other year by the time
+// package.
+func appendTime(b []byte, t time.Time) []byte {
+	const (
+		minSec = -62167219200 // 0000-01-01T00:00:00Z
+		maxSec = 253402300799 // 9999-12-31T23:59:59Z
+	)
+	secs := t.Unix()
+	if secs < minSec || secs > maxSec {
+		return t.UTC().AppendFormat(b, TimeFormat)
+	}
+	days, sod := (secs-minSec)/86400, int((secs-minSec)%86400) // days since 0000-01-01, >= 0
+	year, month, day := civil(days)
+	hour, minute, sec := sod/3600, sod/60%60, sod%60
+	us := t.Nanosecond() / 1000
+	return append(b,
+		byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
+		byte('0'+month/10), byte('0'+month%10), '-',
+		byte('0'+day/10), byte('0'+day%10), 'T',
+		byte('0'+hour/10), byte('0'+hour%10), ':',
+		byte('0'+minute/10), byte('0'+minute%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10), '.',
+		byte('0'+us/100000), byte('0'+us/10000%10), byte('0'+us/1000%10),
+		byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10), 'Z')
+}
+
+// civil returns the proleptic Gregorian date days after 0000-01-01 (days
+// >= 0), by Howard Hinnant's civil_from_days on years starting in March.
+func civil(days int64) (year, month, day int) {
+	z := days - 60 // days since 0000-03-01
+	if z < 0 {     // January and February of year 0
+		return 0, 1 + int(days)/31, 1 + int(days)%31
+	}
+	era := z / 146097
+	doe := z - era*146097                                  // [0, 146096]
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // [0, 399]
+	doy := doe - (365*yoe + yoe/4 - yoe/100)               // [0, 365]
+	mp := (5*doy + 2) / 153                                // [0, 11], from March
+	day = int(doy - (153*mp+2)/5 + 1)
+	year = int(yoe + era*400)
+	if mp < 10 {
+		return year, int(mp + 3), day
+	}
+	return year + 1, int(mp - 9), day
+}
 
 // ParseTime parses a timestamp written in TimeFormat, rejecting any other
 // spelling of the same instant.

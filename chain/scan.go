@@ -79,10 +79,16 @@ func decodeHex(dst, src []byte) bool {
 	return bad&0xf0 == 0
 }
 
-func isHex64(b []byte) bool {
-	var h Hash
-	return len(b) == 64 && decodeHex(h[:], b)
+// validHex reports whether every byte of b is a lowercase hex digit.
+func validHex(b []byte) bool {
+	var bad byte
+	for _, c := range b {
+		bad |= hexVal[c]
+	}
+	return bad&0xf0 == 0
 }
+
+func isHex64(b []byte) bool { return len(b) == 64 && validHex(b) }
 
 // decodeUUID parses a lowercase hyphenated UUID.
 func decodeUUID(b []byte) (u uuid, ok bool) {
@@ -98,8 +104,8 @@ func decodeUUID(b []byte) (u uuid, ok bool) {
 }
 
 func isUUID(b []byte) bool {
-	_, ok := decodeUUID(b)
-	return ok
+	return len(b) == 36 && b[8] == '-' && b[13] == '-' && b[18] == '-' && b[23] == '-' &&
+		validHex(b[0:8]) && validHex(b[9:13]) && validHex(b[14:18]) && validHex(b[19:23]) && validHex(b[24:36])
 }
 
 // IsUUID reports whether s is a lowercase hyphenated UUID (8-4-4-4-12).

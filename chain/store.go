@@ -3,6 +3,7 @@ package chain
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -158,15 +159,34 @@ func (s *chainState) checkLink(r *Record) error {
 		if r.Sequence != s.tip.Sequence+1 {
 			return conflict(ConflictSequence, strconv.FormatInt(s.tip.Sequence+1, 10), strconv.FormatInt(r.Sequence, 10))
 		}
-		if prev != s.tip.Hash.String() {
+		var tip [64]byte
+		hex.Encode(tip[:], s.tip.Hash[:])
+		if prev != string(tip[:]) {
 			return conflict(ConflictStaleHead, s.tip.Hash.String(), prev)
 		}
 	}
-	if _, dup := s.ids[parseUUID([]byte(r.RecordID))]; dup {
-		return conflict(ConflictDuplicateID, "a new record_id", r.RecordID)
+	return s.checkUnique(r, r.Hash())
+}
+
+// checkNew is checkLink for a record that link placed at the chain's tip
+// (the next sequence, after the tip's hash), whose chain hash is h: only
+// task_closed and the uniqueness of record_id and chain_hash remain to be
+// checked, with checkLink's errors.
+func (s *chainState) checkNew(r *Record, h Hash) error {
+	if s.has && s.tip.Closed {
+		return &ConflictError{ChainID: r.ChainID, Reason: ConflictClosed, Expected: "no record after task_closed", Actual: string(r.RecordType)}
 	}
-	if _, dup := s.hashes[r.Hash()]; dup {
-		return conflict(ConflictDuplicateHash, "a new chain_hash", r.ChainHash)
+	return s.checkUnique(r, h)
+}
+
+// checkUnique checks that r's record_id and its chain hash h are new in
+// the chain.
+func (s *chainState) checkUnique(r *Record, h Hash) error {
+	if _, dup := s.ids[parseUUID([]byte(r.RecordID))]; dup {
+		return &ConflictError{ChainID: r.ChainID, Reason: ConflictDuplicateID, Expected: "a new record_id", Actual: r.RecordID}
+	}
+	if _, dup := s.hashes[h]; dup {
+		return &ConflictError{ChainID: r.ChainID, Reason: ConflictDuplicateHash, Expected: "a new chain_hash", Actual: r.ChainHash}
 	}
 	return nil
 }

@@ -37,6 +37,11 @@ var errInvalidUTF8 = errors.New("jcs: invalid UTF-8 in string")
 // is not valid UTF-8 (which has no canonical form). AppendString is the
 // unchecked form for strings known to be valid.
 func AppendValidString(dst []byte, s string) ([]byte, error) {
+	if plainASCII(s) { // one pass for most strings
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"'), nil
+	}
 	if !utf8.ValidString(s) {
 		return nil, errInvalidUTF8
 	}

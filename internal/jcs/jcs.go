@@ -24,8 +24,10 @@ package jcs
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf16"
@@ -446,39 +448,142 @@ func AppendNumber(out []byte, f float64) ([]byte, error) {
 
 // AppendString appends s as a canonical JSON string. Precondition: s is valid
 // UTF-8 (invalid bytes would be copied through and make the output invalid).
+//
+// It copies s a word (eight bytes) at a time, testing each word for bytes
+// that need escaping ('"', '\\' and the C0 controls) and escaping the
+// first one it finds: record lines escape a whole payload_json, where
+// quotes come every few dozen bytes. Like append, it writes nothing beyond
+// the returned slice's length.
 func AppendString(out []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	out = append(out, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
+	n := escapeIndex(s)
+	if n < 0 { // most strings: ids, digests, names
+		out = append(out, s...)
+		return append(out, '"')
+	}
+	out = append(out, s[:n]...)
+	s = s[n:]
+	j := len(out)
+	b := out[:cap(out)]
+	for i := 0; i < len(s); {
+		var c byte
+		if i+8 <= len(s) {
+			// The word lands inside the result: at least len(s)-i
+			// more bytes follow.
+			if len(b)-j < 8 {
+				b = room(b, j, len(s)-i+1)
+			}
+			w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+			binary.LittleEndian.PutUint64(b[j:], w)
+			m := escapeMask(w)
+			if m == 0 {
+				i, j = i+8, j+8
+				continue
+			}
+			k := bits.TrailingZeros64(m) >> 3
+			i, j = i+k, j+k
+			c = s[i]
+		} else if c = s[i]; !needsEscape[c] {
+			if j == len(b) {
+				b = room(b, j, len(s)-i+1)
+			}
+			b[j] = c
+			i, j = i+1, j+1
 			continue
 		}
-		out = append(out, s[start:i]...)
-		switch c {
-		case '"':
-			out = append(out, '\\', '"')
-		case '\\':
-			out = append(out, '\\', '\\')
-		case '\b':
-			out = append(out, '\\', 'b')
-		case '\f':
-			out = append(out, '\\', 'f')
-		case '\n':
-			out = append(out, '\\', 'n')
-		case '\r':
-			out = append(out, '\\', 'r')
-		case '\t':
-			out = append(out, '\\', 't')
-		default:
-			out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		i++
+		if e := shortEscapes[c]; e != 0 {
+			if len(b)-j < 2 {
+				b = room(b, j, 2+len(s)-i+1)
+			}
+			b[j], b[j+1] = '\\', e
+			j += 2
+		} else {
+			if len(b)-j < 6 {
+				b = room(b, j, 6+len(s)-i+1)
+			}
+			b[j], b[j+1], b[j+2], b[j+3], b[j+4], b[j+5] = '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf]
+			j += 6
 		}
-		start = i + 1
 	}
-	out = append(out, s[start:]...)
-	return append(out, '"')
+	return append(b[:j], '"')
 }
+
+// room returns b (whose first j bytes are written) with at least n bytes
+// of capacity after j, extended to its capacity.
+func room(b []byte, j, n int) []byte {
+	b = slices.Grow(b[:j], n)
+	return b[:cap(b)]
+}
+
+// escapeIndex returns the index of the first byte of s that needs
+// escaping, or -1.
+func escapeIndex(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if m := escapeMask(w); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; i < len(s); i++ {
+		if needsEscape[s[i]] {
+			return i
+		}
+	}
+	return -1
+}
+
+// plainASCII reports whether s is ASCII without a byte that needs
+// escaping: valid UTF-8 that AppendString copies unchanged.
+func plainASCII(s string) bool {
+	const highs = 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if escapeMask(w)|w&highs != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; needsEscape[c] || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// needsEscape[c] reports whether c is escaped in a JSON string: '"', '\\'
+// and the C0 controls.
+var needsEscape = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// escapeMask returns a word whose lowest set bit is the high bit of the
+// first (least significant) byte of w that needs escaping: below 0x20, '"'
+// or '\\'. Bits above that first byte may be spurious (borrows propagate
+// upwards); the lowest one is exact, as it is for each of the three tests.
+func escapeMask(w uint64) uint64 {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	q := w ^ (ones * '"')
+	bs := w ^ (ones * '\\')
+	return ((w - ones*0x20) | (q - ones) | (bs - ones)) &^ w & highs
+}
+
+// shortEscapes[c] is the letter of c's two-byte escape ("\\n" and the
+// like), or 0 when c is escaped as \u00xx or not at all.
+var shortEscapes = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
 
 // CompareKeys orders member names as RFC 8785 §3.2.3 requires: by their
 // UTF-16 code units. Precondition: a and b are valid UTF-8.
