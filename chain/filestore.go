@@ -384,7 +384,9 @@ func (s *FileStore) appendPrepared(ctx context.Context, p *prepared) (AppendRece
 			seq, prev = c.state.tip.Sequence+1, &c.state.tip.Hash
 		}
 		line := p.link(seq, prev)
-		if err := c.state.checkLink(p.r); err != nil {
+		// link placed the record at the tip: sequence and previous hash
+		// hold by construction; only task_closed and uniqueness remain.
+		if err := c.state.checkNew(p.r, p.hash); err != nil {
 			return nil, nil, Hash{}, err
 		}
 		return p.r, line, p.hash, nil

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -319,12 +321,23 @@ func prepare(d Draft) (*prepared, error) {
 	r.CreatedAt = unsafe.String(&buf[n+64], ns-n-64)
 	p.hashes = (*[128]byte)(buf[ns:lineAt])
 	p.line = buf[lineAt:]
+	// Most of the chain hash's input is known now: hash it outside the
+	// chain's lock, so that link only hashes the few members after it.
+	p.head = headHashes.Get().(hash.Hash)
+	p.head.Write(openBrace)
+	p.head.Write(p.line[linePrefix:])
 	if cap(b) <= 4<<10 {
 		*bp = b
 	}
 	encBufs.Put(bp)
 	return p, nil
 }
+
+// openBrace starts the chain hash's input (see appendBody).
+var openBrace = []byte{'{'}
+
+// headHashes recycles the SHA-256 states of prepared records.
+var headHashes = sync.Pool{New: func() any { return sha256.New() }}
 
 // hashesRoom is the room for the previous and the chain hash in hex.
 var hashesRoom [128]byte
@@ -400,6 +413,7 @@ var (
 // prepared is a record whose place in the chain is not yet known, its
 // canonical line encoded up to previous_chain_hash's value.
 type prepared struct {
+	head   hash.Hash  // SHA-256 of "{" and the line after its chain_hash member, as prepared (nil once linked)
 	r      *Record    // &rec
 	line   []byte     // linePrefix placeholder bytes, then the head; link appends the rest
 	hashes *[128]byte // room in line's buffer for the previous and the chain hash in hex
@@ -442,10 +456,20 @@ func (p *prepared) link(sequence int64, prev *Hash) []byte {
 		line = append(line, '"', '}')
 	}
 	// The chain hash covers "{" and the line after the chain_hash
-	// member: the byte before it, the member's comma, stands in for the
-	// brace during the hash.
-	line[linePrefix-1] = '{'
-	ch := sha256.Sum256(line[linePrefix-1:])
+	// member. prepare hashed what it encoded; a second link hashes it
+	// all, the member's comma standing in for the brace meanwhile.
+	var ch Hash
+	if p.head != nil {
+		p.head.Write(line[len(p.line):])
+		p.head.Sum(p.hash[:0])
+		ch = p.hash
+		p.head.Reset()
+		headHashes.Put(p.head)
+		p.head = nil
+	} else {
+		line[linePrefix-1] = '{'
+		ch = sha256.Sum256(line[linePrefix-1:])
+	}
 	hex.Encode(line[hashAt:hashAt+64], ch[:])
 	line[hashAt+64], line[hashAt+65] = '"', ','
 	copy(hx[64:], line[hashAt:hashAt+64])
