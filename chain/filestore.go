@@ -212,8 +212,9 @@ func (s *FileStore) Close() error {
 			<-done
 			c.mu.Lock()
 		}
-		if c.f != nil && c.broken == nil && c.torn == 0 && c.alloc > c.size {
-			// A closed chain file ends with its last record.
+		if c.f != nil && c.broken == nil && c.torn == 0 && (c.alloc > c.size || c.noReserve) {
+			// A closed chain file ends with its last record (a failed
+			// extension may have left zeros past alloc).
 			if err := c.f.Truncate(c.size); err != nil {
 				errs = append(errs, err)
 			} else {
