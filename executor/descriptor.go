@@ -105,6 +105,7 @@ type entry struct {
 	schema *jsonschema.Schema
 	digest string
 	fn     Callable
+	ref    string // desc.ID + "@" + desc.Version, stage 1's trail detail
 }
 
 // NewRegistry returns an empty registry.
@@ -159,7 +160,7 @@ func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 			return fmt.Errorf("register %s: %q is already an alias of %s", d.ID, name, owner)
 		}
 	}
-	e := &entry{desc: d, schema: sch, fn: fn}
+	e := &entry{desc: d, schema: sch, fn: fn, ref: d.ID + "@" + d.Version}
 	e.digest = e.desc.Digest()
 	r.entries[d.ID] = e
 	for _, a := range d.Aliases {

@@ -89,23 +89,49 @@ func (p *Policy) evaluatePooled(r *Normalized) (Decision, Diagnostics) {
 	return d, diags
 }
 
+// evaluatePooledInto is evaluatePooled detaching into the caller's
+// buffers when the decision's lists fit (detachInto).
+func (p *Policy) evaluatePooledInto(r *Normalized, gates []GateResult, strs []string) (Decision, Diagnostics) {
+	s, _ := p.scratch.Get().(*Scratch)
+	if s == nil {
+		s = p.NewScratch()
+	}
+	diags := p.EvaluateInto(r, s, &s.dec)
+	d := s.dec.detachInto(gates, strs)
+	p.scratch.Put(s)
+	return d, diags
+}
+
 // detach returns a copy of d that shares nothing with it, every list
 // non-nil: the gate results in one new array and every string list
 // (the gates' rule ids, the rule ids, the reasons) carved from another,
 // so that a decision costs two allocations whatever its size.
-func (d *Decision) detach() Decision {
+func (d *Decision) detach() Decision { return d.detachInto(nil, nil) }
+
+// detachInto is detach using gateBuf and strBuf, which the result then
+// owns, instead of new arrays when they are large enough.
+func (d *Decision) detachInto(gateBuf []GateResult, strBuf []string) Decision {
 	out := *d
 	n := len(d.RuleIDs) + len(d.Reasons)
 	for i := range d.Gates {
 		n += len(d.Gates[i].RuleIDs)
 	}
-	strs := make([]string, 0, n)
+	var strs []string
+	if strBuf != nil && n <= len(strBuf) { // non-nil: every list stays non-nil
+		strs = strBuf[:0:n]
+	} else {
+		strs = make([]string, 0, n)
+	}
 	take := func(src []string) []string {
 		start := len(strs)
 		strs = append(strs, src...)
 		return strs[start:len(strs):len(strs)]
 	}
-	out.Gates = make([]GateResult, len(d.Gates))
+	if gateBuf != nil && len(d.Gates) <= len(gateBuf) {
+		out.Gates = gateBuf[:len(d.Gates):len(d.Gates)]
+	} else {
+		out.Gates = make([]GateResult, len(d.Gates))
+	}
 	copy(out.Gates, d.Gates)
 	for i := range out.Gates {
 		out.Gates[i].RuleIDs = take(d.Gates[i].RuleIDs)

@@ -68,28 +68,72 @@ type Executor struct {
 	backends map[string]EffectBackend
 	policies map[policyKey]*compiledPolicy
 	plans    sync.Map // planKey → *plan
-	capCache sync.Map // backend id → cachedCaps
+	capCache sync.Map // backend id → *cachedCaps
+
+	lastPrincipal atomic.Pointer[principalName]
 }
 
 // capabilityDigest returns the report's digest, reusing the last one
 // computed for an identical report of the same backend.
 func (e *Executor) capabilityDigest(r BackendCapabilityReport) string {
+	return e.capabilities(r).digest
+}
+
+// capabilities returns the cached digest (and trail details) of a report,
+// computing them when the backend's last report was a different one.
+func (e *Executor) capabilities(r BackendCapabilityReport) *cachedCaps {
 	if c, ok := e.capCache.Load(r.BackendID); ok {
-		cc := c.(cachedCaps)
+		cc := c.(*cachedCaps)
 		same := reflect.ValueOf(cc.report.Containment).UnsafePointer() == reflect.ValueOf(r.Containment).UnsafePointer() &&
 			cc.report.Format == r.Format && cc.report.Version == r.Version
 		if same || reflect.DeepEqual(cc.report, r) {
-			return cc.digest
+			return cc
 		}
 	}
-	d := r.Digest()
-	e.capCache.Store(r.BackendID, cachedCaps{r, d})
-	return d
+	cc := &cachedCaps{report: r, digest: r.Digest()}
+	e.capCache.Store(r.BackendID, cc)
+	return cc
 }
 
 type cachedCaps struct {
 	report BackendCapabilityReport
 	digest string
+	// details caches the trail details of stages 3 and 12 for the last
+	// backend id that used this report (normally its own).
+	details atomic.Pointer[backendDetails]
+}
+
+type backendDetails struct {
+	backend string // the backend's ID()
+	bind    string // "backend <id>, capabilities <digest>"
+	invoke  string // "backend <id>"
+}
+
+// detailsFor returns the trail details of stages 3 and 12 for a backend
+// whose ID() is id and whose report is cc's.
+func (cc *cachedCaps) detailsFor(id string) *backendDetails {
+	if d := cc.details.Load(); d != nil && d.backend == id {
+		return d
+	}
+	d := &backendDetails{backend: id, bind: "backend " + id + ", capabilities " + cc.digest, invoke: "backend " + id}
+	cc.details.Store(d)
+	return d
+}
+
+// principalName caches Principal.String for the last principal seen.
+type principalName struct {
+	kind, id, s string
+}
+
+// principalString is p.String(), without a new string when p is the
+// principal of the previous attempt (the common case: one agent).
+func (e *Executor) principalString(p Principal) string {
+	if c := e.lastPrincipal.Load(); c != nil && c.kind == p.Kind && c.id == p.ID {
+		return c.s
+	}
+	s := p.String()
+	e.lastPrincipal.Store(&principalName{p.Kind, p.ID, s})
+	return s
 }
 
 type policyKey struct{ id, version string }
@@ -226,6 +270,7 @@ type attempt struct {
 	reqDigest  string
 	principal  string          // ec.Principal.String(), computed once
 	pending    []pendingRecord // appended, not yet known durable
+	details    *backendDetails // trail details of the bound backend
 
 	// Storage for what the pointers above and the outcome refer to, so
 	// that one allocation holds an attempt's state.
@@ -233,8 +278,13 @@ type attempt struct {
 	ecv       ExecutionContext
 	preflight ActionPreflightReport
 	succeeded Succeeded
+	normv     Normalized // stage 2's normalized request
+	callCtx   attemptCtx
+	token     invocationToken
 	trailBuf  [16]TrailEntry
 	pendBuf   [6]pendingRecord
+	gateBuf   [4]GateResult // stage 7's decision lists, when they fit
+	strBuf    [8]string
 }
 
 // requestDigest is the request's digest, computed once per attempt.
@@ -252,7 +302,7 @@ func (a *attempt) requestDigest() string {
 func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec ExecutionContext) (out Outcome) {
 	a := &attempt{e: e, ctx: ctx, reqv: req, ecv: ec, startedAt: e.now()}
 	a.req, a.ec, a.pending = &a.reqv, &a.ecv, a.pendBuf[:0]
-	a.principal = ec.Principal.String()
+	a.principal = e.principalString(ec.Principal)
 	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: e.cfg.IDs(), Trail: a.trailBuf[:0]}
 	defer func() {
 		if a.leased {
@@ -272,7 +322,7 @@ func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec Executi
 	if a.en == nil {
 		return a.deny(1, ReasonUnknownAction, "no descriptor for action %q", req.Action)
 	}
-	a.note(1, "ok", a.en.desc.ID+"@"+a.en.desc.Version)
+	a.note(1, "ok", a.en.ref)
 	if a.en.fn == nil {
 		return a.deny(1, "no_callable", "action %s has no callable", a.en.desc.ID)
 	}
@@ -336,39 +386,32 @@ func (a *attempt) normalize() Outcome {
 		return a.deny(2, ReasonInvalidRequest, "arguments are not JSON values: %v", err)
 	}
 	a.args = args
-	n, nerr := a.normalizeArgs(args)
-	if nerr != nil {
+	if nerr := a.normalizeArgs(args, &a.normv); nerr != nil {
 		return a.deny(2, nerr.Reason, "%s", nerr.Detail)
 	}
-	a.norm = n
-	a.argsDigest = digestOf(args)
-	a.note(2, "ok", "arguments "+a.argsDigest)
+	a.norm = &a.normv
+	detail := digestWithPrefix("arguments ", args)
+	a.argsDigest = detail[len("arguments "):]
+	a.note(2, "ok", detail)
 	return nil
 }
 
-// normalizeArgs normalizes the attempt's private arguments for the
-// descriptor stage 1 resolved (the one Normalizer.Normalize would resolve:
-// the same lookup of the same reference).
-func (a *attempt) normalizeArgs(args map[string]any) (*Normalized, *NormalizeError) {
-	usage := a.ec.Usage
-	out, err := (&Normalizer{Registry: a.e.cfg.Registry, Now: a.e.cfg.Now}).start(ActionRequest{
-		Action: a.req.Action, Principal: a.principal, Tenant: a.ec.Tenant,
-		Workspace: a.ec.Workspace, Usage: &usage,
-	})
-	if err != nil {
-		return nil, err
+// normalizeArgs normalizes the attempt's private arguments into out for
+// the descriptor stage 1 resolved (the one Normalizer.Normalize would
+// resolve: the same lookup of the same reference).
+func (a *attempt) normalizeArgs(args map[string]any, out *Normalized) *NormalizeError {
+	if err := startInto(out, a.req.Action, a.principal, a.ec.Tenant, a.ec.Workspace, nil, a.e.cfg.Now); err != nil {
+		return err
 	}
+	out.Usage = a.ec.Usage
 	// The callable gets args as they are; only the normalizer's view has
 	// the shorthand's server and tool.
 	if mcpArgs, err := mcpShorthand(a.req.Action, args); err != nil {
-		return nil, err
+		return err
 	} else if mcpArgs != nil {
 		args = mcpArgs
 	}
-	if err := a.en.finish(out, args, true); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return a.en.finish(out, args, true)
 }
 
 // Stage 3: bind the trusted context, verify the exact snapshot, probe the
@@ -422,7 +465,8 @@ func (a *attempt) bind() Outcome {
 	if err != nil {
 		return a.deny(3, "backend_probe_failed", "probing %s failed", ec.Backend)
 	}
-	capDigest := a.e.capabilityDigest(caps)
+	cc := a.e.capabilities(caps)
+	capDigest := cc.digest
 	if missing := missingContainment(a.en.desc.Containment, caps); len(missing) > 0 {
 		return a.deny(3, "containment_unsupported", "%s requires %s containment; backend %s does not enforce it", a.en.desc.ID, strings.Join(missing, ", "), ec.Backend)
 	}
@@ -439,7 +483,8 @@ func (a *attempt) bind() Outcome {
 		LeaseID: lease.ID, VerifiedAt: a.e.now(), ExpiresAt: lease.ExpiresAt,
 	}
 	a.base.Preflight = &a.preflight
-	a.note(3, "ok", "backend "+a.backend.ID()+", capabilities "+a.base.Preflight.CapabilityDigest)
+	a.details = cc.detailsFor(a.preflight.Backend)
+	a.note(3, "ok", a.details.bind)
 	return nil
 }
 
@@ -603,7 +648,14 @@ func (a *attempt) guards() Outcome {
 func (a *attempt) policyStage() Outcome { return a.evaluate(7) }
 
 func (a *attempt) evaluate(stage int) Outcome {
-	d, _ := a.pol.eval.evaluatePooled(a.norm)
+	var d Decision
+	if stage == 7 {
+		// The first decision's lists live in the attempt; a recheck's get
+		// their own (the first one's may be in evidence not yet written).
+		d, _ = a.pol.eval.evaluatePooledInto(a.norm, a.gateBuf[:], a.strBuf[:])
+	} else {
+		d, _ = a.pol.eval.evaluatePooled(a.norm)
+	}
 	a.decision = d
 	a.base.Decision = &a.decision
 	governed := a.started
@@ -731,8 +783,8 @@ func (a *attempt) renormalize() Outcome {
 		a.note(9, "skipped", "arguments digest unchanged")
 		return nil
 	}
-	n, nerr := a.normalizeArgs(a.args)
-	if nerr != nil {
+	n := new(Normalized)
+	if nerr := a.normalizeArgs(a.args, n); nerr != nil {
 		return a.deny(9, nerr.Reason, "%s", nerr.Detail)
 	}
 	a.norm = n
@@ -785,6 +837,27 @@ func AttemptFromContext(ctx context.Context) (string, bool) {
 	return id, ok
 }
 
+// attemptCtx is the callable's context: its parent with the attempt id
+// under attemptKey, like context.WithValue, but stored in the attempt
+// instead of a separate allocation.
+type attemptCtx struct {
+	context.Context
+	id string
+}
+
+// Value implements context.Context.
+func (c *attemptCtx) Value(key any) any {
+	if _, ok := key.(attemptKey); ok {
+		return c.id
+	}
+	return c.Context.Value(key)
+}
+
+// String names the context like context.WithValue's do.
+func (c *attemptCtx) String() string {
+	return fmt.Sprintf("%v.WithValue(attemptKey, %s)", c.Context, c.id)
+}
+
 // invocationToken releases the callable exactly once.
 type invocationToken struct {
 	used atomic.Bool
@@ -807,10 +880,12 @@ func (a *attempt) invoke() Outcome {
 		ctx, cancel = context.WithTimeout(ctx, a.req.Timeout)
 	}
 	defer cancel()
-	ctx = context.WithValue(ctx, attemptKey{}, a.base.AttemptID)
-	tok := &invocationToken{fn: a.en.fn, args: a.args}
+	a.callCtx = attemptCtx{Context: ctx, id: a.base.AttemptID}
+	ctx = &a.callCtx
+	tok := &a.token
+	tok.fn, tok.args = a.en.fn, a.args
 	start := a.e.now()
-	a.note(12, "invoke", "backend "+a.backend.ID())
+	a.note(12, "invoke", a.details.invoke)
 	res, err := a.backend.Invoke(ctx, tok.call)
 	a.base.CallExecuted = tok.used.Load()
 	dur := a.e.now().Sub(start).Microseconds()
@@ -844,7 +919,7 @@ func (a *attempt) invoke() Outcome {
 		a.base.ReasonCode = class
 		out = &Failed{OutcomeBase: a.base, Class: class}
 	}
-	a.note(13, string(out.Kind()), string(append(strconv.AppendInt(make([]byte, 0, 24), dur, 10), "µs"...)))
+	a.note(13, string(out.Kind()), durationDetail(dur))
 	if a.started {
 		if rt, err := a.appendTerminal(terminalPayload(out, dur)); err != nil {
 			ev := &GovernanceEvidenceError{CallExecuted: true, RecordType: string(rt), Err: err}
@@ -857,6 +932,23 @@ func (a *attempt) invoke() Outcome {
 	}
 	out.Base().Trail = a.base.Trail
 	return out
+}
+
+// durationDetails are stage 13's details for calls shorter than a
+// millisecond, made once.
+var durationDetails = func() (d [1000]string) {
+	for i := range d {
+		d[i] = strconv.Itoa(i) + "µs"
+	}
+	return
+}()
+
+// durationDetail is stage 13's trail detail: the call's duration in µs.
+func durationDetail(us int64) string {
+	if us >= 0 && us < int64(len(durationDetails)) {
+		return durationDetails[us]
+	}
+	return string(append(strconv.AppendInt(make([]byte, 0, 24), us, 10), "µs"...))
 }
 
 // terminalPayload is the terminal record of a call's outcome.

@@ -1,0 +1,103 @@
+package executor
+
+import (
+	"context"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestFormatTime checks the hand-written formatter against Format over
+// random instants, zones and the edges of the four-digit years.
+func TestFormatTime(t *testing.T) {
+	zones := []*time.Location{time.UTC, time.FixedZone("plus", 5*3600+1800), time.FixedZone("minus", -11*3600)}
+	times := []time.Time{
+		{}, time.Unix(0, 0), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(0, 1, 1, 0, 0, 0, 1000, time.UTC), time.Date(2026, 2, 28, 23, 59, 59, 999, time.UTC),
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		times = append(times, time.Unix(rng.Int64N(400e9)-100e9, rng.Int64N(1e9)))
+	}
+	for _, tm := range times {
+		for _, z := range zones {
+			tz := tm.In(z)
+			if got, want := formatTime(tz), tz.UTC().Format(TimeLayout); got != want {
+				t.Fatalf("formatTime(%v) = %q, want %q", tz, got, want)
+			}
+		}
+	}
+}
+
+// TestDetachInto checks that a decision detached into buffers equals the
+// plain detach, owns nothing of the source, and keeps empty lists non-nil.
+func TestDetachInto(t *testing.T) {
+	src := Decision{Disposition: Deny, RuleIDs: []string{"r1", "r2"}, Reasons: []string{"x"},
+		Gates: []GateResult{{GateID: "g", Level: "hard", Decision: Deny, ReasonCode: "x", RuleIDs: []string{"r1"}}}}
+	empty := Decision{Disposition: Allow, RuleIDs: []string{}, Reasons: []string{}, Gates: []GateResult{}}
+	for _, d := range []Decision{src, empty, {Disposition: Allow}} {
+		for _, size := range []int{0, 1, 8} {
+			gb, sb := make([]GateResult, size), make([]string, size)
+			got, want := d.detachInto(gb, sb), d.detach()
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("detachInto(%d) = %+v, detach = %+v", size, got, want)
+			}
+			if got.RuleIDs == nil || got.Reasons == nil || got.Gates == nil {
+				t.Fatalf("detachInto(%d) of %+v has a nil list", size, d)
+			}
+			if len(d.RuleIDs) > 0 {
+				got.RuleIDs[0] = "changed"
+				if d.RuleIDs[0] == "changed" {
+					t.Fatal("the detached decision shares its rule ids with the source")
+				}
+			}
+		}
+	}
+	if d := empty.detach(); d.RuleIDs == nil || d.Reasons == nil || d.Gates == nil {
+		t.Fatal("detach of an empty decision has a nil list")
+	}
+	// Buffers large enough are used (the decision costs no allocation).
+	gb, sb := make([]GateResult, 4), make([]string, 8)
+	d := src.detachInto(gb, sb)
+	if &d.Gates[0] != &gb[0] || &d.Gates[0].RuleIDs[0] != &sb[0] {
+		t.Fatal("detachInto did not use the buffers")
+	}
+	if cap(d.RuleIDs) != len(d.RuleIDs) {
+		t.Fatal("a detached list can grow into its neighbour")
+	}
+}
+
+type ctxKey string
+
+// TestAttemptCtx checks that the callable's context behaves like
+// context.WithValue over its parent.
+func TestAttemptCtx(t *testing.T) {
+	parent, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey("k"), "v"), time.Hour)
+	c := &attemptCtx{Context: parent, id: "attempt"}
+	if id, ok := AttemptFromContext(c); !ok || id != "attempt" {
+		t.Fatalf("AttemptFromContext = %q, %v", id, ok)
+	}
+	if c.Value(ctxKey("k")) != "v" {
+		t.Fatal("the parent's values are lost")
+	}
+	if _, ok := AttemptFromContext(parent); ok {
+		t.Fatal("the parent has an attempt id")
+	}
+	dl, ok := c.Deadline()
+	if pdl, _ := parent.Deadline(); !ok || !dl.Equal(pdl) {
+		t.Fatal("the parent's deadline is lost")
+	}
+	child, cancelChild := context.WithCancel(c)
+	defer cancelChild()
+	cancel()
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancelling the parent did not cancel a context derived from the callable's")
+	}
+	if c.Err() != context.Canceled {
+		t.Fatalf("Err = %v", c.Err())
+	}
+}
