@@ -105,7 +105,8 @@ type entry struct {
 	schema *jsonschema.Schema
 	digest string
 	fn     Callable
-	ref    string // desc.ID + "@" + desc.Version, stage 1's trail detail
+	ref    string      // desc.ID + "@" + desc.Version, stage 1's trail detail
+	fast   *fastSchema // the schema's fast form, or nil
 }
 
 // NewRegistry returns an empty registry.
@@ -160,7 +161,7 @@ func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 			return fmt.Errorf("register %s: %q is already an alias of %s", d.ID, name, owner)
 		}
 	}
-	e := &entry{desc: d, schema: sch, fn: fn, ref: d.ID + "@" + d.Version}
+	e := &entry{desc: d, schema: sch, fn: fn, ref: d.ID + "@" + d.Version, fast: compileFastSchema(d.Arguments)}
 	e.digest = e.desc.Digest()
 	r.entries[d.ID] = e
 	for _, a := range d.Aliases {

@@ -228,6 +228,9 @@ func (e *entry) validate(args map[string]any, jsonArgs bool) *NormalizeError {
 		}
 		v = decoded
 	}
+	if m, ok := v.(map[string]any); ok && e.fast != nil && e.fast.accepts(m) {
+		return nil // what the validator would accept (fastSchema)
+	}
 	if err := e.schema.Validate(v); err != nil {
 		msg := err.Error()
 		if ve, ok := err.(*jsonschema.ValidationError); ok {
