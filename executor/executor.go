@@ -220,10 +220,8 @@ var StageNames = [15]string{1: "resolve", 2: "normalize", 3: "bind", 4: "governe
 // reordered; transformers only ever run inside stage 8.
 type plan struct {
 	entry  *entry
-	stages []stageFunc
+	stages []int // stage numbers; attempt.run runs one
 }
-
-type stageFunc func(r *attempt) Outcome
 
 type planKey struct {
 	action  string
@@ -236,55 +234,83 @@ func (e *Executor) planFor(en *entry, profile Profile) *plan {
 	if p, ok := e.plans.Load(k); ok {
 		return p.(*plan)
 	}
-	p := &plan{entry: en, stages: []stageFunc{
-		(*attempt).normalize, (*attempt).bind, (*attempt).governedStart, (*attempt).authorize,
-		(*attempt).guards, (*attempt).policyStage, (*attempt).transform, (*attempt).renormalize,
-		(*attempt).recheck, (*attempt).precall, (*attempt).invoke,
-	}}
+	p := &plan{entry: en, stages: []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}
 	actual, _ := e.plans.LoadOrStore(k, p)
 	return actual.(*plan)
 }
 
-// attempt is the mutable state of one Execute call.
+// attempt is the mutable state of one Execute call. It lives in
+// Execute's frame (nothing keeps a pointer to it): what outlives the call
+// or is handed to other code is in out, one allocation.
 type attempt struct {
 	e    *Executor
 	ctx  context.Context
-	req  *ExecutionRequest
-	ec   *ExecutionContext
+	req  ExecutionRequest
+	ec   ExecutionContext
 	base OutcomeBase
 	en   *entry
 	pol  *compiledPolicy
+	out  *attemptOut
 
 	args       map[string]any
 	argsDigest string
 	norm       *Normalized
-	decision   Decision
 	backend    EffectBackend
 	lease      Lease
 	leased     bool
 	boundary   *TaskBoundary
 	started    bool // operation_started appended
-	opID       string
 	changed    bool // a transformer changed the arguments
 	startedAt  time.Time
 	reqDigest  string
 	principal  string          // ec.Principal.String(), computed once
 	pending    []pendingRecord // appended, not yet known durable
 	details    *backendDetails // trail details of the bound backend
+}
 
-	// Storage for what the pointers above and the outcome refer to, so
-	// that one allocation holds an attempt's state.
-	reqv      ExecutionRequest
-	ecv       ExecutionContext
+// attemptOut holds what an attempt's outcome refers to (the decision, the
+// preflight report, the operation id, the trail) and what other code is
+// given (the normalized request, the callable's context and token).
+type attemptOut struct {
+	opID      string
+	decision  Decision
 	preflight ActionPreflightReport
 	succeeded Succeeded
 	normv     Normalized // stage 2's normalized request
 	callCtx   attemptCtx
 	token     invocationToken
 	trailBuf  [14]TrailEntry // stages 1-14 of a call
-	pendBuf   [6]pendingRecord
-	gateBuf   [4]GateResult // stage 7's decision lists, when they fit
+	gateBuf   [4]GateResult  // stage 7's decision lists, when they fit
 	strBuf    [8]string
+}
+
+// run runs one stage of the plan (stage 12 also runs 13).
+func (a *attempt) run(stage int) Outcome {
+	switch stage {
+	case 2:
+		return a.normalize()
+	case 3:
+		return a.bind()
+	case 4:
+		return a.governedStart()
+	case 5:
+		return a.authorize()
+	case 6:
+		return a.guards()
+	case 7:
+		return a.policyStage()
+	case 8:
+		return a.transform()
+	case 9:
+		return a.renormalize()
+	case 10:
+		return a.recheck()
+	case 11:
+		return a.precall()
+	case 12:
+		return a.invoke()
+	}
+	panic(fmt.Sprintf("executor: no stage %d", stage)) // plans hold only the above
 }
 
 // requestDigest is the request's digest, computed once per attempt.
@@ -300,10 +326,9 @@ func (a *attempt) requestDigest() string {
 // callable unless every stage before 12 allowed it (and, governed, every
 // pre-call record was appended).
 func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec ExecutionContext) (out Outcome) {
-	a := &attempt{e: e, ctx: ctx, reqv: req, ecv: ec, startedAt: e.now()}
-	a.req, a.ec, a.pending = &a.reqv, &a.ecv, a.pendBuf[:0]
+	a := &attempt{e: e, ctx: ctx, req: req, ec: ec, startedAt: e.now(), out: new(attemptOut)}
 	a.principal = e.principalString(ec.Principal)
-	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: e.cfg.IDs(), Trail: a.trailBuf[:0]}
+	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: e.cfg.IDs(), Trail: a.out.trailBuf[:0]}
 	defer func() {
 		if a.leased {
 			a.lease.Release()
@@ -327,7 +352,7 @@ func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec Executi
 		return a.deny(1, "no_callable", "action %s has no callable", a.en.desc.ID)
 	}
 	for _, stage := range e.planFor(a.en, ec.Profile).stages {
-		if o := stage(a); o != nil {
+		if o := a.run(stage); o != nil {
 			return o
 		}
 	}
@@ -396,10 +421,10 @@ func (a *attempt) normalize() Outcome {
 		return a.deny(2, ReasonInvalidRequest, "arguments are not JSON values: %v", err)
 	}
 	a.args = args
-	if nerr := a.normalizeArgs(args, &a.normv); nerr != nil {
+	if nerr := a.normalizeArgs(args, &a.out.normv); nerr != nil {
 		return a.deny(2, nerr.Reason, "%s", nerr.Detail)
 	}
-	a.norm = &a.normv
+	a.norm = &a.out.normv
 	detail := emptyArgsDetail // an empty object's canonical form is "{}"
 	if len(args) > 0 {
 		detail = digestWithPrefix("arguments ", args)
@@ -434,7 +459,7 @@ func (a *attempt) normalizeArgs(args map[string]any, out *Normalized) *Normalize
 // Stage 3: bind the trusted context, verify the exact snapshot, probe the
 // backend against required containment and take a capacity lease.
 func (a *attempt) bind() Outcome {
-	ec := a.ec
+	ec := &a.ec
 	switch {
 	case ec.Principal.Kind == "" || ec.Principal.ID == "":
 		return a.deny(3, "unauthenticated", "the context has no authenticated principal")
@@ -494,13 +519,13 @@ func (a *attempt) bind() Outcome {
 		return &Deferred{OutcomeBase: a.base, RetryAt: retryAt}
 	}
 	a.lease, a.leased = lease, true
-	a.preflight = ActionPreflightReport{
+	a.out.preflight = ActionPreflightReport{
 		ReportID: a.e.cfg.IDs(), RequestID: a.req.RequestID, RequestDigest: a.requestDigest(),
 		DescriptorDigest: a.en.digest, Backend: a.backend.ID(), Capabilities: caps, CapabilityDigest: capDigest,
 		LeaseID: lease.ID, VerifiedAt: a.e.now(), ExpiresAt: lease.ExpiresAt,
 	}
-	a.base.Preflight = &a.preflight
-	a.details = cc.detailsFor(a.preflight.Backend)
+	a.base.Preflight = &a.out.preflight
+	a.details = cc.detailsFor(a.out.preflight.Backend)
 	a.note(3, "ok", a.details.bind)
 	return nil
 }
@@ -508,8 +533,8 @@ func (a *attempt) bind() Outcome {
 // Stage 4 (governed only): pin the policy and open the operation; both
 // receipts are required before any gate.
 func (a *attempt) governedStart() Outcome {
-	a.opID = a.e.cfg.IDs()
-	a.base.OperationID = &a.opID
+	a.out.opID = a.e.cfg.IDs()
+	a.base.OperationID = &a.out.opID
 	if a.ec.Profile != ProfileGoverned && a.ec.Profile != ProfileCertifiable {
 		a.note(4, "skipped", noEvidence(a.ec.Profile))
 		return nil
@@ -518,6 +543,7 @@ func (a *attempt) governedStart() Outcome {
 		return a.cancelled(4)
 	}
 	b := a.ec.Boundary
+	a.pending = make([]pendingRecord, 0, 6)
 	b.ops.RLock()
 	a.boundary = b
 	b.mu.Lock()
@@ -557,7 +583,7 @@ func (a *attempt) governedStart() Outcome {
 	b.mu.Lock()
 	b.started++
 	b.mu.Unlock()
-	a.trail(4, "ok", "operation %s started", a.opID)
+	a.trail(4, "ok", "operation %s started", a.out.opID)
 	return nil
 }
 
@@ -566,7 +592,7 @@ func (a *attempt) governedStart() Outcome {
 // must be durable together (the start pair, the gate results) thus share
 // one group commit instead of one fsync each.
 func (a *attempt) append(p chain.Payload) error {
-	op := a.opID
+	op := a.out.opID
 	rec, _, wait, err := a.boundary.writer.AppendAsync(a.ctx, chain.Draft{
 		RecordID: a.e.cfg.IDs(), OperationID: &op, PolicyID: a.pol.snap.PolicyID, PolicyVersion: a.pol.snap.Version,
 		Payload: p, CreatedAt: a.e.now(),
@@ -639,7 +665,7 @@ func (a *attempt) authorize() Outcome {
 		a.note(5, "ok", "no authorizer configured; scopes are checked by the policy")
 		return nil
 	}
-	if err := a.e.cfg.Authorize(a.ctx, *a.ec, a.en.desc); err != nil {
+	if err := a.e.cfg.Authorize(a.ctx, a.ec, a.en.desc); err != nil {
 		return a.deny(5, "unauthorized", "authorization refused")
 	}
 	a.note(5, "ok", "authorized")
@@ -669,12 +695,12 @@ func (a *attempt) evaluate(stage int) Outcome {
 	if stage == 7 {
 		// The first decision's lists live in the attempt; a recheck's get
 		// their own (the first one's may be in evidence not yet written).
-		d, _ = a.pol.eval.evaluatePooledInto(a.norm, a.gateBuf[:], a.strBuf[:])
+		d, _ = a.pol.eval.evaluatePooledInto(a.norm, a.out.gateBuf[:], a.out.strBuf[:])
 	} else {
 		d, _ = a.pol.eval.evaluatePooled(a.norm)
 	}
-	a.decision = d
-	a.base.Decision = &a.decision
+	a.out.decision = d
+	a.base.Decision = &a.out.decision
 	governed := a.started
 	var blocking *GateResult
 	escalate := false
@@ -897,9 +923,9 @@ func (a *attempt) invoke() Outcome {
 		ctx, cancel = context.WithTimeout(ctx, a.req.Timeout)
 	}
 	defer cancel()
-	a.callCtx = attemptCtx{Context: ctx, id: a.base.AttemptID}
-	ctx = &a.callCtx
-	tok := &a.token
+	a.out.callCtx = attemptCtx{Context: ctx, id: a.base.AttemptID}
+	ctx = &a.out.callCtx
+	tok := &a.out.token
 	tok.fn, tok.args = a.en.fn, a.args
 	start := a.e.now()
 	a.note(12, "invoke", a.details.invoke)
@@ -916,8 +942,8 @@ func (a *attempt) invoke() Outcome {
 		if res != nil {
 			rd = digestOf(res)
 		}
-		a.succeeded = Succeeded{OutcomeBase: a.base, Result: res, ResultDigest: rd}
-		out = &a.succeeded
+		a.out.succeeded = Succeeded{OutcomeBase: a.base, Result: res, ResultDigest: rd}
+		out = &a.out.succeeded
 	case errors.Is(err, ErrAmbiguous):
 		a.base.ReasonCode = "external_result_ambiguous"
 		out = &Ambiguous{OutcomeBase: a.base}
