@@ -71,6 +71,7 @@ type Executor struct {
 	capCache sync.Map // backend id → *cachedCaps
 
 	lastPrincipal atomic.Pointer[principalName]
+	randomIDs     bool // cfg.IDs is a random UUID source: attempts batch ids
 }
 
 // capabilityDigest returns the report's digest, reusing the last one
@@ -154,13 +155,14 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.IDs == nil {
 		cfg.IDs = NewUUID
 	}
+	randomIDs := randomIDSource(cfg.IDs)
 	if cfg.Admission == nil {
 		cfg.Admission = &Limiter{Now: cfg.Now, IDs: cfg.IDs}
 	}
 	if len(cfg.Backends) == 0 {
 		cfg.Backends = []EffectBackend{InProcessBackend{}}
 	}
-	e := &Executor{cfg: cfg, backends: map[string]EffectBackend{}, policies: map[policyKey]*compiledPolicy{}}
+	e := &Executor{cfg: cfg, backends: map[string]EffectBackend{}, policies: map[policyKey]*compiledPolicy{}, randomIDs: randomIDs}
 	for _, b := range cfg.Backends {
 		if _, dup := e.backends[b.ID()]; dup {
 			return nil, fmt.Errorf("executor: duplicate backend %q", b.ID())
@@ -266,6 +268,7 @@ type attempt struct {
 	principal  string          // ec.Principal.String(), computed once
 	pending    []pendingRecord // appended, not yet known durable
 	details    *backendDetails // trail details of the bound backend
+	ids        string          // unused ids of the attempt's batch (newID)
 }
 
 // attemptOut holds what an attempt's outcome refers to (the decision, the
@@ -280,7 +283,7 @@ type attemptOut struct {
 	callCtx   attemptCtx
 	token     invocationToken
 	trailBuf  [14]TrailEntry // stages 1-14 of a call
-	gateBuf   [4]GateResult  // stage 7's decision lists, when they fit
+	gateBuf   [3]GateResult  // stage 7's decision lists, when they fit
 	strBuf    [8]string
 }
 
@@ -328,7 +331,7 @@ func (a *attempt) requestDigest() string {
 func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec ExecutionContext) (out Outcome) {
 	a := &attempt{e: e, ctx: ctx, req: req, ec: ec, startedAt: e.now(), out: new(attemptOut)}
 	a.principal = e.principalString(ec.Principal)
-	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: e.cfg.IDs(), Trail: a.out.trailBuf[:0]}
+	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: a.newID(), Trail: a.out.trailBuf[:0]}
 	defer func() {
 		if a.leased {
 			a.lease.Release()
@@ -520,7 +523,7 @@ func (a *attempt) bind() Outcome {
 	}
 	a.lease, a.leased = lease, true
 	a.out.preflight = ActionPreflightReport{
-		ReportID: a.e.cfg.IDs(), RequestID: a.req.RequestID, RequestDigest: a.requestDigest(),
+		ReportID: a.newID(), RequestID: a.req.RequestID, RequestDigest: a.requestDigest(),
 		DescriptorDigest: a.en.digest, Backend: a.backend.ID(), Capabilities: caps, CapabilityDigest: capDigest,
 		LeaseID: lease.ID, VerifiedAt: a.e.now(), ExpiresAt: lease.ExpiresAt,
 	}
@@ -533,7 +536,7 @@ func (a *attempt) bind() Outcome {
 // Stage 4 (governed only): pin the policy and open the operation; both
 // receipts are required before any gate.
 func (a *attempt) governedStart() Outcome {
-	a.out.opID = a.e.cfg.IDs()
+	a.out.opID = a.newID()
 	a.base.OperationID = &a.out.opID
 	if a.ec.Profile != ProfileGoverned && a.ec.Profile != ProfileCertifiable {
 		a.note(4, "skipped", noEvidence(a.ec.Profile))
@@ -594,7 +597,7 @@ func (a *attempt) governedStart() Outcome {
 func (a *attempt) append(p chain.Payload) error {
 	op := a.out.opID
 	rec, _, wait, err := a.boundary.writer.AppendAsync(a.ctx, chain.Draft{
-		RecordID: a.e.cfg.IDs(), OperationID: &op, PolicyID: a.pol.snap.PolicyID, PolicyVersion: a.pol.snap.Version,
+		RecordID: a.newID(), OperationID: &op, PolicyID: a.pol.snap.PolicyID, PolicyVersion: a.pol.snap.Version,
 		Payload: p, CreatedAt: a.e.now(),
 	})
 	if err != nil {
@@ -704,7 +707,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 	governed := a.started
 	var blocking *GateResult
 	escalate := false
-	excepted := map[int]bool{} // gates whose soft denial a recorded exception lifted
+	var excepted map[int]bool // gates whose soft denial a recorded exception lifted; made on the first
 	for i := range d.Gates {
 		g := &d.Gates[i]
 		if g.Decision == Deny && g.Level == snapshot.LevelSoft && d.Disposition != Allow && a.boundary != nil {
@@ -717,6 +720,9 @@ func (a *attempt) evaluate(stage int) Outcome {
 				}
 				a.base.Degraded = true
 				a.trail(stage, "exception", "grant %s lifts soft gate %s", grant.GrantID, g.GateID)
+				if excepted == nil {
+					excepted = map[int]bool{}
+				}
 				excepted[i] = true
 			}
 		}
@@ -726,7 +732,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 				ids = []string{}
 			}
 			if err := a.append(chain.GateEvaluatedPayload{
-				ResultID: a.e.cfg.IDs(), GateID: g.GateID, Level: g.Level, Decision: g.Decision,
+				ResultID: a.newID(), GateID: g.GateID, Level: g.Level, Decision: g.Decision,
 				ReasonCode: g.ReasonCode, RuleIDs: ids, ArgumentsDigest: a.argsDigest,
 			}); err != nil {
 				return a.evidenceFailure(stage, chain.GateEvaluated, err, false)
@@ -1047,7 +1053,7 @@ func (a *attempt) persist(out Outcome) Outcome {
 		OperationID: b.OperationID, ActionID: a.req.Action, RequestDigest: a.requestDigest(), Outcome: string(out.Kind()),
 		ReasonCode: b.ReasonCode, ResultDigest: rd, CallExecuted: b.CallExecuted, Profile: ProfileDurable,
 		StartedAt: a.startedAt, FinishedAt: a.e.now(),
-		Outbox: []OutboxMessage{{MessageID: a.e.cfg.IDs(), Topic: "action.outcome", PayloadJSON: string(payload)}},
+		Outbox: []OutboxMessage{{MessageID: a.newID(), Topic: "action.outcome", PayloadJSON: string(payload)}},
 	}
 	if a.en != nil {
 		rec.ActionID = a.en.desc.ID

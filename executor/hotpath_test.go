@@ -2,10 +2,14 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
 	"testing"
 	"time"
+
+	"polc.dev/polc/chain"
 )
 
 // TestFormatTime checks the hand-written formatter against Format over
@@ -99,5 +103,36 @@ func TestAttemptCtx(t *testing.T) {
 	}
 	if c.Err() != context.Canceled {
 		t.Fatalf("Err = %v", c.Err())
+	}
+}
+
+// TestNewUUIDs checks batched ids: version 4 lowercase UUIDs in
+// chain.NewUUID's form, all distinct, and batching only for the random
+// sources.
+func TestNewUUIDs(t *testing.T) {
+	form := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	if !form.MatchString(chain.NewUUID()) {
+		t.Fatal("the form does not match chain.NewUUID's")
+	}
+	seen := map[string]bool{}
+	for range 1000 {
+		s := newUUIDs(3)
+		if len(s) != 3*uuidLen {
+			t.Fatalf("newUUIDs(3) has length %d", len(s))
+		}
+		for i := range 3 {
+			id := s[i*uuidLen : (i+1)*uuidLen]
+			if !form.MatchString(id) || seen[id] {
+				t.Fatalf("id %q: malformed or repeated", id)
+			}
+			seen[id] = true
+		}
+	}
+	if !randomIDSource(NewUUID) || !randomIDSource(chain.NewUUID) {
+		t.Fatal("a random UUID source is not recognised")
+	}
+	n := 0
+	if randomIDSource(func() string { n++; return fmt.Sprint(n) }) {
+		t.Fatal("a counting id source would be batched (its order is observable)")
 	}
 }
