@@ -115,12 +115,13 @@ func TestNewUUIDs(t *testing.T) {
 		t.Fatal("the form does not match chain.NewUUID's")
 	}
 	seen := map[string]bool{}
-	for range 1000 {
-		s := newUUIDs(3)
-		if len(s) != 3*uuidLen {
-			t.Fatalf("newUUIDs(3) has length %d", len(s))
+	for k := range 1000 {
+		n := 1 + k%12 // both sides of the stack buffer's 10
+		s := newUUIDs(n)
+		if len(s) != n*uuidLen {
+			t.Fatalf("newUUIDs(%d) has length %d", n, len(s))
 		}
-		for i := range 3 {
+		for i := range n {
 			id := s[i*uuidLen : (i+1)*uuidLen]
 			if !form.MatchString(id) || seen[id] {
 				t.Fatalf("id %q: malformed or repeated", id)

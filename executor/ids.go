@@ -24,7 +24,13 @@ const uuidLen = 36
 // chain.NewUUID makes them, concatenated in one string: one allocation
 // for the ids of an attempt.
 func newUUIDs(n int) string {
-	b := make([]byte, n*uuidLen)
+	var buf [10 * uuidLen]byte
+	var b []byte
+	if n <= 10 {
+		b = buf[:n*uuidLen] // on the stack: string(b) is the one allocation
+	} else {
+		b = make([]byte, n*uuidLen)
+	}
 	for i := range n {
 		var u [16]byte
 		binary.LittleEndian.PutUint64(u[:8], mrand.Uint64())
