@@ -269,6 +269,7 @@ type attempt struct {
 	pending    []pendingRecord // appended, not yet known durable
 	details    *backendDetails // trail details of the bound backend
 	ids        string          // unused ids of the attempt's batch (newID)
+	opIDp      *string         // the operation id its records' drafts point to
 }
 
 // attemptOut holds what an attempt's outcome refers to (the decision, the
@@ -547,6 +548,7 @@ func (a *attempt) governedStart() Outcome {
 	}
 	b := a.ec.Boundary
 	a.pending = make([]pendingRecord, 0, 6)
+	a.base.Records = make([]string, 0, 8) // a call's records: start pair, gates, terminal
 	b.ops.RLock()
 	a.boundary = b
 	b.mu.Lock()
@@ -595,9 +597,13 @@ func (a *attempt) governedStart() Outcome {
 // must be durable together (the start pair, the gate results) thus share
 // one group commit instead of one fsync each.
 func (a *attempt) append(p chain.Payload) error {
-	op := a.out.opID
+	if a.opIDp == nil {
+		// One copy of the operation id, shared by its records' drafts.
+		a.opIDp = new(string)
+		*a.opIDp = a.out.opID
+	}
 	rec, _, wait, err := a.boundary.writer.AppendAsync(a.ctx, chain.Draft{
-		RecordID: a.newID(), OperationID: &op, PolicyID: a.pol.snap.PolicyID, PolicyVersion: a.pol.snap.Version,
+		RecordID: a.newID(), OperationID: a.opIDp, PolicyID: a.pol.snap.PolicyID, PolicyVersion: a.pol.snap.Version,
 		Payload: p, CreatedAt: a.e.now(),
 	})
 	if err != nil {
