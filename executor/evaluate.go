@@ -89,49 +89,55 @@ func (p *Policy) evaluatePooled(r *Normalized) (Decision, Diagnostics) {
 	return d, diags
 }
 
-// evaluatePooledInto is evaluatePooled detaching into the caller's
-// buffers when the decision's lists fit (detachInto).
-func (p *Policy) evaluatePooledInto(r *Normalized, gates []GateResult, strs []string) (Decision, Diagnostics) {
+// evaluateOwned is evaluatePooled writing the decision into d, whose lists
+// start in gateBuf and strBuf (which d then owns) and grow out of them when
+// they do not fit: no copy, and no allocation for the usual decision. The
+// result equals evaluatePooled's, every list non-nil.
+func (p *Policy) evaluateOwned(r *Normalized, d *Decision, gateBuf []GateResult, strBuf []string) Diagnostics {
+	// Carve one list per gate (two strings each) and the rule ids and
+	// reasons (the rest, halved) from strBuf, each unable to grow into
+	// its neighbour.
+	*d = Decision{Gates: gateBuf[:0:len(gateBuf)]}
+	off := 0
+	carve := func(n int) []string {
+		n = min(n, len(strBuf)-off)
+		s := strBuf[off : off : off+n]
+		off += n
+		return s
+	}
+	for i := range gateBuf {
+		gateBuf[i] = GateResult{RuleIDs: carve(2)}
+	}
+	rest := len(strBuf) - off
+	d.RuleIDs = carve(rest / 2)
+	d.Reasons = carve(rest - rest/2)
 	s, _ := p.scratch.Get().(*Scratch)
 	if s == nil {
 		s = p.NewScratch()
 	}
-	diags := p.EvaluateInto(r, s, &s.dec)
-	d := s.dec.detachInto(gates, strs)
+	diags := p.EvaluateInto(r, s, d)
 	p.scratch.Put(s)
-	return d, diags
+	d.fillEmpty()
+	return diags
 }
 
 // detach returns a copy of d that shares nothing with it, every list
 // non-nil: the gate results in one new array and every string list
 // (the gates' rule ids, the rule ids, the reasons) carved from another,
 // so that a decision costs two allocations whatever its size.
-func (d *Decision) detach() Decision { return d.detachInto(nil, nil) }
-
-// detachInto is detach using gateBuf and strBuf, which the result then
-// owns, instead of new arrays when they are large enough.
-func (d *Decision) detachInto(gateBuf []GateResult, strBuf []string) Decision {
+func (d *Decision) detach() Decision {
 	out := *d
 	n := len(d.RuleIDs) + len(d.Reasons)
 	for i := range d.Gates {
 		n += len(d.Gates[i].RuleIDs)
 	}
-	var strs []string
-	if strBuf != nil && n <= len(strBuf) { // non-nil: every list stays non-nil
-		strs = strBuf[:0:n]
-	} else {
-		strs = make([]string, 0, n)
-	}
+	strs := make([]string, 0, n)
 	take := func(src []string) []string {
 		start := len(strs)
 		strs = append(strs, src...)
 		return strs[start:len(strs):len(strs)]
 	}
-	if gateBuf != nil && len(d.Gates) <= len(gateBuf) {
-		out.Gates = gateBuf[:len(d.Gates):len(d.Gates)]
-	} else {
-		out.Gates = make([]GateResult, len(d.Gates))
-	}
+	out.Gates = make([]GateResult, len(d.Gates))
 	copy(out.Gates, d.Gates)
 	for i := range out.Gates {
 		out.Gates[i].RuleIDs = take(d.Gates[i].RuleIDs)

@@ -700,15 +700,14 @@ func (a *attempt) guards() Outcome {
 func (a *attempt) policyStage() Outcome { return a.evaluate(7) }
 
 func (a *attempt) evaluate(stage int) Outcome {
-	var d Decision
 	if stage == 7 {
-		// The first decision's lists live in the attempt; a recheck's get
-		// their own (the first one's may be in evidence not yet written).
-		d, _ = a.pol.eval.evaluatePooledInto(a.norm, a.out.gateBuf[:], a.out.strBuf[:])
+		// The first decision lives in the attempt; a recheck's gets its
+		// own lists (the first one's may be in evidence not yet written).
+		a.pol.eval.evaluateOwned(a.norm, &a.out.decision, a.out.gateBuf[:], a.out.strBuf[:])
 	} else {
-		d, _ = a.pol.eval.evaluatePooled(a.norm)
+		a.out.decision, _ = a.pol.eval.evaluatePooled(a.norm)
 	}
-	a.out.decision = d
+	d := a.out.decision
 	a.base.Decision = &a.out.decision
 	governed := a.started
 	var blocking *GateResult

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"regexp"
 	"testing"
 	"time"
@@ -32,44 +31,6 @@ func TestFormatTime(t *testing.T) {
 				t.Fatalf("formatTime(%v) = %q, want %q", tz, got, want)
 			}
 		}
-	}
-}
-
-// TestDetachInto checks that a decision detached into buffers equals the
-// plain detach, owns nothing of the source, and keeps empty lists non-nil.
-func TestDetachInto(t *testing.T) {
-	src := Decision{Disposition: Deny, RuleIDs: []string{"r1", "r2"}, Reasons: []string{"x"},
-		Gates: []GateResult{{GateID: "g", Level: "hard", Decision: Deny, ReasonCode: "x", RuleIDs: []string{"r1"}}}}
-	empty := Decision{Disposition: Allow, RuleIDs: []string{}, Reasons: []string{}, Gates: []GateResult{}}
-	for _, d := range []Decision{src, empty, {Disposition: Allow}} {
-		for _, size := range []int{0, 1, 8} {
-			gb, sb := make([]GateResult, size), make([]string, size)
-			got, want := d.detachInto(gb, sb), d.detach()
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("detachInto(%d) = %+v, detach = %+v", size, got, want)
-			}
-			if got.RuleIDs == nil || got.Reasons == nil || got.Gates == nil {
-				t.Fatalf("detachInto(%d) of %+v has a nil list", size, d)
-			}
-			if len(d.RuleIDs) > 0 {
-				got.RuleIDs[0] = "changed"
-				if d.RuleIDs[0] == "changed" {
-					t.Fatal("the detached decision shares its rule ids with the source")
-				}
-			}
-		}
-	}
-	if d := empty.detach(); d.RuleIDs == nil || d.Reasons == nil || d.Gates == nil {
-		t.Fatal("detach of an empty decision has a nil list")
-	}
-	// Buffers large enough are used (the decision costs no allocation).
-	gb, sb := make([]GateResult, 4), make([]string, 8)
-	d := src.detachInto(gb, sb)
-	if &d.Gates[0] != &gb[0] || &d.Gates[0].RuleIDs[0] != &sb[0] {
-		t.Fatal("detachInto did not use the buffers")
-	}
-	if cap(d.RuleIDs) != len(d.RuleIDs) {
-		t.Fatal("a detached list can grow into its neighbour")
 	}
 }
 
