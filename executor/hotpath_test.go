@@ -98,3 +98,22 @@ func TestNewUUIDs(t *testing.T) {
 		t.Fatal("a counting id source would be batched (its order is observable)")
 	}
 }
+
+// TestWorkspaceCache checks that the cached workspace check answers as
+// the check does, whatever was checked before.
+func TestWorkspaceCache(t *testing.T) {
+	cases := []struct {
+		ws, clean string
+		ok        bool
+	}{
+		{"/ws/a/../b/", "/ws/b", true}, {"/ws/a/../b/", "/ws/b", true}, {"rel", "", false}, {"/ws/a/../b/", "/ws/b", true},
+		{"/x\x00", "", false}, {"/x\x00", "", false}, {"/", "/", true}, {"", "", false}, {"/ws//c", "/ws/c", true},
+	}
+	for i, c := range cases {
+		var out Normalized
+		err := startInto(&out, "a", "p", "t", c.ws, nil, func() time.Time { return time.Unix(0, 0) })
+		if (err == nil) != c.ok || (c.ok && out.Workspace != c.clean) {
+			t.Fatalf("%d: workspace %q: %v, %q", i, c.ws, err, out.Workspace)
+		}
+	}
+}

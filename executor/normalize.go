@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
@@ -135,12 +136,25 @@ func startInto(out *Normalized, action, principal, tenant, ws string, reqTime *s
 	} else {
 		out.Time = formatTime(now())
 	}
+	if c := lastWorkspace.Load(); c != nil && c.raw == ws {
+		out.Workspace = c.clean // checked and cleaned before
+		return nil
+	}
 	if !filepath.IsAbs(ws) || strings.ContainsRune(ws, 0) {
 		return nerr(ReasonInvalidRequest, "workspace %q must be an absolute path", ws)
 	}
 	out.Workspace = filepath.Clean(ws)
+	lastWorkspace.Store(&checkedWorkspace{ws, out.Workspace})
 	return nil
 }
+
+// checkedWorkspace is a workspace that passed startInto's check, and its
+// clean form.
+type checkedWorkspace struct{ raw, clean string }
+
+// lastWorkspace caches the last workspace checked: an executor's requests
+// normally share one.
+var lastWorkspace atomic.Pointer[checkedWorkspace]
 
 // formatTime is t.UTC().Format(TimeLayout), formatted by hand for the
 // years TimeLayout writes as four digits (the rest go through Format).
