@@ -1078,6 +1078,15 @@ func cloneJSON(m map[string]any) (map[string]any, error) {
 	if m == nil {
 		return map[string]any{}, nil
 	}
+	if out, ok := cloneDirect(m); ok {
+		return out, nil // what the round trip below returns, without it
+	}
+	return cloneRoundTrip(m)
+}
+
+// cloneRoundTrip is cloneJSON through encoding/json: Marshal, then decode
+// with UseNumber.
+func cloneRoundTrip(m map[string]any) (map[string]any, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
