@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
@@ -107,6 +108,8 @@ type entry struct {
 	fn     Callable
 	ref    string      // desc.ID + "@" + desc.Version, stage 1's trail detail
 	fast   *fastSchema // the schema's fast form, or nil
+
+	lastPlan atomic.Pointer[plan] // the plan of its last attempt (Executor.planFor)
 }
 
 // NewRegistry returns an empty registry.

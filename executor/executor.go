@@ -221,8 +221,10 @@ var StageNames = [15]string{1: "resolve", 2: "normalize", 3: "bind", 4: "governe
 // one profile: which descriptor, which stages. Stages cannot be removed or
 // reordered; transformers only ever run inside stage 8.
 type plan struct {
-	entry  *entry
-	stages []int // stage numbers; attempt.run runs one
+	entry   *entry
+	stages  []int // stage numbers; attempt.run runs one
+	exec    *Executor
+	profile Profile
 }
 
 type planKey struct {
@@ -232,12 +234,19 @@ type planKey struct {
 }
 
 func (e *Executor) planFor(en *entry, profile Profile) *plan {
+	// The entry remembers its last plan: the next attempt of the same
+	// action under the same executor and profile skips the map.
+	if p := en.lastPlan.Load(); p != nil && p.exec == e && p.profile == profile {
+		return p
+	}
 	k := planKey{en.desc.ID, en.digest, profile}
 	if p, ok := e.plans.Load(k); ok {
+		en.lastPlan.Store(p.(*plan))
 		return p.(*plan)
 	}
-	p := &plan{entry: en, stages: []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}
+	p := &plan{entry: en, stages: []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, exec: e, profile: profile}
 	actual, _ := e.plans.LoadOrStore(k, p)
+	en.lastPlan.Store(actual.(*plan))
 	return actual.(*plan)
 }
 
