@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
@@ -105,6 +106,10 @@ type entry struct {
 	schema *jsonschema.Schema
 	digest string
 	fn     Callable
+	ref    string      // desc.ID + "@" + desc.Version, stage 1's trail detail
+	fast   *fastSchema // the schema's fast form, or nil
+
+	lastPlan atomic.Pointer[plan] // the plan of its last attempt (Executor.planFor)
 }
 
 // NewRegistry returns an empty registry.
@@ -159,7 +164,7 @@ func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 			return fmt.Errorf("register %s: %q is already an alias of %s", d.ID, name, owner)
 		}
 	}
-	e := &entry{desc: d, schema: sch, fn: fn}
+	e := &entry{desc: d, schema: sch, fn: fn, ref: d.ID + "@" + d.Version, fast: compileFastSchema(d.Arguments)}
 	e.digest = e.desc.Digest()
 	r.entries[d.ID] = e
 	for _, a := range d.Aliases {

@@ -56,10 +56,18 @@ func TestRequestDigestMatchesReference(t *testing.T) {
 		if string(got) != string(want) {
 			t.Errorf("%d:\n got %s\nwant %s", i, got, want)
 		}
+		// Digest encodes the form without jcs.Append's interface: the
+		// same bytes, so the same digest as the reference's.
+		if d, ref := r.Digest(), digestOf(json.RawMessage(want)); d != ref {
+			t.Errorf("%d: Digest %s, the reference encoding digests to %s", i, d, ref)
+		}
 	}
 	bad := ExecutionRequest{RequestID: "\xff"}
 	if _, err := jcs.Marshal(bad.digestForm()); err == nil {
 		t.Error("invalid UTF-8 in a request id encoded without error")
+	}
+	if bad.Digest() != digestOf(bad.digestForm()) {
+		t.Error("Digest of an unencodable request differs from digestOf its form")
 	}
 }
 

@@ -89,6 +89,38 @@ func (p *Policy) evaluatePooled(r *Normalized) (Decision, Diagnostics) {
 	return d, diags
 }
 
+// evaluateOwned is evaluatePooled writing the decision into d, whose lists
+// start in gateBuf and strBuf (which d then owns) and grow out of them when
+// they do not fit: no copy, and no allocation for the usual decision. The
+// result equals evaluatePooled's, every list non-nil.
+func (p *Policy) evaluateOwned(r *Normalized, d *Decision, gateBuf []GateResult, strBuf []string) Diagnostics {
+	// Carve one list per gate (two strings each) and the rule ids and
+	// reasons (the rest, halved) from strBuf, each unable to grow into
+	// its neighbour.
+	*d = Decision{Gates: gateBuf[:0:len(gateBuf)]}
+	off := 0
+	carve := func(n int) []string {
+		n = min(n, len(strBuf)-off)
+		s := strBuf[off : off : off+n]
+		off += n
+		return s
+	}
+	for i := range gateBuf {
+		gateBuf[i] = GateResult{RuleIDs: carve(2)}
+	}
+	rest := len(strBuf) - off
+	d.RuleIDs = carve(rest / 2)
+	d.Reasons = carve(rest - rest/2)
+	s, _ := p.scratch.Get().(*Scratch)
+	if s == nil {
+		s = p.NewScratch()
+	}
+	diags := p.EvaluateInto(r, s, d)
+	p.scratch.Put(s)
+	d.fillEmpty()
+	return diags
+}
+
 // detach returns a copy of d that shares nothing with it, every list
 // non-nil: the gate results in one new array and every string list
 // (the gates' rule ids, the rule ids, the reasons) carved from another,

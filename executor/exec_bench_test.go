@@ -96,3 +96,18 @@ func governedFileRig(b *testing.B) (*rig, executor.ExecutionContext, *chain.File
 	}
 	return r, r.ctx(executor.ProfileGoverned, bd), store
 }
+
+// BenchmarkArgumentsExecute is BenchmarkExecute/minimal with an argument
+// object, which the minimal benchmark's nil arguments never clone,
+// validate or digest.
+func BenchmarkArgumentsExecute(b *testing.B) {
+	r := newRig(b, nil, func(c *executor.Config) { c.IDs = executor.NewUUID; c.Now = time.Now })
+	ec := r.ctx(executor.ProfileMinimal, nil)
+	q := req("r", "nothing", map[string]any{"text": "hello, world"})
+	b.ReportAllocs()
+	for b.Loop() {
+		if out := r.exec.Execute(context.Background(), q, ec); out.Kind() != executor.KindSucceeded {
+			b.Fatal(out.Kind(), out.Base().ReasonCode)
+		}
+	}
+}

@@ -68,28 +68,74 @@ type Executor struct {
 	backends map[string]EffectBackend
 	policies map[policyKey]*compiledPolicy
 	plans    sync.Map // planKey → *plan
-	capCache sync.Map // backend id → cachedCaps
+	capCache sync.Map // backend id → *cachedCaps
+
+	lastPrincipal atomic.Pointer[principalName]
+	randomIDs     bool     // cfg.IDs is a random UUID source: attempts batch ids
+	ownLimiter    *Limiter // the default admission New made, whose lease ids are cfg.IDs's
 }
 
 // capabilityDigest returns the report's digest, reusing the last one
 // computed for an identical report of the same backend.
 func (e *Executor) capabilityDigest(r BackendCapabilityReport) string {
+	return e.capabilities(r).digest
+}
+
+// capabilities returns the cached digest (and trail details) of a report,
+// computing them when the backend's last report was a different one.
+func (e *Executor) capabilities(r BackendCapabilityReport) *cachedCaps {
 	if c, ok := e.capCache.Load(r.BackendID); ok {
-		cc := c.(cachedCaps)
+		cc := c.(*cachedCaps)
 		same := reflect.ValueOf(cc.report.Containment).UnsafePointer() == reflect.ValueOf(r.Containment).UnsafePointer() &&
 			cc.report.Format == r.Format && cc.report.Version == r.Version
 		if same || reflect.DeepEqual(cc.report, r) {
-			return cc.digest
+			return cc
 		}
 	}
-	d := r.Digest()
-	e.capCache.Store(r.BackendID, cachedCaps{r, d})
-	return d
+	cc := &cachedCaps{report: r, digest: r.Digest()}
+	e.capCache.Store(r.BackendID, cc)
+	return cc
 }
 
 type cachedCaps struct {
 	report BackendCapabilityReport
 	digest string
+	// details caches the trail details of stages 3 and 12 for the last
+	// backend id that used this report (normally its own).
+	details atomic.Pointer[backendDetails]
+}
+
+type backendDetails struct {
+	backend string // the backend's ID()
+	bind    string // "backend <id>, capabilities <digest>"
+	invoke  string // "backend <id>"
+}
+
+// detailsFor returns the trail details of stages 3 and 12 for a backend
+// whose ID() is id and whose report is cc's.
+func (cc *cachedCaps) detailsFor(id string) *backendDetails {
+	if d := cc.details.Load(); d != nil && d.backend == id {
+		return d
+	}
+	d := &backendDetails{backend: id, bind: "backend " + id + ", capabilities " + cc.digest, invoke: "backend " + id}
+	cc.details.Store(d)
+	return d
+}
+
+// principalName caches Principal.String for the last principal seen.
+type principalName struct {
+	kind, id, s string
+}
+
+// principalString is p.String(), without a new string when p is the
+// principal of the previous attempt (the common case: one agent).
+func (e *Executor) principalString(p Principal) string {
+	if c := e.lastPrincipal.Load(); c != nil && c.kind == p.Kind && c.id == p.ID {
+		return c.s
+	}
+	s := p.String()
+	e.lastPrincipal.Store(&principalName{p.Kind, p.ID, s})
+	return s
 }
 
 type policyKey struct{ id, version string }
@@ -110,13 +156,16 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.IDs == nil {
 		cfg.IDs = NewUUID
 	}
+	randomIDs := randomIDSource(cfg.IDs)
+	var ownLimiter *Limiter
 	if cfg.Admission == nil {
-		cfg.Admission = &Limiter{Now: cfg.Now, IDs: cfg.IDs}
+		ownLimiter = &Limiter{Now: cfg.Now, IDs: cfg.IDs}
+		cfg.Admission = ownLimiter
 	}
 	if len(cfg.Backends) == 0 {
 		cfg.Backends = []EffectBackend{InProcessBackend{}}
 	}
-	e := &Executor{cfg: cfg, backends: map[string]EffectBackend{}, policies: map[policyKey]*compiledPolicy{}}
+	e := &Executor{cfg: cfg, backends: map[string]EffectBackend{}, policies: map[policyKey]*compiledPolicy{}, randomIDs: randomIDs, ownLimiter: ownLimiter}
 	for _, b := range cfg.Backends {
 		if _, dup := e.backends[b.ID()]; dup {
 			return nil, fmt.Errorf("executor: duplicate backend %q", b.ID())
@@ -175,11 +224,11 @@ var StageNames = [15]string{1: "resolve", 2: "normalize", 3: "bind", 4: "governe
 // one profile: which descriptor, which stages. Stages cannot be removed or
 // reordered; transformers only ever run inside stage 8.
 type plan struct {
-	entry  *entry
-	stages []stageFunc
+	entry   *entry
+	stages  []int // stage numbers; attempt.run runs one
+	exec    *Executor
+	profile Profile
 }
-
-type stageFunc func(r *attempt) Outcome
 
 type planKey struct {
 	action  string
@@ -188,53 +237,96 @@ type planKey struct {
 }
 
 func (e *Executor) planFor(en *entry, profile Profile) *plan {
+	// The entry remembers its last plan: the next attempt of the same
+	// action under the same executor and profile skips the map.
+	if p := en.lastPlan.Load(); p != nil && p.exec == e && p.profile == profile {
+		return p
+	}
 	k := planKey{en.desc.ID, en.digest, profile}
 	if p, ok := e.plans.Load(k); ok {
+		en.lastPlan.Store(p.(*plan))
 		return p.(*plan)
 	}
-	p := &plan{entry: en, stages: []stageFunc{
-		(*attempt).normalize, (*attempt).bind, (*attempt).governedStart, (*attempt).authorize,
-		(*attempt).guards, (*attempt).policyStage, (*attempt).transform, (*attempt).renormalize,
-		(*attempt).recheck, (*attempt).precall, (*attempt).invoke,
-	}}
+	p := &plan{entry: en, stages: []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, exec: e, profile: profile}
 	actual, _ := e.plans.LoadOrStore(k, p)
+	en.lastPlan.Store(actual.(*plan))
 	return actual.(*plan)
 }
 
-// attempt is the mutable state of one Execute call.
+// attempt is the mutable state of one Execute call. It lives in
+// Execute's frame (nothing keeps a pointer to it): what outlives the call
+// or is handed to other code is in out, one allocation.
 type attempt struct {
 	e    *Executor
 	ctx  context.Context
-	req  *ExecutionRequest
-	ec   *ExecutionContext
+	req  ExecutionRequest
+	ec   ExecutionContext
 	base OutcomeBase
 	en   *entry
 	pol  *compiledPolicy
+	out  *attemptOut
 
 	args       map[string]any
 	argsDigest string
 	norm       *Normalized
-	decision   Decision
 	backend    EffectBackend
 	lease      Lease
 	leased     bool
 	boundary   *TaskBoundary
 	started    bool // operation_started appended
-	opID       string
 	changed    bool // a transformer changed the arguments
 	startedAt  time.Time
 	reqDigest  string
 	principal  string          // ec.Principal.String(), computed once
 	pending    []pendingRecord // appended, not yet known durable
+	details    *backendDetails // trail details of the bound backend
+	ids        string          // unused ids of the attempt's batch (newID)
+	opIDp      *string         // the operation id its records' drafts point to
+}
 
-	// Storage for what the pointers above and the outcome refer to, so
-	// that one allocation holds an attempt's state.
-	reqv      ExecutionRequest
-	ecv       ExecutionContext
+// attemptOut holds what an attempt's outcome refers to (the decision, the
+// preflight report, the operation id, the trail) and what other code is
+// given (the normalized request, the callable's context and token).
+type attemptOut struct {
+	opID      string
+	decision  Decision
 	preflight ActionPreflightReport
 	succeeded Succeeded
-	trailBuf  [16]TrailEntry
-	pendBuf   [6]pendingRecord
+	normv     Normalized // stage 2's normalized request
+	callCtx   attemptCtx
+	token     invocationToken
+	trailBuf  [14]TrailEntry // stages 1-14 of a call
+	gateBuf   [3]GateResult  // stage 7's decision lists, when they fit
+	strBuf    [8]string
+}
+
+// run runs one stage of the plan (stage 12 also runs 13).
+func (a *attempt) run(stage int) Outcome {
+	switch stage {
+	case 2:
+		return a.normalize()
+	case 3:
+		return a.bind()
+	case 4:
+		return a.governedStart()
+	case 5:
+		return a.authorize()
+	case 6:
+		return a.guards()
+	case 7:
+		return a.policyStage()
+	case 8:
+		return a.transform()
+	case 9:
+		return a.renormalize()
+	case 10:
+		return a.recheck()
+	case 11:
+		return a.precall()
+	case 12:
+		return a.invoke()
+	}
+	panic(fmt.Sprintf("executor: no stage %d", stage)) // plans hold only the above
 }
 
 // requestDigest is the request's digest, computed once per attempt.
@@ -250,10 +342,9 @@ func (a *attempt) requestDigest() string {
 // callable unless every stage before 12 allowed it (and, governed, every
 // pre-call record was appended).
 func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec ExecutionContext) (out Outcome) {
-	a := &attempt{e: e, ctx: ctx, reqv: req, ecv: ec, startedAt: e.now()}
-	a.req, a.ec, a.pending = &a.reqv, &a.ecv, a.pendBuf[:0]
-	a.principal = ec.Principal.String()
-	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: e.cfg.IDs(), Trail: a.trailBuf[:0]}
+	a := &attempt{e: e, ctx: ctx, req: req, ec: ec, startedAt: e.now(), out: new(attemptOut)}
+	a.principal = e.principalString(ec.Principal)
+	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: a.newID(), Trail: a.out.trailBuf[:0]}
 	defer func() {
 		if a.leased {
 			a.lease.Release()
@@ -272,12 +363,12 @@ func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec Executi
 	if a.en == nil {
 		return a.deny(1, ReasonUnknownAction, "no descriptor for action %q", req.Action)
 	}
-	a.note(1, "ok", a.en.desc.ID+"@"+a.en.desc.Version)
+	a.note(1, "ok", a.en.ref)
 	if a.en.fn == nil {
 		return a.deny(1, "no_callable", "action %s has no callable", a.en.desc.ID)
 	}
 	for _, stage := range e.planFor(a.en, ec.Profile).stages {
-		if o := stage(a); o != nil {
+		if o := a.run(stage); o != nil {
 			return o
 		}
 	}
@@ -288,9 +379,19 @@ func (a *attempt) trail(stage int, result, format string, args ...any) {
 	a.note(stage, result, fmt.Sprintf(format, args...))
 }
 
-// note appends a trail entry with a ready detail (the hot path).
+// note appends a trail entry with a ready detail (the hot path). While
+// the attempt's buffer has room it writes the entry's fields in place:
+// copying a whole TrailEntry into the heap costs a bulk write barrier
+// whenever the GC runs.
 func (a *attempt) note(stage int, result, detail string) {
-	a.base.Trail = append(a.base.Trail, TrailEntry{Stage: stage, Name: StageNames[stage], Result: result, Detail: detail})
+	n := len(a.base.Trail)
+	if n == cap(a.base.Trail) {
+		a.base.Trail = append(a.base.Trail, TrailEntry{Stage: stage, Name: StageNames[stage], Result: result, Detail: detail})
+		return
+	}
+	a.base.Trail = a.base.Trail[:n+1]
+	e := &a.base.Trail[n]
+	e.Stage, e.Name, e.Result, e.Detail = stage, StageNames[stage], result, detail
 }
 
 // deny ends the attempt with Denied; after operation_started it appends
@@ -336,45 +437,45 @@ func (a *attempt) normalize() Outcome {
 		return a.deny(2, ReasonInvalidRequest, "arguments are not JSON values: %v", err)
 	}
 	a.args = args
-	n, nerr := a.normalizeArgs(args)
-	if nerr != nil {
+	if nerr := a.normalizeArgs(args, &a.out.normv); nerr != nil {
 		return a.deny(2, nerr.Reason, "%s", nerr.Detail)
 	}
-	a.norm = n
-	a.argsDigest = digestOf(args)
-	a.note(2, "ok", "arguments "+a.argsDigest)
+	a.norm = &a.out.normv
+	detail := emptyArgsDetail // an empty object's canonical form is "{}"
+	if len(args) > 0 {
+		detail = digestWithPrefix("arguments ", args)
+	}
+	a.argsDigest = detail[len("arguments "):]
+	a.note(2, "ok", detail)
 	return nil
 }
 
-// normalizeArgs normalizes the attempt's private arguments for the
-// descriptor stage 1 resolved (the one Normalizer.Normalize would resolve:
-// the same lookup of the same reference).
-func (a *attempt) normalizeArgs(args map[string]any) (*Normalized, *NormalizeError) {
-	usage := a.ec.Usage
-	out, err := (&Normalizer{Registry: a.e.cfg.Registry, Now: a.e.cfg.Now}).start(ActionRequest{
-		Action: a.req.Action, Principal: a.principal, Tenant: a.ec.Tenant,
-		Workspace: a.ec.Workspace, Usage: &usage,
-	})
-	if err != nil {
-		return nil, err
+// emptyArgsDetail is stage 2's detail for arguments {} (most actions'
+// arguments in the benchmarks, and of any action without any).
+var emptyArgsDetail = digestWithPrefix("arguments ", map[string]any{})
+
+// normalizeArgs normalizes the attempt's private arguments into out for
+// the descriptor stage 1 resolved (the one Normalizer.Normalize would
+// resolve: the same lookup of the same reference).
+func (a *attempt) normalizeArgs(args map[string]any, out *Normalized) *NormalizeError {
+	if err := startInto(out, a.req.Action, a.principal, a.ec.Tenant, a.ec.Workspace, nil, a.e.cfg.Now); err != nil {
+		return err
 	}
+	out.Usage = a.ec.Usage
 	// The callable gets args as they are; only the normalizer's view has
 	// the shorthand's server and tool.
 	if mcpArgs, err := mcpShorthand(a.req.Action, args); err != nil {
-		return nil, err
+		return err
 	} else if mcpArgs != nil {
 		args = mcpArgs
 	}
-	if err := a.en.finish(out, args, true); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return a.en.finish(out, args, true)
 }
 
 // Stage 3: bind the trusted context, verify the exact snapshot, probe the
 // backend against required containment and take a capacity lease.
 func (a *attempt) bind() Outcome {
-	ec := a.ec
+	ec := &a.ec
 	switch {
 	case ec.Principal.Kind == "" || ec.Principal.ID == "":
 		return a.deny(3, "unauthenticated", "the context has no authenticated principal")
@@ -422,32 +523,43 @@ func (a *attempt) bind() Outcome {
 	if err != nil {
 		return a.deny(3, "backend_probe_failed", "probing %s failed", ec.Backend)
 	}
-	capDigest := a.e.capabilityDigest(caps)
+	cc := a.e.capabilities(caps)
+	capDigest := cc.digest
 	if missing := missingContainment(a.en.desc.Containment, caps); len(missing) > 0 {
 		return a.deny(3, "containment_unsupported", "%s requires %s containment; backend %s does not enforce it", a.en.desc.ID, strings.Join(missing, ", "), ec.Backend)
 	}
-	lease, retryAt, ok := a.e.cfg.Admission.Acquire(a.ctx)
+	var lease Lease
+	var retryAt time.Time
+	var ok bool
+	if l := a.e.ownLimiter; l != nil && a.e.randomIDs {
+		// The default limiter's lease ids are random UUIDs too: take one
+		// from the attempt's batch (Acquire would mint it the same way).
+		lease, retryAt, ok = l.acquire(a.newID())
+	} else {
+		lease, retryAt, ok = a.e.cfg.Admission.Acquire(a.ctx)
+	}
 	if !ok {
 		a.base.ReasonCode = "capacity"
 		a.trail(3, "defer", "no capacity until %s", retryAt.UTC().Format(time.RFC3339Nano))
 		return &Deferred{OutcomeBase: a.base, RetryAt: retryAt}
 	}
 	a.lease, a.leased = lease, true
-	a.preflight = ActionPreflightReport{
-		ReportID: a.e.cfg.IDs(), RequestID: a.req.RequestID, RequestDigest: a.requestDigest(),
+	a.out.preflight = ActionPreflightReport{
+		ReportID: a.newID(), RequestID: a.req.RequestID, RequestDigest: a.requestDigest(),
 		DescriptorDigest: a.en.digest, Backend: a.backend.ID(), Capabilities: caps, CapabilityDigest: capDigest,
 		LeaseID: lease.ID, VerifiedAt: a.e.now(), ExpiresAt: lease.ExpiresAt,
 	}
-	a.base.Preflight = &a.preflight
-	a.note(3, "ok", "backend "+a.backend.ID()+", capabilities "+a.base.Preflight.CapabilityDigest)
+	a.base.Preflight = &a.out.preflight
+	a.details = cc.detailsFor(a.out.preflight.Backend)
+	a.note(3, "ok", a.details.bind)
 	return nil
 }
 
 // Stage 4 (governed only): pin the policy and open the operation; both
 // receipts are required before any gate.
 func (a *attempt) governedStart() Outcome {
-	a.opID = a.e.cfg.IDs()
-	a.base.OperationID = &a.opID
+	a.out.opID = a.newID()
+	a.base.OperationID = &a.out.opID
 	if a.ec.Profile != ProfileGoverned && a.ec.Profile != ProfileCertifiable {
 		a.note(4, "skipped", noEvidence(a.ec.Profile))
 		return nil
@@ -456,6 +568,8 @@ func (a *attempt) governedStart() Outcome {
 		return a.cancelled(4)
 	}
 	b := a.ec.Boundary
+	a.pending = make([]pendingRecord, 0, 6)
+	a.base.Records = make([]string, 0, 8) // a call's records: start pair, gates, terminal
 	b.ops.RLock()
 	a.boundary = b
 	b.mu.Lock()
@@ -495,7 +609,7 @@ func (a *attempt) governedStart() Outcome {
 	b.mu.Lock()
 	b.started++
 	b.mu.Unlock()
-	a.trail(4, "ok", "operation %s started", a.opID)
+	a.trail(4, "ok", "operation %s started", a.out.opID)
 	return nil
 }
 
@@ -504,9 +618,13 @@ func (a *attempt) governedStart() Outcome {
 // must be durable together (the start pair, the gate results) thus share
 // one group commit instead of one fsync each.
 func (a *attempt) append(p chain.Payload) error {
-	op := a.opID
+	if a.opIDp == nil {
+		// One copy of the operation id, shared by its records' drafts.
+		a.opIDp = new(string)
+		*a.opIDp = a.out.opID
+	}
 	rec, _, wait, err := a.boundary.writer.AppendAsync(a.ctx, chain.Draft{
-		RecordID: a.e.cfg.IDs(), OperationID: &op, PolicyID: a.pol.snap.PolicyID, PolicyVersion: a.pol.snap.Version,
+		RecordID: a.newID(), OperationID: a.opIDp, PolicyID: a.pol.snap.PolicyID, PolicyVersion: a.pol.snap.Version,
 		Payload: p, CreatedAt: a.e.now(),
 	})
 	if err != nil {
@@ -577,7 +695,7 @@ func (a *attempt) authorize() Outcome {
 		a.note(5, "ok", "no authorizer configured; scopes are checked by the policy")
 		return nil
 	}
-	if err := a.e.cfg.Authorize(a.ctx, *a.ec, a.en.desc); err != nil {
+	if err := a.e.cfg.Authorize(a.ctx, a.ec, a.en.desc); err != nil {
 		return a.deny(5, "unauthorized", "authorization refused")
 	}
 	a.note(5, "ok", "authorized")
@@ -603,13 +721,19 @@ func (a *attempt) guards() Outcome {
 func (a *attempt) policyStage() Outcome { return a.evaluate(7) }
 
 func (a *attempt) evaluate(stage int) Outcome {
-	d, _ := a.pol.eval.evaluatePooled(a.norm)
-	a.decision = d
-	a.base.Decision = &a.decision
+	if stage == 7 {
+		// The first decision lives in the attempt; a recheck's gets its
+		// own lists (the first one's may be in evidence not yet written).
+		a.pol.eval.evaluateOwned(a.norm, &a.out.decision, a.out.gateBuf[:], a.out.strBuf[:])
+	} else {
+		a.out.decision, _ = a.pol.eval.evaluatePooled(a.norm)
+	}
+	d := a.out.decision
+	a.base.Decision = &a.out.decision
 	governed := a.started
 	var blocking *GateResult
 	escalate := false
-	excepted := map[int]bool{} // gates whose soft denial a recorded exception lifted
+	var excepted map[int]bool // gates whose soft denial a recorded exception lifted; made on the first
 	for i := range d.Gates {
 		g := &d.Gates[i]
 		if g.Decision == Deny && g.Level == snapshot.LevelSoft && d.Disposition != Allow && a.boundary != nil {
@@ -622,6 +746,9 @@ func (a *attempt) evaluate(stage int) Outcome {
 				}
 				a.base.Degraded = true
 				a.trail(stage, "exception", "grant %s lifts soft gate %s", grant.GrantID, g.GateID)
+				if excepted == nil {
+					excepted = map[int]bool{}
+				}
 				excepted[i] = true
 			}
 		}
@@ -631,7 +758,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 				ids = []string{}
 			}
 			if err := a.append(chain.GateEvaluatedPayload{
-				ResultID: a.e.cfg.IDs(), GateID: g.GateID, Level: g.Level, Decision: g.Decision,
+				ResultID: a.newID(), GateID: g.GateID, Level: g.Level, Decision: g.Decision,
 				ReasonCode: g.ReasonCode, RuleIDs: ids, ArgumentsDigest: a.argsDigest,
 			}); err != nil {
 				return a.evidenceFailure(stage, chain.GateEvaluated, err, false)
@@ -731,8 +858,8 @@ func (a *attempt) renormalize() Outcome {
 		a.note(9, "skipped", "arguments digest unchanged")
 		return nil
 	}
-	n, nerr := a.normalizeArgs(a.args)
-	if nerr != nil {
+	n := new(Normalized)
+	if nerr := a.normalizeArgs(a.args, n); nerr != nil {
 		return a.deny(9, nerr.Reason, "%s", nerr.Detail)
 	}
 	a.norm = n
@@ -785,6 +912,27 @@ func AttemptFromContext(ctx context.Context) (string, bool) {
 	return id, ok
 }
 
+// attemptCtx is the callable's context: its parent with the attempt id
+// under attemptKey, like context.WithValue, but stored in the attempt
+// instead of a separate allocation.
+type attemptCtx struct {
+	context.Context
+	id string
+}
+
+// Value implements context.Context.
+func (c *attemptCtx) Value(key any) any {
+	if _, ok := key.(attemptKey); ok {
+		return c.id
+	}
+	return c.Context.Value(key)
+}
+
+// String names the context like context.WithValue's do.
+func (c *attemptCtx) String() string {
+	return fmt.Sprintf("%v.WithValue(attemptKey, %s)", c.Context, c.id)
+}
+
 // invocationToken releases the callable exactly once.
 type invocationToken struct {
 	used atomic.Bool
@@ -807,10 +955,12 @@ func (a *attempt) invoke() Outcome {
 		ctx, cancel = context.WithTimeout(ctx, a.req.Timeout)
 	}
 	defer cancel()
-	ctx = context.WithValue(ctx, attemptKey{}, a.base.AttemptID)
-	tok := &invocationToken{fn: a.en.fn, args: a.args}
+	a.out.callCtx = attemptCtx{Context: ctx, id: a.base.AttemptID}
+	ctx = &a.out.callCtx
+	tok := &a.out.token
+	tok.fn, tok.args = a.en.fn, a.args
 	start := a.e.now()
-	a.note(12, "invoke", "backend "+a.backend.ID())
+	a.note(12, "invoke", a.details.invoke)
 	res, err := a.backend.Invoke(ctx, tok.call)
 	a.base.CallExecuted = tok.used.Load()
 	dur := a.e.now().Sub(start).Microseconds()
@@ -824,8 +974,8 @@ func (a *attempt) invoke() Outcome {
 		if res != nil {
 			rd = digestOf(res)
 		}
-		a.succeeded = Succeeded{OutcomeBase: a.base, Result: res, ResultDigest: rd}
-		out = &a.succeeded
+		a.out.succeeded = Succeeded{OutcomeBase: a.base, Result: res, ResultDigest: rd}
+		out = &a.out.succeeded
 	case errors.Is(err, ErrAmbiguous):
 		a.base.ReasonCode = "external_result_ambiguous"
 		out = &Ambiguous{OutcomeBase: a.base}
@@ -844,7 +994,7 @@ func (a *attempt) invoke() Outcome {
 		a.base.ReasonCode = class
 		out = &Failed{OutcomeBase: a.base, Class: class}
 	}
-	a.note(13, string(out.Kind()), string(append(strconv.AppendInt(make([]byte, 0, 24), dur, 10), "µs"...)))
+	a.note(13, string(out.Kind()), durationDetail(dur))
 	if a.started {
 		if rt, err := a.appendTerminal(terminalPayload(out, dur)); err != nil {
 			ev := &GovernanceEvidenceError{CallExecuted: true, RecordType: string(rt), Err: err}
@@ -857,6 +1007,23 @@ func (a *attempt) invoke() Outcome {
 	}
 	out.Base().Trail = a.base.Trail
 	return out
+}
+
+// durationDetails are stage 13's details for calls shorter than a
+// millisecond, made once.
+var durationDetails = func() (d [1000]string) {
+	for i := range d {
+		d[i] = strconv.Itoa(i) + "µs"
+	}
+	return
+}()
+
+// durationDetail is stage 13's trail detail: the call's duration in µs.
+func durationDetail(us int64) string {
+	if us >= 0 && us < int64(len(durationDetails)) {
+		return durationDetails[us]
+	}
+	return string(append(strconv.AppendInt(make([]byte, 0, 24), us, 10), "µs"...))
 }
 
 // terminalPayload is the terminal record of a call's outcome.
@@ -912,7 +1079,7 @@ func (a *attempt) persist(out Outcome) Outcome {
 		OperationID: b.OperationID, ActionID: a.req.Action, RequestDigest: a.requestDigest(), Outcome: string(out.Kind()),
 		ReasonCode: b.ReasonCode, ResultDigest: rd, CallExecuted: b.CallExecuted, Profile: ProfileDurable,
 		StartedAt: a.startedAt, FinishedAt: a.e.now(),
-		Outbox: []OutboxMessage{{MessageID: a.e.cfg.IDs(), Topic: "action.outcome", PayloadJSON: string(payload)}},
+		Outbox: []OutboxMessage{{MessageID: a.newID(), Topic: "action.outcome", PayloadJSON: string(payload)}},
 	}
 	if a.en != nil {
 		rec.ActionID = a.en.desc.ID
@@ -932,6 +1099,15 @@ func cloneJSON(m map[string]any) (map[string]any, error) {
 	if m == nil {
 		return map[string]any{}, nil
 	}
+	if out, ok := cloneDirect(m); ok {
+		return out, nil // what the round trip below returns, without it
+	}
+	return cloneRoundTrip(m)
+}
+
+// cloneRoundTrip is cloneJSON through encoding/json: Marshal, then decode
+// with UseNumber.
+func cloneRoundTrip(m map[string]any) (map[string]any, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, err

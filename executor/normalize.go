@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
@@ -105,32 +106,87 @@ func (n *Normalizer) normalize(req ActionRequest, jsonArgs bool) (*Normalized, *
 
 // start begins a normalized request: identity, time, usage and workspace.
 func (n *Normalizer) start(req ActionRequest) (*Normalized, *NormalizeError) {
-	now := time.Now
-	if n.Now != nil {
-		now = n.Now
-	}
-	out := &Normalized{
-		Principal: req.Principal, Tenant: req.Tenant, Action: req.Action,
-		Paths: []PathAccess{}, Commands: [][]string{}, Hosts: []string{}, Env: []string{}, Secrets: []string{},
+	out := new(Normalized)
+	if err := startInto(out, req.Action, req.Principal, req.Tenant, req.Workspace, req.Time, n.Now); err != nil {
+		return nil, err
 	}
 	if req.Usage != nil {
 		out.Usage = *req.Usage
 	}
-	if req.Time != nil {
-		t, err := time.Parse(time.RFC3339Nano, *req.Time)
-		if err != nil {
-			return nil, nerr(ReasonInvalidRequest, "time %q is not RFC 3339", *req.Time)
-		}
-		out.Time = t.UTC().Format(TimeLayout)
-	} else {
-		out.Time = now().UTC().Format(TimeLayout)
+	return out, nil
+}
+
+// startInto is start writing into out (which it overwrites whole), with
+// the request's members as arguments: the executor's attempt holds out,
+// and nothing here makes the strings escape further than out.
+func startInto(out *Normalized, action, principal, tenant, ws string, reqTime *string, now func() time.Time) *NormalizeError {
+	if now == nil {
+		now = time.Now
 	}
-	ws := req.Workspace
+	*out = Normalized{
+		Principal: principal, Tenant: tenant, Action: action,
+		Paths: []PathAccess{}, Commands: [][]string{}, Hosts: []string{}, Env: []string{}, Secrets: []string{},
+	}
+	if reqTime != nil {
+		t, err := time.Parse(time.RFC3339Nano, *reqTime)
+		if err != nil {
+			return nerr(ReasonInvalidRequest, "time %q is not RFC 3339", *reqTime)
+		}
+		out.Time = formatTime(t)
+	} else {
+		out.Time = formatTime(now())
+	}
+	if c := lastWorkspace.Load(); c != nil && c.raw == ws {
+		out.Workspace = c.clean // checked and cleaned before
+		return nil
+	}
 	if !filepath.IsAbs(ws) || strings.ContainsRune(ws, 0) {
-		return nil, nerr(ReasonInvalidRequest, "workspace %q must be an absolute path", ws)
+		return nerr(ReasonInvalidRequest, "workspace %q must be an absolute path", ws)
 	}
 	out.Workspace = filepath.Clean(ws)
-	return out, nil
+	lastWorkspace.Store(&checkedWorkspace{ws, out.Workspace})
+	return nil
+}
+
+// checkedWorkspace is a workspace that passed startInto's check, and its
+// clean form.
+type checkedWorkspace struct{ raw, clean string }
+
+// lastWorkspace caches the last workspace checked: an executor's requests
+// normally share one.
+var lastWorkspace atomic.Pointer[checkedWorkspace]
+
+// formatTime is t.UTC().Format(TimeLayout), formatted by hand for the
+// years TimeLayout writes as four digits (the rest go through Format).
+func formatTime(t time.Time) string {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.Format(TimeLayout)
+	}
+	hour, min, sec := t.Clock()
+	var b [len(TimeLayout)]byte
+	put := func(i, v, width int) {
+		for j := i + width - 1; j >= i; j-- {
+			b[j] = byte('0' + v%10)
+			v /= 10
+		}
+	}
+	put(0, year, 4)
+	b[4] = '-'
+	put(5, int(month), 2)
+	b[7] = '-'
+	put(8, day, 2)
+	b[10] = 'T'
+	put(11, hour, 2)
+	b[13] = ':'
+	put(14, min, 2)
+	b[16] = ':'
+	put(17, sec, 2)
+	b[19] = '.'
+	put(20, t.Nanosecond()/1000, 6)
+	b[26] = 'Z'
+	return string(b[:])
 }
 
 // mcpShorthand resolves "mcp:<server>/<tool>", shorthand for the mcp
@@ -180,9 +236,14 @@ func (e *entry) validate(args map[string]any, jsonArgs bool) *NormalizeError {
 		}
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.UseNumber()
-		if err := dec.Decode(&v); err != nil {
+		var decoded any // its own variable: v stays off the heap
+		if err := dec.Decode(&decoded); err != nil {
 			return nerr(ReasonInvalidRequest, "arguments of %s: %v", e.desc.ID, err)
 		}
+		v = decoded
+	}
+	if m, ok := v.(map[string]any); ok && e.fast != nil && e.fast.accepts(m) {
+		return nil // what the validator would accept (fastSchema)
 	}
 	if err := e.schema.Validate(v); err != nil {
 		msg := err.Error()

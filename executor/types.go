@@ -80,11 +80,22 @@ type ExecutionRequest struct {
 // Digest is the sha256-v1 digest of the request's canonical JSON: what
 // evidence records carry instead of the arguments.
 func (r *ExecutionRequest) Digest() string {
-	return digestOf(r.digestForm())
+	f := r.digestFormValue()
+	// f.AppendCanonical called directly, not through jcs.Append's
+	// interface: the form stays on the stack. It is exactly what
+	// jcs.Append does with an Appender.
+	bp := digestBufs.Get().(*[]byte)
+	b, err := f.AppendCanonical((*bp)[:0])
+	return sumHex(bp, b, err, "")
 }
 
 func (r *ExecutionRequest) digestForm() *requestDigestForm {
-	return &requestDigestForm{
+	f := r.digestFormValue()
+	return &f
+}
+
+func (r *ExecutionRequest) digestFormValue() requestDigestForm {
+	return requestDigestForm{
 		RequestID: r.RequestID, Action: r.Action, Arguments: r.Arguments, PrincipalClaim: r.PrincipalClaim,
 		Scope: r.Scope, TimeoutUS: r.Timeout.Microseconds(), IdempotencyKey: r.IdempotencyKey, Metadata: r.Metadata,
 	}
@@ -156,8 +167,21 @@ var digestBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &
 
 // digestOf is the sha256-v1 digest (lowercase hex) of v's canonical JSON.
 func digestOf(v any) string {
+	return digestWithPrefix("", v)
+}
+
+// digestWithPrefix is prefix followed by digestOf(v), in one allocation:
+// a trail detail that names a digest can share the digest's bytes.
+func digestWithPrefix(prefix string, v any) string {
 	bp := digestBufs.Get().(*[]byte)
 	b, err := jcs.Append((*bp)[:0], v)
+	return sumHex(bp, b, err, prefix)
+}
+
+// sumHex hashes b, the canonical encoding appended to the pooled buffer
+// *bp (or, when err is set, the error text in its place), returns the
+// buffer to the pool and returns prefix followed by the hex digest.
+func sumHex(bp *[]byte, b []byte, err error, prefix string) string {
 	if err != nil {
 		// Arguments that are not JSON values have no canonical form; the
 		// digest of the error text keeps the function total and the
@@ -169,6 +193,16 @@ func digestOf(v any) string {
 		*bp = b[:0]
 		digestBufs.Put(bp)
 	}
+	var h [128]byte
+	if len(prefix) > len(h)-64 {
+		return prefix + digestHex(s)
+	}
+	n := copy(h[:], prefix)
+	hex.Encode(h[n:n+64], s[:])
+	return string(h[:n+64])
+}
+
+func digestHex(s [32]byte) string {
 	var h [64]byte
 	hex.Encode(h[:], s[:])
 	return string(h[:])

@@ -1,0 +1,119 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"testing"
+	"time"
+
+	"polc.dev/polc/chain"
+)
+
+// TestFormatTime checks the hand-written formatter against Format over
+// random instants, zones and the edges of the four-digit years.
+func TestFormatTime(t *testing.T) {
+	zones := []*time.Location{time.UTC, time.FixedZone("plus", 5*3600+1800), time.FixedZone("minus", -11*3600)}
+	times := []time.Time{
+		{}, time.Unix(0, 0), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(0, 1, 1, 0, 0, 0, 1000, time.UTC), time.Date(2026, 2, 28, 23, 59, 59, 999, time.UTC),
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		times = append(times, time.Unix(rng.Int64N(400e9)-100e9, rng.Int64N(1e9)))
+	}
+	for _, tm := range times {
+		for _, z := range zones {
+			tz := tm.In(z)
+			if got, want := formatTime(tz), tz.UTC().Format(TimeLayout); got != want {
+				t.Fatalf("formatTime(%v) = %q, want %q", tz, got, want)
+			}
+		}
+	}
+}
+
+type ctxKey string
+
+// TestAttemptCtx checks that the callable's context behaves like
+// context.WithValue over its parent.
+func TestAttemptCtx(t *testing.T) {
+	parent, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey("k"), "v"), time.Hour)
+	c := &attemptCtx{Context: parent, id: "attempt"}
+	if id, ok := AttemptFromContext(c); !ok || id != "attempt" {
+		t.Fatalf("AttemptFromContext = %q, %v", id, ok)
+	}
+	if c.Value(ctxKey("k")) != "v" {
+		t.Fatal("the parent's values are lost")
+	}
+	if _, ok := AttemptFromContext(parent); ok {
+		t.Fatal("the parent has an attempt id")
+	}
+	dl, ok := c.Deadline()
+	if pdl, _ := parent.Deadline(); !ok || !dl.Equal(pdl) {
+		t.Fatal("the parent's deadline is lost")
+	}
+	child, cancelChild := context.WithCancel(c)
+	defer cancelChild()
+	cancel()
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancelling the parent did not cancel a context derived from the callable's")
+	}
+	if c.Err() != context.Canceled {
+		t.Fatalf("Err = %v", c.Err())
+	}
+}
+
+// TestNewUUIDs checks batched ids: version 4 lowercase UUIDs in
+// chain.NewUUID's form, all distinct, and batching only for the random
+// sources.
+func TestNewUUIDs(t *testing.T) {
+	form := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	if !form.MatchString(chain.NewUUID()) {
+		t.Fatal("the form does not match chain.NewUUID's")
+	}
+	seen := map[string]bool{}
+	for k := range 1000 {
+		n := 1 + k%12 // both sides of the stack buffer's 10
+		s := newUUIDs(n)
+		if len(s) != n*uuidLen {
+			t.Fatalf("newUUIDs(%d) has length %d", n, len(s))
+		}
+		for i := range n {
+			id := s[i*uuidLen : (i+1)*uuidLen]
+			if !form.MatchString(id) || seen[id] {
+				t.Fatalf("id %q: malformed or repeated", id)
+			}
+			seen[id] = true
+		}
+	}
+	if !randomIDSource(NewUUID) || !randomIDSource(chain.NewUUID) {
+		t.Fatal("a random UUID source is not recognised")
+	}
+	n := 0
+	if randomIDSource(func() string { n++; return fmt.Sprint(n) }) {
+		t.Fatal("a counting id source would be batched (its order is observable)")
+	}
+}
+
+// TestWorkspaceCache checks that the cached workspace check answers as
+// the check does, whatever was checked before.
+func TestWorkspaceCache(t *testing.T) {
+	cases := []struct {
+		ws, clean string
+		ok        bool
+	}{
+		{"/ws/a/../b/", "/ws/b", true}, {"/ws/a/../b/", "/ws/b", true}, {"rel", "", false}, {"/ws/a/../b/", "/ws/b", true},
+		{"/x\x00", "", false}, {"/x\x00", "", false}, {"/", "/", true}, {"", "", false}, {"/ws//c", "/ws/c", true},
+	}
+	for i, c := range cases {
+		var out Normalized
+		err := startInto(&out, "a", "p", "t", c.ws, nil, func() time.Time { return time.Unix(0, 0) })
+		if (err == nil) != c.ok || (c.ok && out.Workspace != c.clean) {
+			t.Fatalf("%d: workspace %q: %v, %q", i, c.ws, err, out.Workspace)
+		}
+	}
+}
