@@ -7,9 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -121,35 +119,5 @@ func TestBatchedIDs(t *testing.T) {
 	}
 	if len(seen) != 50*(4+4+5) { // minimal: 4 ids; governed: 4 and 5 records
 		t.Fatalf("%d ids", len(seen))
-	}
-}
-
-// TestExecuteAllocationBudget guards the minimal profile's allocation
-// budget: the attempt stays on Execute's stack and what outlives it is
-// one object (BenchmarkExecute/minimal went from 32 allocations and 4.3 KB
-// per call to 6 and 2.35 KB). An attempt that escaped to the heap again
-// would cost ~750 bytes more per call.
-func TestExecuteAllocationBudget(t *testing.T) {
-	r := newRig(t, nil, func(c *executor.Config) { c.IDs = executor.NewUUID; c.Now = time.Now })
-	ec := r.ctx(executor.ProfileMinimal, nil)
-	q := req("r", "nothing", nil)
-	run := func() {
-		if out := r.exec.Execute(context.Background(), q, ec); out.Kind() != executor.KindSucceeded {
-			t.Fatal(out.Kind())
-		}
-	}
-	run()
-	if n := testing.AllocsPerRun(200, run); n > 8 {
-		t.Errorf("%.1f allocations per minimal Execute, budget 8", n)
-	}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	const n = 500
-	for range n {
-		run()
-	}
-	runtime.ReadMemStats(&after)
-	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 3000 {
-		t.Errorf("%d bytes allocated per minimal Execute, budget 3000", per)
 	}
 }
