@@ -2,7 +2,6 @@ package executor
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	mrand "math/rand/v2"
 	"reflect"
 
@@ -37,18 +36,23 @@ func newUUIDs(n int) string {
 		binary.LittleEndian.PutUint64(u[8:], mrand.Uint64())
 		u[6] = u[6]&0x0f | 0x40
 		u[8] = u[8]&0x3f | 0x80
-		t := b[i*uuidLen : (i+1)*uuidLen]
-		hex.Encode(t[0:8], u[0:4])
-		t[8] = '-'
-		hex.Encode(t[9:13], u[4:6])
-		t[13] = '-'
-		hex.Encode(t[14:18], u[6:8])
-		t[18] = '-'
-		hex.Encode(t[19:23], u[8:10])
-		t[23] = '-'
-		hex.Encode(t[24:36], u[10:16])
+		putUUID((*[uuidLen]byte)(b[i*uuidLen:]), &u)
 	}
 	return string(b)
+}
+
+// uuidAt is where each of a UUID's 16 bytes goes in its text.
+var uuidAt = [16]uint8{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// putUUID writes u as a lowercase UUID: hex.Encode over the five groups,
+// which costs a call and bounds checks per group.
+func putUUID(t *[uuidLen]byte, u *[16]byte) {
+	const digits = "0123456789abcdef"
+	for i, at := range uuidAt {
+		t[at] = digits[u[i]>>4]
+		t[at+1] = digits[u[i]&15]
+	}
+	t[8], t[13], t[18], t[23] = '-', '-', '-', '-'
 }
 
 // newID returns the attempt's next id: from the configured source, or,
