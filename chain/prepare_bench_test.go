@@ -57,6 +57,7 @@ func benchPrepareLink(b *testing.B, check func(s *chainState, p *prepared) error
 		}
 		st.commitHash(p.r, p.hash)
 		bytes += int64(len(line) + 1)
+		p.release() // as Writer does once the store copied the line
 	}
 	b.StopTimer()
 	if cpu1, ok := processCPU(); ok && cpuOK && b.N > 0 {

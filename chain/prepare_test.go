@@ -243,3 +243,42 @@ func TestRelinkKeepsEarlierStrings(t *testing.T) {
 		t.Fatalf("first link's strings changed: %s %s %s", chain1, prevStr1, payload)
 	}
 }
+
+// TestReleasedScratchLeavesRecordsIntact prepares and links records one
+// after another, releasing each one's scratch buffer for the next to
+// reuse: every record kept must still encode to the line it was linked
+// with (its strings must not view the recycled buffer).
+func TestReleasedScratchLeavesRecordsIntact(t *testing.T) {
+	ids := &testIDs{}
+	st := newChainState()
+	type kept struct {
+		r    *Record
+		line string
+		hash Hash
+	}
+	var all []kept
+	for i := range 200 {
+		op := ids.next()
+		var pl Payload = OperationDeniedPayload{Disposition: "deny", ReasonCode: "r" + strings.Repeat("é\"", i)}
+		p, err := prepare(draft(ids, testChain, &op, pl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, prev := int64(0), (*Hash)(nil)
+		if st.has {
+			seq, prev = st.tip.Sequence+1, &st.tip.Hash
+		}
+		line := string(p.link(seq, prev))
+		st.commitHash(p.r, p.hash)
+		p.release()
+		all = append(all, kept{p.r, line, p.hash})
+	}
+	for i, k := range all {
+		if got := string(k.r.Canonical()); got != k.line {
+			t.Fatalf("record %d changed after its scratch was reused:\n got %s\nwant %s", i, got, k.line)
+		}
+		if k.r.ComputeChainHash() != k.hash || k.r.Hash() != k.hash {
+			t.Fatalf("record %d: chain hash no longer matches", i)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -244,6 +245,7 @@ func seal(d Draft, sequence int64, prev *Hash, validate bool) (*Record, error) {
 		return nil, err
 	}
 	p.link(sequence, prev)
+	p.release()
 	r := p.r
 	if validate {
 		if _, err := ParseRecord(r.Canonical()); err != nil {
@@ -260,11 +262,12 @@ func seal(d Draft, sequence int64, prev *Hash, validate bool) (*Record, error) {
 //
 // It makes two objects: the prepared record, which embeds its Record, and
 // one byte buffer holding the strings it derives (payload_json,
-// payload_digest, created_at), room for the two hashes link derives, and
-// the line, sized for link to finish it in place. The strings are views of
-// the buffer (unsafe.String): their bytes are written once, before the
-// views are made, and never again; the line comes after them, so that
-// appends to it cannot reach them.
+// payload_digest, created_at) and room for the two hashes link derives.
+// The strings are views of the buffer (unsafe.String): their bytes are
+// written once, before the views are made, and never again. The line is
+// encoded in a pooled scratch buffer, sized for link to finish it in
+// place, which release returns: the line is garbage once the store has
+// copied it, and it was most of each record's allocation.
 func prepare(d Draft) (*prepared, error) {
 	if d.Payload == nil {
 		return nil, errors.New("chain: draft has no payload")
@@ -314,23 +317,35 @@ func prepare(d Draft) (*prepared, error) {
 	r.PayloadDigest = unsafe.String(&b[n], 64)
 	r.CreatedAt = unsafe.String(&b[n+64], ns-n-64)
 	b = r.appendCheckedHead(b)
-	buf := make([]byte, len(b), len(b)+r.linkedLen())
+	b = slices.Grow(b, r.linkedLen())
+	buf := make([]byte, lineAt)
 	copy(buf, b)
 	r.PayloadJSON = unsafe.String(&buf[0], n)
 	r.PayloadDigest = unsafe.String(&buf[n], 64)
 	r.CreatedAt = unsafe.String(&buf[n+64], ns-n-64)
 	p.hashes = (*[128]byte)(buf[ns:lineAt])
-	p.line = buf[lineAt:]
+	p.line = b[lineAt:]
+	*bp = b
+	p.scratch = bp
 	// Most of the chain hash's input is known now: hash it outside the
 	// chain's lock, so that link only hashes the few members after it.
 	p.head = headHashes.Get().(hash.Hash)
 	p.head.Write(openBrace)
 	p.head.Write(p.line[linePrefix:])
-	if cap(b) <= 4<<10 {
-		*bp = b
-	}
-	encBufs.Put(bp)
 	return p, nil
+}
+
+// release returns the line's scratch buffer; the prepared record's line
+// (what link returned) must not be used, nor link called, after it.
+func (p *prepared) release() {
+	if p.scratch == nil {
+		return
+	}
+	if cap(*p.scratch) <= 4<<10 {
+		*p.scratch = (*p.scratch)[:0]
+		encBufs.Put(p.scratch)
+	}
+	p.scratch, p.line = nil, nil
 }
 
 // openBrace starts the chain hash's input (see appendBody).
@@ -413,14 +428,15 @@ var (
 // prepared is a record whose place in the chain is not yet known, its
 // canonical line encoded up to previous_chain_hash's value.
 type prepared struct {
-	head   hash.Hash  // SHA-256 of "{" and the line after its chain_hash member, as prepared (nil once linked)
-	r      *Record    // &rec
-	line   []byte     // linePrefix placeholder bytes, then the head; link appends the rest
-	hashes *[128]byte // room in line's buffer for the previous and the chain hash in hex
-	linked bool       // hashes is written and viewed by rec's strings
-	hash   Hash       // the chain hash, once linked
-	rec    Record
-	prev   string // *r.PreviousChainHash, once linked after a record
+	scratch *[]byte    // the pooled buffer line is in (nil once released)
+	head    hash.Hash  // SHA-256 of "{" and the line after its chain_hash member, as prepared (nil once linked)
+	r       *Record    // &rec
+	line    []byte     // linePrefix placeholder bytes, then the head; link appends the rest
+	hashes  *[128]byte // room in line's buffer for the previous and the chain hash in hex
+	linked  bool       // hashes is written and viewed by rec's strings
+	hash    Hash       // the chain hash, once linked
+	rec     Record
+	prev    string // *r.PreviousChainHash, once linked after a record
 }
 
 // link places a prepared record at sequence after prev, computes its chain
@@ -428,6 +444,9 @@ type prepared struct {
 // chain's lock: a few appends, one SHA-256 and a hex encoding. The
 // record's ids and type were checked by prepare and need no escaping.
 func (p *prepared) link(sequence int64, prev *Hash) []byte {
+	if p.scratch == nil {
+		panic("chain: link of a released record") // an internal misuse, never input
+	}
 	r := p.r
 	r.Sequence = sequence
 	r.PreviousChainHash = nil

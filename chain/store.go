@@ -380,6 +380,7 @@ func (w *Writer) AppendAsync(ctx context.Context, d Draft) (*Record, AppendRecei
 		// makes head lookup, construction and append one critical section
 		// without a second lock around it.
 		rc, wait, err := st.appendPrepared(ctx, p)
+		p.release() // the store copied the line
 		if err != nil {
 			return nil, AppendReceipt{}, nil, err
 		}
@@ -396,6 +397,7 @@ func (w *Writer) AppendAsync(ctx context.Context, d Draft) (*Record, AppendRecei
 		seq, prev = tip.Sequence+1, &tip.Hash
 	}
 	p.link(seq, prev)
+	p.release()
 	var (
 		rc   AppendReceipt
 		wait func() error
