@@ -11,8 +11,9 @@ import (
 	"polc.dev/polc/chain"
 )
 
-// TestFormatTime checks the hand-written formatter against Format over
-// random instants, zones and the edges of the four-digit years.
+// TestFormatTime checks that chain.FormatTime, which stage 2 uses, writes
+// TimeLayout as Format does, over random instants, zones and the edges of
+// the four-digit years.
 func TestFormatTime(t *testing.T) {
 	zones := []*time.Location{time.UTC, time.FixedZone("plus", 5*3600+1800), time.FixedZone("minus", -11*3600)}
 	times := []time.Time{
@@ -27,8 +28,8 @@ func TestFormatTime(t *testing.T) {
 	for _, tm := range times {
 		for _, z := range zones {
 			tz := tm.In(z)
-			if got, want := formatTime(tz), tz.UTC().Format(TimeLayout); got != want {
-				t.Fatalf("formatTime(%v) = %q, want %q", tz, got, want)
+			if got, want := chain.FormatTime(tz), tz.UTC().Format(TimeLayout); got != want {
+				t.Fatalf("chain.FormatTime(%v) = %q, want %q", tz, got, want)
 			}
 		}
 	}

@@ -21,9 +21,10 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
-
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
+
+	"polc.dev/polc/chain"
 )
 
 // Normalization reasons: why a request is denied before any policy runs.
@@ -132,9 +133,9 @@ func startInto(out *Normalized, action, principal, tenant, ws string, reqTime *s
 		if err != nil {
 			return nerr(ReasonInvalidRequest, "time %q is not RFC 3339", *reqTime)
 		}
-		out.Time = formatTime(t)
+		out.Time = chain.FormatTime(t) // TimeLayout is chain.TimeFormat
 	} else {
-		out.Time = formatTime(now())
+		out.Time = chain.FormatTime(now())
 	}
 	if c := lastWorkspace.Load(); c != nil && c.raw == ws {
 		out.Workspace = c.clean // checked and cleaned before
@@ -155,39 +156,6 @@ type checkedWorkspace struct{ raw, clean string }
 // lastWorkspace caches the last workspace checked: an executor's requests
 // normally share one.
 var lastWorkspace atomic.Pointer[checkedWorkspace]
-
-// formatTime is t.UTC().Format(TimeLayout), formatted by hand for the
-// years TimeLayout writes as four digits (the rest go through Format).
-func formatTime(t time.Time) string {
-	t = t.UTC()
-	year, month, day := t.Date()
-	if year < 0 || year > 9999 {
-		return t.Format(TimeLayout)
-	}
-	hour, min, sec := t.Clock()
-	var b [len(TimeLayout)]byte
-	put := func(i, v, width int) {
-		for j := i + width - 1; j >= i; j-- {
-			b[j] = byte('0' + v%10)
-			v /= 10
-		}
-	}
-	put(0, year, 4)
-	b[4] = '-'
-	put(5, int(month), 2)
-	b[7] = '-'
-	put(8, day, 2)
-	b[10] = 'T'
-	put(11, hour, 2)
-	b[13] = ':'
-	put(14, min, 2)
-	b[16] = ':'
-	put(17, sec, 2)
-	b[19] = '.'
-	put(20, t.Nanosecond()/1000, 6)
-	b[26] = 'Z'
-	return string(b[:])
-}
 
 // mcpShorthand resolves "mcp:<server>/<tool>", shorthand for the mcp
 // action with those arguments: it returns a copy of args with server and
