@@ -91,19 +91,6 @@ func TestNewUUIDs(t *testing.T) {
 			seen[id] = true
 		}
 	}
-	// putUUID against the plain formatting of the five groups.
-	for k := range 256 {
-		var u [16]byte
-		for i := range u {
-			u[i] = byte(k*31 + i*97)
-		}
-		var got [uuidLen]byte
-		putUUID(&got, &u)
-		want := fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
-		if string(got[:]) != want {
-			t.Fatalf("putUUID(%x) = %s, want %s", u, got, want)
-		}
-	}
 	if !randomIDSource(NewUUID) || !randomIDSource(chain.NewUUID) {
 		t.Fatal("a random UUID source is not recognised")
 	}
