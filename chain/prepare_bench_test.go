@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"polc.dev/polc/internal/cputime"
 )
 
 // BenchmarkPrepareLink measures the CPU cost of building and linking one
@@ -39,7 +41,7 @@ func benchPrepareLink(b *testing.B, check func(s *chainState, p *prepared) error
 	var bytes int64
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, cpuOK := processCPU()
+	cpu0, cpuOK := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		d := Draft{RecordID: ids[i], ChainID: testChain, OperationID: &ids[i], PolicyID: testPolicy,
 			PolicyVersion: "1", Payload: boundPayload(), CreatedAt: t0.Add(time.Duration(i) * 1001 * time.Nanosecond)}
@@ -60,7 +62,7 @@ func benchPrepareLink(b *testing.B, check func(s *chainState, p *prepared) error
 		p.release() // as Writer does once the store copied the line
 	}
 	b.StopTimer()
-	if cpu1, ok := processCPU(); ok && cpuOK && b.N > 0 {
+	if cpu1, ok := cputime.Process(); ok && cpuOK && b.N > 0 {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 	}
 	if b.N > 0 {

@@ -9,6 +9,7 @@ import (
 
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/internal/cputime"
 )
 
 // BenchmarkExecute measures Execute's overhead around a callable that does
@@ -57,7 +58,8 @@ func BenchmarkGovernedThroughput(b *testing.B) {
 	var n atomic.Int64
 	b.SetParallelism(32) // 64 goroutines on 2 CPUs
 	b.ReportAllocs()
-	start, cpu0 := time.Now(), processCPU()
+	start := time.Now()
+	cpu0, _ := cputime.Process()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			q := req(fmt.Sprint(n.Add(1)), "nothing", nil)
@@ -67,7 +69,9 @@ func BenchmarkGovernedThroughput(b *testing.B) {
 			}
 		}
 	})
-	el, cpu := time.Since(start), processCPU()-cpu0
+	el := time.Since(start)
+	cpu1, _ := cputime.Process()
+	cpu := cpu1 - cpu0
 	b.ReportMetric(float64(n.Load())/el.Seconds(), "ops/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(n.Load()), "cpu-µs/op")
 	b.ReportMetric(cpu.Seconds()/el.Seconds(), "cores")
