@@ -37,12 +37,12 @@ import (
 // explicitly. Nothing is ever dropped silently: Repair moves the torn bytes
 // into a side file before truncating.
 //
-// The reserve (Linux): while a chain is open for writing, its file extends
-// past the last record with zeros that are already written and fsynced, so
-// that a group written over them changes no file metadata and its
-// fdatasync needs no journal commit (about half the latency of an fsync
-// that grows the file, on ext4). A background writer keeps a few MiB of
-// reserve ahead of the data; Close truncates it. After a crash the file
+// The reserve (Linux, amd64 and arm64): while a chain is open for writing,
+// its file extends past the last record with zeros that are already
+// written and fsynced, so that a group written over them changes no file
+// metadata and its fdatasync needs no journal commit (about half the
+// latency of an fsync that grows the file, on ext4). A background writer
+// keeps a few MiB of reserve ahead of the data; Close truncates it. After a crash the file
 // may end in zeros: opening the chain removes trailing zero bytes (no
 // record contains a NUL byte), and a line containing a NUL byte, with
 // everything after it, is the torn tail of a group that was never
