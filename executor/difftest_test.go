@@ -363,13 +363,13 @@ func (g gen) request() *executor.Normalized {
 	return r
 }
 
-// differential compiles nPolicies random policies and checks nRequests
-// random requests against each with both engines.
-func differential(t *testing.T, seed uint64, nPolicies, nRequests int) {
-	g := gen{rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+// compileRandom compiles n random policies drawn from g (named p0000…)
+// and returns their declarations by name and the compiler's result.
+func compileRandom(t *testing.T, g gen, n int) (map[string]map[string]any, *compiler.Result) {
+	t.Helper()
 	policies := map[string]any{}
 	decls := map[string]map[string]any{}
-	for i := range nPolicies {
+	for i := range n {
 		name := fmt.Sprintf("p%04d", i)
 		decls[name] = g.policy()
 		policies[name] = decls[name]
@@ -383,6 +383,14 @@ func differential(t *testing.T, seed uint64, nPolicies, nRequests int) {
 	if res.Diagnostics.HasErrors() {
 		t.Fatalf("generated policies do not compile: %v", res.Diagnostics[:min(5, len(res.Diagnostics))])
 	}
+	return decls, res
+}
+
+// differential compiles nPolicies random policies and checks nRequests
+// random requests against each with both engines.
+func differential(t *testing.T, seed uint64, nPolicies, nRequests int) {
+	g := gen{rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	decls, res := compileRandom(t, g, nPolicies)
 	bb, err := compiler.WriteBundle(res.Snapshots, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -2,17 +2,13 @@ package executor_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"polc.dev/polc/chain"
-	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
 )
 
@@ -23,22 +19,7 @@ import (
 // into the buffers never shares a list with another list.
 func TestEvaluateOwnedMatchesEvaluate(t *testing.T) {
 	g := gen{rand.New(rand.NewPCG(5, 6))}
-	policies := map[string]any{}
-	decls := map[string]map[string]any{}
-	for i := range 25 {
-		name := fmt.Sprintf("p%04d", i)
-		decls[name] = g.policy()
-		policies[name] = decls[name]
-	}
-	dir := t.TempDir()
-	src, _ := json.Marshal(map[string]any{"policies": policies})
-	if err := os.WriteFile(filepath.Join(dir, "policies.json"), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res := compiler.Compile(compiler.Config{Dir: dir}, []string{"policies.json"})
-	if res.Diagnostics.HasErrors() {
-		t.Fatalf("generated policies do not compile: %v", res.Diagnostics)
-	}
+	decls, res := compileRandom(t, g, 25)
 	sizes := [][2]int{{-1, -1}, {0, 0}, {1, 1}, {3, 8}, {2, 20}, {8, 3}}
 	dispositions := map[string]int{}
 	for _, s := range res.Snapshots {
