@@ -156,25 +156,34 @@ func TestFileStoreReserveConcurrent(t *testing.T) {
 	}
 }
 
-// TestFileStoreZeroTailIsReserve simulates a crash that left the reserve:
-// opening the chain removes the trailing zeros, reports no torn tail and
-// appends go on.
-func TestFileStoreZeroTailIsReserve(t *testing.T) {
-	dir := t.TempDir()
+// closedChain appends n records to a chain of a new store and closes it,
+// for a test to damage the file as a crash would before reopening.
+func closedChain(t *testing.T, n int) (dir, path string, ids *testIDs, rcs []AppendReceipt) {
+	t.Helper()
+	dir = t.TempDir()
 	s, err := OpenFileStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := &testIDs{}
-	rcs := appendN(t, s, ids, testChain, 2)
-	s.Close()
-	path := filepath.Join(dir, testChain+".jsonl")
+	ids = &testIDs{}
+	rcs = appendN(t, s, ids, testChain, n)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, filepath.Join(dir, testChain+".jsonl"), ids, rcs
+}
+
+// TestFileStoreZeroTailIsReserve simulates a crash that left the reserve:
+// opening the chain removes the trailing zeros, reports no torn tail and
+// appends go on.
+func TestFileStoreZeroTailIsReserve(t *testing.T) {
+	dir, path, ids, rcs := closedChain(t, 2)
 	size := fileSize(t, path)
 	f, _ := os.OpenFile(path, os.O_WRONLY, 0)
 	f.WriteAt(make([]byte, 300<<10), size)
 	f.Close()
 
-	s, err = OpenFileStore(dir)
+	s, err := OpenFileStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,15 +207,7 @@ func TestFileStoreZeroTailIsReserve(t *testing.T) {
 // everything after it is a torn tail (never acknowledged): appends refuse,
 // Repair keeps those bytes (without the trailing zeros) in a side file.
 func TestFileStoreHoleIsTornTail(t *testing.T) {
-	dir := t.TempDir()
-	s, err := OpenFileStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := &testIDs{}
-	rcs := appendN(t, s, ids, testChain, 3)
-	s.Close()
-	path := filepath.Join(dir, testChain+".jsonl")
+	dir, path, ids, rcs := closedChain(t, 3)
 	data, _ := os.ReadFile(path)
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	// Keep two records; the third's line follows a 4 KiB hole.
@@ -217,7 +218,7 @@ func TestFileStoreHoleIsTornTail(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err = OpenFileStore(dir)
+	s, err := OpenFileStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
