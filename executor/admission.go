@@ -49,16 +49,6 @@ type Limiter struct {
 
 // Acquire implements Admission.
 func (l *Limiter) Acquire(context.Context) (Lease, time.Time, bool) {
-	return l.acquireWith(l.IDs)
-}
-
-// acquire is Acquire with the lease id (one l.IDs would have returned)
-// given.
-func (l *Limiter) acquire(id string) (Lease, time.Time, bool) {
-	return l.acquireWith(func() string { return id })
-}
-
-func (l *Limiter) acquireWith(ids func() string) (Lease, time.Time, bool) {
 	now := time.Now
 	if l.Now != nil {
 		now = l.Now
@@ -69,8 +59,8 @@ func (l *Limiter) acquireWith(ids func() string) (Lease, time.Time, bool) {
 		ttl = 5 * time.Minute
 	}
 	id := ""
-	if ids != nil {
-		id = ids()
+	if l.IDs != nil {
+		id = l.IDs()
 	}
 	if l.MaxConcurrent <= 0 && l.Rate <= 0 {
 		// Unbounded: nothing to count, nothing to give back.

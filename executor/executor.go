@@ -72,7 +72,6 @@ type Executor struct {
 
 	lastPrincipal atomic.Pointer[principalName]
 	randomIDs     bool     // cfg.IDs is a random UUID source: attempts batch ids
-	ownLimiter    *Limiter // the default admission New made, whose lease ids are cfg.IDs's
 }
 
 // capabilityDigest returns the report's digest, reusing the last one
@@ -157,15 +156,13 @@ func New(cfg Config) (*Executor, error) {
 		cfg.IDs = NewUUID
 	}
 	randomIDs := randomIDSource(cfg.IDs)
-	var ownLimiter *Limiter
 	if cfg.Admission == nil {
-		ownLimiter = &Limiter{Now: cfg.Now, IDs: cfg.IDs}
-		cfg.Admission = ownLimiter
+		cfg.Admission = &Limiter{Now: cfg.Now, IDs: cfg.IDs}
 	}
 	if len(cfg.Backends) == 0 {
 		cfg.Backends = []EffectBackend{InProcessBackend{}}
 	}
-	e := &Executor{cfg: cfg, backends: map[string]EffectBackend{}, policies: map[policyKey]*compiledPolicy{}, randomIDs: randomIDs, ownLimiter: ownLimiter}
+	e := &Executor{cfg: cfg, backends: map[string]EffectBackend{}, policies: map[policyKey]*compiledPolicy{}, randomIDs: randomIDs}
 	for _, b := range cfg.Backends {
 		if _, dup := e.backends[b.ID()]; dup {
 			return nil, fmt.Errorf("executor: duplicate backend %q", b.ID())
@@ -528,16 +525,7 @@ func (a *attempt) bind() Outcome {
 	if missing := missingContainment(a.en.desc.Containment, caps); len(missing) > 0 {
 		return a.deny(3, "containment_unsupported", "%s requires %s containment; backend %s does not enforce it", a.en.desc.ID, strings.Join(missing, ", "), ec.Backend)
 	}
-	var lease Lease
-	var retryAt time.Time
-	var ok bool
-	if l := a.e.ownLimiter; l != nil && a.e.randomIDs {
-		// The default limiter's lease ids are random UUIDs too: take one
-		// from the attempt's batch (Acquire would mint it the same way).
-		lease, retryAt, ok = l.acquire(a.newID())
-	} else {
-		lease, retryAt, ok = a.e.cfg.Admission.Acquire(a.ctx)
-	}
+	lease, retryAt, ok := a.e.cfg.Admission.Acquire(a.ctx)
 	if !ok {
 		a.base.ReasonCode = "capacity"
 		a.trail(3, "defer", "no capacity until %s", retryAt.UTC().Format(time.RFC3339Nano))

@@ -33,12 +33,12 @@ func (a *attempt) newID() string {
 		return a.e.cfg.IDs()
 	}
 	if len(a.ids) < uuidLen {
-		n := 4 // attempt, lease, preflight report, operation
+		n := 3 // attempt, preflight report, operation
 		switch a.ec.Profile {
 		case ProfileDurable:
-			n = 5 // and the outbox message
+			n = 4 // and the outbox message
 		case ProfileGoverned, ProfileCertifiable:
-			n = 10 // and the records and gate results
+			n = 9 // and the records and gate results
 		}
 		a.ids = newUUIDs(n)
 	}
