@@ -71,7 +71,7 @@ type Executor struct {
 	capCache sync.Map // backend id → *cachedCaps
 
 	lastPrincipal atomic.Pointer[principalName]
-	randomIDs     bool     // cfg.IDs is a random UUID source: attempts batch ids
+	randomIDs     bool // cfg.IDs is a random UUID source: attempts batch ids
 }
 
 // capabilityDigest returns the report's digest, reusing the last one
