@@ -10,6 +10,7 @@ import (
 	"hash"
 	mrand "math/rand/v2"
 	"sort"
+	"sync"
 	"unicode/utf8"
 
 	"polc.dev/polc/internal/jcs"
@@ -30,28 +31,56 @@ func (u uuid) String() string {
 	return string(b[:])
 }
 
-// uuidAt is where each of a UUID's 16 bytes goes in its text.
-var uuidAt = [16]uint8{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
-
-// put writes u's text: byte by byte through uuidAt, which is cheaper than
-// hex.Encode per group (a call and bounds checks each).
+// put writes u's text: all 32 digits at once, then the five groups
+// moved into place (fixed-size copies, no per-byte index table).
 func (u *uuid) put(b *[36]byte) {
-	const digits = "0123456789abcdef"
-	for i, at := range uuidAt {
-		b[at] = digits[u[i]>>4]
-		b[at+1] = digits[u[i]&15]
+	var h [32]byte
+	for i, c := range u {
+		binary.LittleEndian.PutUint16(h[2*i:], hexPair[c])
 	}
+	copy(b[0:8], h[0:8])
+	copy(b[9:13], h[8:12])
+	copy(b[14:18], h[12:16])
+	copy(b[19:23], h[16:20])
+	copy(b[24:36], h[20:32])
 	b[8], b[13], b[18], b[23] = '-', '-', '-', '-'
 }
+
+// hexPair[c] is c's two lowercase hex digits, the first in the low byte.
+var hexPair = func() (t [256]uint16) {
+	const digits = "0123456789abcdef"
+	for c := range t {
+		t[c] = uint16(digits[c>>4]) | uint16(digits[c&15])<<8
+	}
+	return t
+}()
 
 // NewUUID returns a random (version 4) lowercase UUID, as records' ids
 // must be. Identifiers need uniqueness, not secrecy: math/rand/v2's
 // generator (ChaCha8, seeded from the OS) gives it without a system call
-// per id.
+// per id. Ids are minted uuidBatch at a time into one string, per
+// processor (a sync.Pool), and handed out as its substrings: one
+// allocation per batch instead of one per id. A kept id keeps its batch's
+// uuidBatch*36 bytes alive.
 func NewUUID() string {
-	var b [36]byte
-	return string(AppendNewUUIDs(b[:0], 1))
+	b := uuidBatches.Get().(*uuidBatchText)
+	if len(*b) == 0 {
+		var buf [uuidBatch * 36]byte
+		*b = uuidBatchText(AppendNewUUIDs(buf[:0], uuidBatch))
+	}
+	id := string((*b)[:36])
+	*b = (*b)[36:]
+	uuidBatches.Put(b)
+	return id
 }
+
+// uuidBatch is how many ids NewUUID mints at a time.
+const uuidBatch = 16
+
+// uuidBatchText is the unused part of a batch of ids.
+type uuidBatchText string
+
+var uuidBatches = sync.Pool{New: func() any { return new(uuidBatchText) }}
 
 // AppendNewUUIDs appends the text of n new UUIDs, each made as NewUUID
 // makes one, to dst: a producer that needs several ids at once formats

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"math/big"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,17 +135,30 @@ func TestParseTrust(t *testing.T) {
 }
 
 // TestNewUUID checks that generated ids are lowercase version-4 UUIDs that
-// records accept, and that they do not repeat.
+// records accept, and that they do not repeat: across batch boundaries
+// and between goroutines sharing the batches (run it with -race).
 func TestNewUUID(t *testing.T) {
+	const workers, each = 8, 1000
+	got := make([][]string, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range each {
+				got[w] = append(got[w], chain.NewUUID())
+			}
+		})
+	}
+	wg.Wait()
 	seen := map[string]bool{}
-	for range 1000 {
-		id := chain.NewUUID()
-		if !chain.IsUUID(id) || id[14] != '4' || !strings.ContainsRune("89ab", rune(id[19])) {
-			t.Fatalf("NewUUID() = %q: not a lowercase version-4 UUID", id)
+	for _, ids := range got {
+		for _, id := range ids {
+			if !chain.IsUUID(id) || id[14] != '4' || !strings.ContainsRune("89ab", rune(id[19])) {
+				t.Fatalf("NewUUID() = %q: not a lowercase version-4 UUID", id)
+			}
+			if seen[id] {
+				t.Fatalf("NewUUID repeated %q", id)
+			}
+			seen[id] = true
 		}
-		if seen[id] {
-			t.Fatalf("NewUUID repeated %q", id)
-		}
-		seen[id] = true
 	}
 }

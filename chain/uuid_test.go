@@ -29,3 +29,14 @@ func TestUUIDText(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNewUUID measures minting one id, as the executor and the
+// Writer do for every attempt and record.
+func BenchmarkNewUUID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(NewUUID()) != 36 {
+			b.Fatal("bad id")
+		}
+	}
+}

@@ -71,7 +71,6 @@ type Executor struct {
 	capCache sync.Map // backend id → *cachedCaps
 
 	lastPrincipal atomic.Pointer[principalName]
-	randomIDs     bool // cfg.IDs is a random UUID source: attempts batch ids
 }
 
 // capabilityDigest returns the report's digest, reusing the last one
@@ -155,14 +154,13 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.IDs == nil {
 		cfg.IDs = NewUUID
 	}
-	randomIDs := randomIDSource(cfg.IDs)
 	if cfg.Admission == nil {
 		cfg.Admission = &Limiter{Now: cfg.Now, IDs: cfg.IDs}
 	}
 	if len(cfg.Backends) == 0 {
 		cfg.Backends = []EffectBackend{InProcessBackend{}}
 	}
-	e := &Executor{cfg: cfg, backends: map[string]EffectBackend{}, policies: map[policyKey]*compiledPolicy{}, randomIDs: randomIDs}
+	e := &Executor{cfg: cfg, backends: map[string]EffectBackend{}, policies: map[policyKey]*compiledPolicy{}}
 	for _, b := range cfg.Backends {
 		if _, dup := e.backends[b.ID()]; dup {
 			return nil, fmt.Errorf("executor: duplicate backend %q", b.ID())
@@ -194,6 +192,9 @@ func New(cfg Config) (*Executor, error) {
 }
 
 func (e *Executor) now() time.Time { return e.cfg.Now() }
+
+// newID returns the attempt's next id from the configured source.
+func (a *attempt) newID() string { return a.e.cfg.IDs() }
 
 // policy returns the compiled snapshot a reference pins, checking the
 // exact digest.
@@ -277,7 +278,6 @@ type attempt struct {
 	principal  string          // ec.Principal.String(), computed once
 	pending    []pendingRecord // appended, not yet known durable
 	details    *backendDetails // trail details of the bound backend
-	ids        string          // unused ids of the attempt's batch (newID)
 	opIDp      *string         // the operation id its records' drafts point to
 }
 

@@ -2,9 +2,7 @@ package executor
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
-	"regexp"
 	"testing"
 	"time"
 
@@ -65,38 +63,6 @@ func TestAttemptCtx(t *testing.T) {
 	}
 	if c.Err() != context.Canceled {
 		t.Fatalf("Err = %v", c.Err())
-	}
-}
-
-// TestNewUUIDs checks batched ids: version 4 lowercase UUIDs in
-// chain.NewUUID's form, all distinct, and batching only for the random
-// sources.
-func TestNewUUIDs(t *testing.T) {
-	form := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
-	if !form.MatchString(chain.NewUUID()) {
-		t.Fatal("the form does not match chain.NewUUID's")
-	}
-	seen := map[string]bool{}
-	for k := range 1000 {
-		n := 1 + k%12 // both sides of the stack buffer's 10
-		s := newUUIDs(n)
-		if len(s) != n*uuidLen {
-			t.Fatalf("newUUIDs(%d) has length %d", n, len(s))
-		}
-		for i := range n {
-			id := s[i*uuidLen : (i+1)*uuidLen]
-			if !form.MatchString(id) || seen[id] {
-				t.Fatalf("id %q: malformed or repeated", id)
-			}
-			seen[id] = true
-		}
-	}
-	if !randomIDSource(NewUUID) || !randomIDSource(chain.NewUUID) {
-		t.Fatal("a random UUID source is not recognised")
-	}
-	n := 0
-	if randomIDSource(func() string { n++; return fmt.Sprint(n) }) {
-		t.Fatal("a counting id source would be batched (its order is observable)")
 	}
 }
 
