@@ -42,7 +42,7 @@ function median(a, n,   i, j, t) {
   gn++; gops[gn] = metric("ops/s"); gline[gn] = $0
 }
 /^BenchmarkFsyncFloor\// { g = $1; sub(/^BenchmarkFsyncFloor\//, "", g); sub(/-[0-9]+$/, "", g); floor_mbs[g] = metric("MB/s"); floor_us[g] = metric("µs/fsync") }
-/^BenchmarkFileStoreOperations\// { v = $1; sub(/^BenchmarkFileStoreOperations\//, "", v); sub(/-[0-9]+$/, "", v); sops[v] = metric("ops/s"); srpfv[v] = metric("records/fsync"); susf[v] = metric("µs/fsync") }
+/^BenchmarkFileStoreOperations\// { sv = $1; sub(/^BenchmarkFileStoreOperations\//, "", sv); sub(/-[0-9]+$/, "", sv); sops[sv] = metric("ops/s"); srpfv[sv] = metric("records/fsync"); susf[sv] = metric("µs/fsync") }
 /^BenchmarkFileStoreAppend/ { srec = metric("records/s"); srpf = metric("records/fsync") }
 END {
   for (k in runs) { delete v; for (i = 1; i <= runs[k]; i++) v[i] = all[k, i]; ns[k] = median(v, runs[k]) }
@@ -58,7 +58,7 @@ END {
   printf "\ngoverned throughput (64 callers, file store, fsync; median of %d runs, from %.0f to %.0f): %.0f ops/s, %.1f records/op, %.0f bytes/op, %.1f records/fsync, %.0f us/fsync\n", gn, sorted[1], sorted[gn], ops, rpo, bpo, rpf, usf
   printf "governed CPU: %.0f us per operation (user+system), %.2f of 2 cores busy; 20,000 ops/s at that cost would need %.1f cores\n", cpuop, cores, cpuop * 20000 / 1e6
   printf "store alone (64 writers, one record per wait): %.0f records/s, %.1f records/fsync (= %.0f ops/s at %.1f records/op)\n", srec, srpf, floor, rpo
-  printf "store alone, the executor's pattern (64 writers, 5 records awaited 2+2+1 per operation): %.0f ops/s (%.1f records/fsync, %.0f us/fsync); with the reserve written in advance: %.0f ops/s (%.0f us/fsync)\n", sops["reserve"], srpfv["reserve"], susf["reserve"], sops["prefilled"], susf["prefilled"]
+  printf "store alone, the executor record pattern (64 writers, 5 records awaited 2+2+1 per operation): %.0f ops/s (%.1f records/fsync, %.0f us/fsync); with the reserve written in advance: %.0f ops/s (%.0f us/fsync)\n", sops["reserve"], srpfv["reserve"], susf["reserve"], sops["prefilled"], susf["prefilled"]
   printf "disk floor (one writer, write+fsync): 16KiB %.0f MB/s (%.0f us), 64KiB %.0f MB/s (%.0f us), 256KiB %.0f MB/s (%.0f us)\n", floor_mbs["group=16KiB"], floor_us["group=16KiB"], floor_mbs["group=64KiB"], floor_us["group=64KiB"], floor_mbs["group=256KiB"], floor_us["group=256KiB"]
   printf "disk floor over the reserve (zeros already on disk, datasync): 64KiB %.0f MB/s (%.0f us)\n", floor_mbs["reserve/group=64KiB"], floor_us["reserve/group=64KiB"]
   printf "20,000 governed ops/s need %.0f MB/s of fsynced appends; this run made %.0f MB/s durable\n", bpo * 20000 / 1e6, bpo * ops / 1e6
