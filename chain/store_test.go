@@ -290,7 +290,13 @@ func TestCrashChild(t *testing.T) {
 		os.Exit(1)
 	}
 	n := 0
-	die := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
+	die := func() {
+		// Process.Kill is SIGKILL on Unix: no deferred code, no flush.
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			p.Kill()
+		}
+		select {}
+	}
 	s.writeHook = func(f *os.File, b []byte, off int64) (int, error) {
 		n++
 		if n == k && mode == "torn" {

@@ -10,9 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -85,6 +85,12 @@ func Spawn(ctx context.Context, plan *Plan, opts SpawnOptions) (*RunResult, erro
 }
 
 func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (*RunResult, error) {
+	if !spawnSupported {
+		// Without process groups a provider's children outlive a stop,
+		// and without flock the workspace lease is not exclusive: refuse
+		// rather than run with controls the plan says hold.
+		return nil, fmt.Errorf("harness: spawning a provider needs Unix process groups and flock; not supported on %s", runtime.GOOS)
+	}
 	if plan.CapabilityReport == nil {
 		return nil, &CompileError{plan.Harness, plan.Provider, "plan has no capability report"}
 	}
@@ -133,7 +139,7 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 	}
 	res := &RunResult{Argv: argv}
 	cmd := &exec.Cmd{Path: plan.Executable, Args: argv, Dir: plan.Dir, Env: env,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+		SysProcAttr: newGroupAttr()}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -149,7 +155,7 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 	stop := func(why string) {
 		stopOnce.Do(func() {
 			res.Stopped = why
-			syscall.Kill(-pgid, syscall.SIGKILL)
+			killGroup(pgid)
 		})
 	}
 	wall := time.Duration(plan.WallClockMicroseconds) * time.Microsecond
@@ -195,7 +201,7 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 		}
 	}
 	waitErr := cmd.Wait()
-	syscall.Kill(-pgid, syscall.SIGKILL) // reap anything the provider left behind
+	killGroup(pgid) // reap anything the provider left behind
 	res.Duration = time.Since(start)
 	res.Stderr = redact(stderr.String(), secrets)
 	res.ExitCode = cmd.ProcessState.ExitCode()
@@ -295,19 +301,16 @@ func lease(w Workspace) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	how := syscall.LOCK_EX
-	if w.Lease == "shared" {
-		how = syscall.LOCK_SH
-	}
-	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
+	busy, err := lockDir(f, w.Lease == "shared")
+	if busy || err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if busy {
 			return nil, &LeaseError{w.Root, w.Lease}
 		}
 		return nil, fmt.Errorf("workspace lease: %w", err)
 	}
 	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		unlockDir(f)
 		f.Close()
 	}, nil
 }
