@@ -86,6 +86,12 @@ func decodeB64(s string) ([]byte, error) {
 	return nil, errors.New("not base64")
 }
 
+// jsonString decodes raw, a member value, into s. Unlike json.Unmarshal
+// into a string it rejects null (which would read as "").
+func jsonString(raw json.RawMessage, s *string) bool {
+	return len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, s) == nil
+}
+
 // ParseEnvelope decodes a DSSE envelope: I-JSON (duplicate keys rejected),
 // exactly the members payload, payloadType and signatures, each signature
 // with sig and an optional keyid, between 1 and MaxSignatures signatures.
@@ -106,7 +112,7 @@ func ParseEnvelope(data []byte) (*Envelope, []byte, error) {
 		}
 	}
 	var env Envelope
-	if json.Unmarshal(raw["payload"], &env.Payload) != nil || json.Unmarshal(raw["payloadType"], &env.PayloadType) != nil {
+	if !jsonString(raw["payload"], &env.Payload) || !jsonString(raw["payloadType"], &env.PayloadType) {
 		return nil, nil, &ParseError{"envelope: payload and payloadType must be strings"}
 	}
 	var sigs []map[string]json.RawMessage
@@ -123,10 +129,10 @@ func ParseEnvelope(data []byte) (*Envelope, []byte, error) {
 				return nil, nil, &ParseError{"envelope: unknown signature member " + strconv.Quote(k)}
 			}
 		}
-		if json.Unmarshal(s["sig"], &sig.Sig) != nil || sig.Sig == "" {
+		if !jsonString(s["sig"], &sig.Sig) || sig.Sig == "" {
 			return nil, nil, &ParseError{"envelope: every signature needs a sig string"}
 		}
-		if k, ok := s["keyid"]; ok && json.Unmarshal(k, &sig.KeyID) != nil {
+		if k, ok := s["keyid"]; ok && !jsonString(k, &sig.KeyID) {
 			return nil, nil, &ParseError{"envelope: keyid must be a string"}
 		}
 		env.Signatures = append(env.Signatures, sig)

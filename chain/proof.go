@@ -80,9 +80,12 @@ func ParseInclusionProof(data []byte) (*InclusionProofFile, error) {
 	p := &InclusionProofFile{Checkpoint: []byte(cp)}
 	i := 1
 	if i < len(lines) && strings.HasPrefix(lines[i], "extra ") {
-		extra, err := base64.StdEncoding.DecodeString(lines[i][len("extra "):])
-		if err != nil {
-			return nil, errors.New("extra is not base64")
+		// Canonical only: the decoder also skips '\r' and ignores
+		// non-zero padding bits, which Format would not write back.
+		enc := lines[i][len("extra "):]
+		extra, err := base64.StdEncoding.DecodeString(enc)
+		if err != nil || base64.StdEncoding.EncodeToString(extra) != enc {
+			return nil, errors.New("extra is not canonical standard base64")
 		}
 		p.Extra = extra
 		i++
