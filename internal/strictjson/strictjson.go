@@ -89,7 +89,9 @@ func fields(t reflect.Type) []field {
 // JSON reader accepts.
 const jsonSpace = " \t\n\r"
 
-func isNull(data json.RawMessage) bool { return bytes.Equal(bytes.Trim(data, jsonSpace), []byte("null")) }
+func isNull(data json.RawMessage) bool {
+	return bytes.Equal(bytes.Trim(data, jsonSpace), []byte("null"))
+}
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
