@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"path"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
+	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/strictjson"
 )
 
@@ -82,7 +86,9 @@ func (u Usage) Of(kind string) int64 {
 }
 
 // ParseActionRequest decodes an action request strictly: unknown members are
-// errors, action and workspace are required, and absent arguments are none.
+// errors (names match exactly, as declared), the text must be I-JSON (no
+// duplicate members, valid UTF-8, finite numbers), action and workspace are
+// required, and absent arguments are none.
 func ParseActionRequest(data []byte) (ActionRequest, error) {
 	var r ActionRequest
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -94,8 +100,23 @@ func ParseActionRequest(data []byte) (ActionRequest, error) {
 	if dec.More() {
 		return r, fmt.Errorf("action request: trailing data")
 	}
+	// encoding/json keeps the last of duplicate members (merging objects),
+	// repairs invalid UTF-8 and accepts numbers with no canonical form;
+	// I-JSON, which the request's digest is computed over, has none of these.
+	if _, err := jcs.Transform(data); err != nil {
+		return r, fmt.Errorf("action request: %v", err)
+	}
 	var raw map[string]json.RawMessage
 	json.Unmarshal(data, &raw)
+	// encoding/json also matches member names case-insensitively.
+	if err := declaredMembers(raw, ""); err != nil {
+		return r, err
+	}
+	var usage map[string]json.RawMessage
+	json.Unmarshal(raw["usage"], &usage) // an object or null: decoded above
+	if err := declaredMembers(usage, "usage."); err != nil {
+		return r, err
+	}
 	for _, k := range []string{"action", "workspace"} {
 		if _, ok := raw[k]; !ok {
 			return r, fmt.Errorf("action request: missing %q", k)
@@ -104,12 +125,36 @@ func ParseActionRequest(data []byte) (ActionRequest, error) {
 	return r, nil
 }
 
+var (
+	actionRequestMembers = strictjson.Fields(reflect.TypeFor[ActionRequest]())
+	usageMembers         = strictjson.Fields(reflect.TypeFor[Usage]())
+)
+
+// declaredMembers reports a member of an action request (prefix "") or of
+// its usage (prefix "usage.") not spelled exactly as declared.
+func declaredMembers(raw map[string]json.RawMessage, prefix string) error {
+	declared := actionRequestMembers
+	if prefix != "" {
+		declared = usageMembers
+	}
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		if !slices.Contains(declared, k) {
+			return fmt.Errorf("action request: unknown field %q", prefix+k)
+		}
+	}
+	return nil
+}
+
 // ParseNormalized decodes a normalized request strictly: every member
 // present, no unknown member, and values in their documented forms (time
 // in TimeLayout, known path accesses, absolute workspace and paths,
 // host:port hosts, non-empty argv).
 func ParseNormalized(data []byte) (*Normalized, error) {
 	var n Normalized
+	// strictjson expects I-JSON (no duplicate members, valid UTF-8).
+	if _, err := jcs.Transform(data); err != nil {
+		return nil, fmt.Errorf("normalized request: %v", err)
+	}
 	if err := strictjson.Decode(data, &n); err != nil {
 		return nil, fmt.Errorf("normalized request: %v", err)
 	}

@@ -261,7 +261,7 @@ func (claudeCode) parse(line []byte, n int) []Observation {
 		var out []Observation
 		if e.Error != "" {
 			x := o
-			x.Kind, x.Text, x.IsError = ObsError, e.Error, true
+			x.Kind, x.Text, x.IsError = ObsError, clip(e.Error), true
 			out = append(out, x)
 		}
 		for _, c := range e.Message.Content {

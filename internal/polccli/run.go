@@ -3,9 +3,12 @@ package polccli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 	"polc.dev/polc/internal/atomicfile"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/keys"
+	"polc.dev/polc/internal/strictjson"
 	"polc.dev/polc/snapshot"
 )
 
@@ -106,19 +110,15 @@ func loadScenario(path string) (*Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkMembers(v); err != nil {
+		return nil, err
+	}
 	var s Scenario
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(&s); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "json: ")
-		if field, ok := strings.CutPrefix(msg, "unknown field "); ok {
-			name := strings.Trim(field, `"`)
-			if pos := findField(v, name); pos.IsValid() {
-				return nil, &posError{pos.Line(), pos.Column(), fmt.Sprintf("unknown field %q", name)}
-			}
-		}
-		return nil, fmt.Errorf("%s", msg)
+		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	switch {
 	case s.Snapshot == "" || s.Profile == "" || s.Workspace == "" || s.Principal == "":
@@ -136,21 +136,60 @@ func loadScenario(path string) (*Scenario, error) {
 	return &s, nil
 }
 
-// findField finds the position of a field name anywhere in v.
-func findField(v cue.Value, name string) (pos interface {
-	IsValid() bool
-	Line() int
-	Column() int
-}) {
-	var found cue.Value
-	v.Walk(func(x cue.Value) bool {
-		if sel := x.Path().Selectors(); len(sel) > 0 && sel[len(sel)-1].String() == name && !found.Exists() {
-			found = x
+var (
+	scenarioMembers = strictjson.Fields(reflect.TypeFor[Scenario]())
+	actionMembers   = strictjson.Fields(reflect.TypeFor[ScenarioAction]())
+)
+
+// checkMembers rejects, at its position, a member of the scenario or of one
+// of its actions that the format does not declare, names compared exactly
+// (encoding/json would match them case-insensitively, so "Profile" would
+// silently override profile), or that is null (encoding/json would leave
+// the member unset).
+func checkMembers(v cue.Value) error {
+	check := func(x cue.Value, where string, declared []string) error {
+		if x.Kind() != cue.StructKind {
+			return nil // the decoder reports the type
 		}
-		return !found.Exists()
-	}, nil)
-	p := found.Pos()
-	return p
+		it, err := x.Fields()
+		if err != nil {
+			return err
+		}
+		for it.Next() {
+			sel := it.Selector()
+			name := sel.String()
+			if sel.LabelType() == cue.StringLabel {
+				name = sel.Unquoted()
+			}
+			var msg string
+			switch {
+			case !slices.Contains(declared, name):
+				msg = fmt.Sprintf("unknown field %q", name)
+			case it.Value().IsNull():
+				msg = fmt.Sprintf("%s%s: null where a value is required", where, name)
+			default:
+				continue
+			}
+			if pos := it.Value().Pos(); pos.IsValid() {
+				return &posError{pos.Line(), pos.Column(), msg}
+			}
+			return errors.New(msg)
+		}
+		return nil
+	}
+	if err := check(v, "", scenarioMembers); err != nil {
+		return err
+	}
+	actions, err := v.LookupPath(cue.MakePath(cue.Str("actions"))).List()
+	if err != nil {
+		return nil // absent or not a list: the decoder and the checks below report it
+	}
+	for i := 0; actions.Next(); i++ {
+		if err := check(actions.Value(), fmt.Sprintf("actions[%d].", i), actionMembers); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // posError is a scenario error at a line and column.

@@ -84,12 +84,22 @@ func fields(t reflect.Type) []field {
 	return out
 }
 
-func isNull(data json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(data), []byte("null")) }
+// jsonSpace is the whitespace JSON allows around values (RFC 8259 §2);
+// bytes.TrimSpace would also strip \v, \f and Unicode spaces, which no
+// JSON reader accepts.
+const jsonSpace = " \t\n\r"
+
+func isNull(data json.RawMessage) bool {
+	return bytes.Equal(bytes.Trim(data, jsonSpace), []byte("null"))
+}
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
 func decode(data json.RawMessage, v reflect.Value, path string) error {
-	data = bytes.TrimSpace(data)
+	data = bytes.Trim(data, jsonSpace)
+	if len(data) == 0 {
+		return &Error{path, "want a value, found no input"}
+	}
 	if v.Kind() == reflect.Pointer {
 		if isNull(data) {
 			v.SetZero()
