@@ -54,7 +54,8 @@ const (
 )
 
 // Pos is a source position. Line and Col are 1-based; a zero Line means the
-// position is unknown (then only the file, or nothing, is printed).
+// position is unknown (then only the file, or nothing, is printed), and a
+// zero Col that only the column is (file:line is printed).
 type Pos struct {
 	File string `json:"file"`
 	Line int    `json:"line"`
@@ -67,6 +68,8 @@ func (p Pos) String() string {
 		return "-"
 	case p.Line == 0:
 		return p.File
+	case p.Col == 0:
+		return fmt.Sprintf("%s:%d", p.File, p.Line)
 	}
 	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
 }

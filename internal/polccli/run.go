@@ -9,11 +9,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
 	cueyaml "cuelang.org/go/encoding/yaml"
 	"github.com/spf13/cobra"
 
@@ -100,11 +103,11 @@ func loadScenario(path string) (*Scenario, error) {
 	}
 	f, err := cueyaml.Extract(path, data)
 	if err != nil {
-		return nil, err
+		return nil, cueError(path, err)
 	}
 	v := cuecontext.New().BuildFile(f)
 	if err := v.Err(); err != nil {
-		return nil, err
+		return nil, cueError(path, err)
 	}
 	raw, err := v.MarshalJSON()
 	if err != nil {
@@ -190,6 +193,33 @@ func checkMembers(v cue.Value) error {
 		}
 	}
 	return nil
+}
+
+// cueError turns a scenario's YAML or CUE error into a posError: the
+// message without the file name and position in front of it, which the
+// diagnostic prints once. The YAML decoder's errors are plain text,
+// "FILE:LINE: message", with no column.
+func cueError(path string, err error) error {
+	if rest, ok := strings.CutPrefix(err.Error(), path+":"); ok {
+		if n, msg, ok := strings.Cut(rest, ": "); ok {
+			if line, perr := strconv.Atoi(n); perr == nil && line > 0 {
+				return &posError{line, 0, msg}
+			}
+		}
+	}
+	for _, e := range cueerrors.Errors(err) {
+		for _, p := range append([]token.Pos{e.Position()}, e.InputPositions()...) {
+			if p.IsValid() {
+				format, args := e.Msg()
+				msg := fmt.Sprintf(format, args...)
+				if path := strings.Join(e.Path(), "."); path != "" {
+					msg = path + ": " + msg
+				}
+				return &posError{p.Line(), p.Column(), msg}
+			}
+		}
+	}
+	return err
 }
 
 // posError is a scenario error at a line and column.
