@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"polc.dev/polc/harness"
 )
@@ -34,6 +36,8 @@ func addStreamSeeds(f *testing.F) {
 		}
 	}
 	f.Add(uint8(0), []byte(`{"type":"assistant","error":"`+string(bytes.Repeat([]byte("e"), 5000))+`"}`))
+	// Three-byte runes across the 4096-byte cut.
+	f.Add(uint8(0), []byte(`{"type":"assistant","error":"`+strings.Repeat("€", 2000)+`"}`))
 }
 
 // parse runs ParseStream on a reader of data, failing the test when it
@@ -98,7 +102,8 @@ func FuzzParseStream(f *testing.F) {
 }
 
 // FuzzParseStreamFields checks what Observation's doc promises about its
-// contents: Text is truncated (to 4096 bytes and an ellipsis, maxObsText),
+// contents: Text is truncated (to 4096 bytes and an ellipsis, maxObsText)
+// at a rune boundary (a stream of valid UTF-8 gives valid UTF-8 text),
 // Raw is kept for session starts only and is then exactly the event's line
 // (what the attestation reads), and the observation encodes as JSON (it is
 // written to the run report).
@@ -115,6 +120,9 @@ func FuzzParseStreamFields(f *testing.F) {
 		for _, o := range obs {
 			if len(o.Text) > maxText {
 				t.Fatalf("%s: text of %d bytes in a %s observation (line %d)", provider, len(o.Text), o.Kind, o.Line)
+			}
+			if utf8.Valid(data) && !utf8.ValidString(o.Text) {
+				t.Fatalf("%s: clipped text of a %s observation (line %d) is not UTF-8", provider, o.Kind, o.Line)
 			}
 			if o.Kind != harness.ObsSessionStart && o.Raw != nil {
 				t.Fatalf("%s %q: raw event kept for a %s observation", provider, data, o.Kind)

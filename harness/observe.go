@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // ObservationKind is the closed set of things a provider stream reports.
@@ -56,7 +57,12 @@ const maxObsText = 4096
 
 func clip(s string) string {
 	if len(s) > maxObsText {
-		return s[:maxObsText] + "…"
+		// Cut before a rune, not inside one: clipped text stays UTF-8.
+		i := maxObsText
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		return s[:i] + "…"
 	}
 	return s
 }
