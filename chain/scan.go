@@ -66,7 +66,7 @@ func NewUUID() string {
 	b := uuidBatches.Get().(*uuidBatchText)
 	if len(*b) == 0 {
 		var buf [uuidBatch * 36]byte
-		*b = uuidBatchText(AppendNewUUIDs(buf[:0], uuidBatch))
+		*b = uuidBatchText(appendNewUUIDs(buf[:0], uuidBatch))
 	}
 	id := string((*b)[:36])
 	*b = (*b)[36:]
@@ -82,10 +82,9 @@ type uuidBatchText string
 
 var uuidBatches = sync.Pool{New: func() any { return new(uuidBatchText) }}
 
-// AppendNewUUIDs appends the text of n new UUIDs, each made as NewUUID
-// makes one, to dst: a producer that needs several ids at once formats
-// them into one buffer.
-func AppendNewUUIDs(dst []byte, n int) []byte {
+// appendNewUUIDs appends the text of n new random (version 4) UUIDs to
+// dst: NewUUID's batches.
+func appendNewUUIDs(dst []byte, n int) []byte {
 	for range n {
 		var u uuid
 		binary.LittleEndian.PutUint64(u[:8], mrand.Uint64())

@@ -18,9 +18,9 @@ func TestUUIDText(t *testing.T) {
 			t.Fatalf("uuid %x = %s, want %s", u, got, want)
 		}
 	}
-	b := AppendNewUUIDs([]byte("prefix"), 3)
+	b := appendNewUUIDs([]byte("prefix"), 3)
 	if len(b) != len("prefix")+3*36 || string(b[:6]) != "prefix" {
-		t.Fatalf("AppendNewUUIDs appended %d bytes", len(b)-6)
+		t.Fatalf("appendNewUUIDs appended %d bytes", len(b)-6)
 	}
 	for i := range 3 {
 		id := string(b[6+i*36 : 6+(i+1)*36])
