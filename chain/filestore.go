@@ -387,7 +387,7 @@ func (s *FileStore) appendPrepared(ctx context.Context, p *prepared) (AppendRece
 		line := p.link(seq, prev)
 		// link placed the record at the tip: sequence and previous hash
 		// hold by construction; only task_closed and uniqueness remain.
-		if err := c.state.checkNew(p.r, p.hash); err != nil {
+		if err := c.state.checkNew(p.r); err != nil {
 			return nil, nil, Hash{}, err
 		}
 		return p.r, line, p.hash, nil

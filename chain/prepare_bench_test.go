@@ -25,7 +25,7 @@ func BenchmarkPrepareLink(b *testing.B) {
 		check func(s *chainState, p *prepared) error
 	}{
 		{"checkLink", func(s *chainState, p *prepared) error { return s.checkLink(p.r) }},
-		{"checkNew", func(s *chainState, p *prepared) error { return s.checkNew(p.r, p.hash) }},
+		{"checkNew", func(s *chainState, p *prepared) error { return s.checkNew(p.r) }},
 	} {
 		b.Run(c.name, func(b *testing.B) { benchPrepareLink(b, c.check) })
 	}

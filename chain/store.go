@@ -82,9 +82,13 @@ func (e *IntegrityError) Unwrap() error { return e.Err }
 
 // Conflict reasons.
 const (
-	ConflictStaleHead     = "stale_head"
-	ConflictSequence      = "wrong_sequence"
-	ConflictDuplicateID   = "duplicate_record_id"
+	ConflictStaleHead   = "stale_head"
+	ConflictSequence    = "wrong_sequence"
+	ConflictDuplicateID = "duplicate_record_id"
+	// ConflictDuplicateHash is ADR-0087's duplicate chain_hash. The stores
+	// here never report it: a record's chain_hash covers its record_id, so
+	// within one chain a repeated chain_hash is a repeated record_id
+	// (reported as ConflictDuplicateID) or a SHA-256 collision.
 	ConflictDuplicateHash = "duplicate_chain_hash"
 	ConflictClosed        = "chain_closed"
 )
@@ -101,16 +105,18 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("chain %s: conflict %s (expected %s, actual %s)", e.ChainID, e.Reason, e.Expected, e.Actual)
 }
 
-// chainState is the append-side view of one chain.
+// chainState is the append-side view of one chain: its tip and the
+// record_ids it holds (24–38 bytes each in a Go map, for the chain's life).
+// No set of chain hashes is kept (it cost 52–84 bytes more per record):
+// see ConflictDuplicateHash.
 type chainState struct {
-	has    bool
-	tip    Tip
-	ids    map[uuid]struct{}
-	hashes map[Hash]struct{}
+	has bool
+	tip Tip
+	ids map[uuid]struct{}
 }
 
 func newChainState() *chainState {
-	return &chainState{ids: make(map[uuid]struct{}), hashes: make(map[Hash]struct{})}
+	return &chainState{ids: make(map[uuid]struct{})}
 }
 
 // check validates r as the next record: it re-encodes the record and
@@ -136,7 +142,7 @@ func (s *chainState) check(r *Record) ([]byte, *Record, error) {
 }
 
 // checkLink checks that r is the next record: sequence, previous hash, not
-// after task_closed, and a new record_id and chain_hash.
+// after task_closed, and a new record_id.
 func (s *chainState) checkLink(r *Record) error {
 	conflict := func(reason, exp, act string) error {
 		return &ConflictError{ChainID: r.ChainID, Reason: reason, Expected: exp, Actual: act}
@@ -165,28 +171,23 @@ func (s *chainState) checkLink(r *Record) error {
 			return conflict(ConflictStaleHead, s.tip.Hash.String(), prev)
 		}
 	}
-	return s.checkUnique(r, r.Hash())
+	return s.checkUnique(r)
 }
 
 // checkNew is checkLink for a record that link placed at the chain's tip
-// (the next sequence, after the tip's hash), whose chain hash is h: only
-// task_closed and the uniqueness of record_id and chain_hash remain to be
-// checked, with checkLink's errors.
-func (s *chainState) checkNew(r *Record, h Hash) error {
+// (the next sequence, after the tip's hash): only task_closed and the
+// uniqueness of record_id remain to be checked, with checkLink's errors.
+func (s *chainState) checkNew(r *Record) error {
 	if s.has && s.tip.Closed {
 		return &ConflictError{ChainID: r.ChainID, Reason: ConflictClosed, Expected: "no record after task_closed", Actual: string(r.RecordType)}
 	}
-	return s.checkUnique(r, h)
+	return s.checkUnique(r)
 }
 
-// checkUnique checks that r's record_id and its chain hash h are new in
-// the chain.
-func (s *chainState) checkUnique(r *Record, h Hash) error {
+// checkUnique checks that r's record_id is new in the chain.
+func (s *chainState) checkUnique(r *Record) error {
 	if _, dup := s.ids[parseUUID([]byte(r.RecordID))]; dup {
 		return &ConflictError{ChainID: r.ChainID, Reason: ConflictDuplicateID, Expected: "a new record_id", Actual: r.RecordID}
-	}
-	if _, dup := s.hashes[h]; dup {
-		return &ConflictError{ChainID: r.ChainID, Reason: ConflictDuplicateHash, Expected: "a new chain_hash", Actual: r.ChainHash}
 	}
 	return nil
 }
@@ -198,7 +199,6 @@ func (s *chainState) commitHash(r *Record, h Hash) {
 	s.has = true
 	s.tip = Tip{Sequence: r.Sequence, Hash: h, Closed: r.RecordType == TaskClosed}
 	s.ids[parseUUID([]byte(r.RecordID))] = struct{}{}
-	s.hashes[h] = struct{}{}
 }
 
 func receiptOf(r *Record) AppendReceipt {
