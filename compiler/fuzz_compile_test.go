@@ -17,7 +17,7 @@ import (
 // that the JSON Schema and snapshot.Parse accept. A policy author's typo
 // must end in a diagnostic, never in a crash or an invalid snapshot.
 //
-// Under -fuzz the engine manages only a few executions a second here (its
+// Under -fuzz the engine managed ~20 executions in 2 minutes here (its
 // coverage map spans CUE and OPA); a plain loop of 13,320 token-level
 // mutations of the same seeds (insert, delete, replace) found no panic, no
 // bad diagnostic and no compile slower than 5 s (2026-11-30).
