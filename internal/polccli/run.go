@@ -212,8 +212,8 @@ func cueError(path string, err error) error {
 			if p.IsValid() {
 				format, args := e.Msg()
 				msg := fmt.Sprintf(format, args...)
-				if path := strings.Join(e.Path(), "."); path != "" {
-					msg = path + ": " + msg
+				if field := strings.Join(e.Path(), "."); field != "" {
+					msg = field + ": " + msg
 				}
 				return &posError{p.Line(), p.Column(), msg}
 			}
