@@ -80,17 +80,23 @@ func run(dir, mode string, group int, d time.Duration) (float64, float64, error)
 	defer f.Close()
 	fd := int(f.Fd())
 	zeros := make([]byte, piece)
-	// Room for the whole run at up to ~180 MB/s (the zeroed mode writes it
-	// all first).
-	room := int64(d.Seconds()*180e6) + 64<<20
-	switch mode {
-	case "zeroed":
-		for off := int64(0); off < room; off += piece {
+	// zeroFill writes and syncs zeros over [0, n).
+	zeroFill := func(n int64) error {
+		for off := int64(0); off < n; off += piece {
 			if _, err := f.WriteAt(zeros, off); err != nil {
-				return 0, 0, err
+				return err
 			}
 		}
-		if err := syscall.Fdatasync(fd); err != nil {
+		return syscall.Fdatasync(fd)
+	}
+	// Room for the whole run at up to ~180 MB/s (the zeroed mode writes it
+	// all first); the zeroing mode grows its zeros as it goes.
+	room := int64(d.Seconds()*180e6) + 64<<20
+	// flushed is told the data's new end after every flush.
+	flushed := func(int64) {}
+	switch mode {
+	case "zeroed":
+		if err := zeroFill(room); err != nil {
 			return 0, 0, err
 		}
 	case "falloc":
@@ -104,13 +110,33 @@ func run(dir, mode string, group int, d time.Duration) (float64, float64, error)
 		// 8 MiB written and synced ahead to start with, then zeros laid
 		// 8 MiB ahead of the data by another goroutine, each piece written
 		// back (sync_file_range) as the file store's reserve does.
-		for off := int64(0); off < 8<<20; off += piece {
-			if _, err := f.WriteAt(zeros, off); err != nil {
-				return 0, 0, err
-			}
-		}
-		if err := syscall.Fdatasync(fd); err != nil {
+		const ahead = 8 << 20
+		if err := zeroFill(ahead); err != nil {
 			return 0, 0, err
+		}
+		room = 1 << 62
+		ends := make(chan int64, 1)
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			zoff := int64(ahead)
+			for {
+				select {
+				case <-done:
+					return
+				case end := <-ends:
+					for ; zoff-end < ahead; zoff += piece {
+						syscall.Pwrite(fd, zeros, zoff)
+						syscall.Syscall6(syscall.SYS_SYNC_FILE_RANGE, uintptr(fd), uintptr(zoff), piece, 7, 0, 0)
+					}
+				}
+			}
+		}()
+		flushed = func(end int64) {
+			select {
+			case ends <- end:
+			default: // the writer is busy; it gets a later end
+			}
 		}
 	}
 	buf := make([]byte, group)
@@ -118,43 +144,6 @@ func run(dir, mode string, group int, d time.Duration) (float64, float64, error)
 		buf[i] = 'x'
 	}
 	var data int64
-	done := make(chan struct{})
-	if mode == "zeroing" {
-		ahead := make(chan int64, 1)
-		go func() {
-			zoff := int64(8 << 20)
-			for {
-				select {
-				case <-done:
-					return
-				case dataOff := <-ahead:
-					for zoff-dataOff < 8<<20 {
-						syscall.Pwrite(fd, zeros, zoff)
-						syscall.Syscall6(syscall.SYS_SYNC_FILE_RANGE, uintptr(fd), uintptr(zoff), piece, 7, 0, 0)
-						zoff += piece
-					}
-				}
-			}
-		}()
-		defer close(done)
-		n, start := 0, time.Now()
-		for time.Since(start) < d {
-			if _, err := syscall.Pwrite(fd, buf, data); err != nil {
-				return 0, 0, err
-			}
-			if err := syscall.Fdatasync(fd); err != nil {
-				return 0, 0, err
-			}
-			data += int64(group)
-			n++
-			select {
-			case ahead <- data:
-			default:
-			}
-		}
-		el := time.Since(start)
-		return el.Seconds() * 1e6 / float64(n), float64(data) / el.Seconds() / 1e6, nil
-	}
 	n, start := 0, time.Now()
 	for time.Since(start) < d && data+int64(group) <= room {
 		if _, err := syscall.Pwrite(fd, buf, data); err != nil {
@@ -165,6 +154,7 @@ func run(dir, mode string, group int, d time.Duration) (float64, float64, error)
 		}
 		data += int64(group)
 		n++
+		flushed(data)
 	}
 	el := time.Since(start)
 	return el.Seconds() * 1e6 / float64(n), float64(data) / el.Seconds() / 1e6, nil
