@@ -21,6 +21,31 @@ var sameNumber = cmp.Comparer(func(a, b json.Number) bool {
 	return erra == nil && errb == nil && fa == fb
 })
 
+// roundTrip checks one fuzz input against a parser: a refusal says
+// something, and an accepted value encodes and parses back to a value
+// equal to it (under opts).
+func roundTrip[T any](t *testing.T, data []byte, parse func([]byte) (T, error), encode func(any) ([]byte, error), opts ...cmp.Option) {
+	t.Helper()
+	v, err := parse(data)
+	if err != nil {
+		if err.Error() == "" {
+			t.Fatalf("%q: empty error", data)
+		}
+		return
+	}
+	enc, err := encode(v)
+	if err != nil {
+		t.Fatalf("%q accepted but does not encode: %v", data, err)
+	}
+	back, err := parse(enc)
+	if err != nil {
+		t.Fatalf("%q accepted, its encoding %s is not: %v", data, enc, err)
+	}
+	if d := cmp.Diff(v, back, opts...); d != "" {
+		t.Fatalf("%q: encoding %s parses to a different value (-first +second):\n%s", data, enc, d)
+	}
+}
+
 func addActionRequestSeeds(f *testing.F) {
 	for _, s := range []string{
 		`{"action":"bash","arguments":{"command":"ls -la"},"principal":"agent:a","tenant":"t","workspace":"/ws"}`,
@@ -43,24 +68,7 @@ func addActionRequestSeeds(f *testing.F) {
 func FuzzParseActionRequest(f *testing.F) {
 	addActionRequestSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := ParseActionRequest(data)
-		if err != nil {
-			if err.Error() == "" {
-				t.Fatalf("%q: empty error", data)
-			}
-			return
-		}
-		enc, err := jcs.Marshal(r)
-		if err != nil {
-			t.Fatalf("%q accepted but has no canonical form: %v", data, err)
-		}
-		back, err := ParseActionRequest(enc)
-		if err != nil {
-			t.Fatalf("%q accepted, its canonical form %s is not: %v", data, enc, err)
-		}
-		if d := cmp.Diff(r, back, sameNumber); d != "" {
-			t.Fatalf("%q: canonical form %s parses to a different request (-first +second):\n%s", data, enc, d)
-		}
+		roundTrip(t, data, ParseActionRequest, jcs.Marshal, sameNumber)
 	})
 }
 
@@ -172,24 +180,7 @@ func FuzzParseNormalized(f *testing.F) {
 	f.Add(bytes.Replace(b, []byte(`{"principal"`), []byte(`{"principal":"x","principal"`), 1))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n, err := ParseNormalized(data)
-		if err != nil {
-			if err.Error() == "" {
-				t.Fatalf("%q: empty error", data)
-			}
-			return
-		}
-		enc, err := json.Marshal(n)
-		if err != nil {
-			t.Fatalf("%q accepted but does not encode: %v", data, err)
-		}
-		back, err := ParseNormalized(enc)
-		if err != nil {
-			t.Fatalf("%q accepted, its encoding %s is not: %v", data, enc, err)
-		}
-		if d := cmp.Diff(n, back); d != "" {
-			t.Fatalf("%q: encoding %s parses to a different request (-first +second):\n%s", data, enc, d)
-		}
+		roundTrip(t, data, ParseNormalized, json.Marshal)
 	})
 }
 
