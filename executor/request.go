@@ -109,12 +109,12 @@ func ParseActionRequest(data []byte) (ActionRequest, error) {
 	var raw map[string]json.RawMessage
 	json.Unmarshal(data, &raw)
 	// encoding/json also matches member names case-insensitively.
-	if err := declaredMembers(raw, ""); err != nil {
+	if err := declaredMembers(raw, actionRequestMembers, ""); err != nil {
 		return r, err
 	}
 	var usage map[string]json.RawMessage
 	json.Unmarshal(raw["usage"], &usage) // an object or null: decoded above
-	if err := declaredMembers(usage, "usage."); err != nil {
+	if err := declaredMembers(usage, usageMembers, "usage."); err != nil {
 		return r, err
 	}
 	for _, k := range []string{"action", "workspace"} {
@@ -130,13 +130,9 @@ var (
 	usageMembers         = strictjson.Fields(reflect.TypeFor[Usage]())
 )
 
-// declaredMembers reports a member of an action request (prefix "") or of
-// its usage (prefix "usage.") not spelled exactly as declared.
-func declaredMembers(raw map[string]json.RawMessage, prefix string) error {
-	declared := actionRequestMembers
-	if prefix != "" {
-		declared = usageMembers
-	}
+// declaredMembers reports a member of raw not spelled exactly as one of
+// declared, named with prefix (its path in the request).
+func declaredMembers(raw map[string]json.RawMessage, declared []string, prefix string) error {
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		if !slices.Contains(declared, k) {
 			return fmt.Errorf("action request: unknown field %q", prefix+k)
