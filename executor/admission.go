@@ -12,7 +12,10 @@ import (
 type Admission interface {
 	// Acquire returns a lease, or ok=false and when to retry. It must not
 	// block waiting for capacity: deferral is the caller's to schedule.
-	Acquire(ctx context.Context) (lease Lease, retryAt time.Time, ok bool)
+	// now is the executor's clock reading for this admission: leases,
+	// expiries and rates follow the clock the executor was configured
+	// with (a deterministic one in tests), not the wall clock.
+	Acquire(ctx context.Context, now time.Time) (lease Lease, retryAt time.Time, ok bool)
 }
 
 // Lease is admitted capacity; Release must be called exactly once.
@@ -38,8 +41,8 @@ type Limiter struct {
 	Burst         int
 	// LeaseTTL is how long a lease (and its preflight report) stays valid.
 	LeaseTTL time.Duration
-	Now      func() time.Time
-	IDs      func() string
+	// IDs mints lease ids; nil leaves them empty.
+	IDs func() string
 
 	mu       sync.Mutex
 	inFlight int
@@ -48,12 +51,7 @@ type Limiter struct {
 }
 
 // Acquire implements Admission.
-func (l *Limiter) Acquire(context.Context) (Lease, time.Time, bool) {
-	now := time.Now
-	if l.Now != nil {
-		now = l.Now
-	}
-	t := now()
+func (l *Limiter) Acquire(_ context.Context, t time.Time) (Lease, time.Time, bool) {
 	ttl := l.LeaseTTL
 	if ttl == 0 {
 		ttl = 5 * time.Minute

@@ -182,12 +182,11 @@ func (p *Policy) EvaluateInto(r *Normalized, s *Scratch, d *Decision) Diagnostic
 		mcp = unsafe.String(unsafe.SliceData(s.mcpBuf), len(s.mcpBuf))
 		L.mcp = strings.ToLower(mcp)
 	}
-	lowWS := strings.ToLower(r.Workspace)
 
 	// 1. Deny matches.
 	p.deny.match(L, s.deny)
 	for _, path := range L.paths {
-		p.fsDeny.match(path, lowWS, s.deny)
+		p.fsDeny.match(path, L.ws, s.deny)
 	}
 	for _, h := range L.hosts {
 		p.netDeny.match(h, s.deny)

@@ -155,7 +155,7 @@ func New(cfg Config) (*Executor, error) {
 		cfg.IDs = NewUUID
 	}
 	if cfg.Admission == nil {
-		cfg.Admission = &Limiter{Now: cfg.Now, IDs: cfg.IDs}
+		cfg.Admission = &Limiter{IDs: cfg.IDs}
 	}
 	if len(cfg.Backends) == 0 {
 		cfg.Backends = []EffectBackend{InProcessBackend{}}
@@ -383,12 +383,12 @@ func (a *attempt) trail(stage int, result, format string, args ...any) {
 func (a *attempt) note(stage int, result, detail string) {
 	n := len(a.base.Trail)
 	if n == cap(a.base.Trail) {
-		a.base.Trail = append(a.base.Trail, TrailEntry{Stage: stage, Name: StageNames[stage], Result: result, Detail: detail})
+		a.base.Trail = append(a.base.Trail, TrailEntry{Stage: stage, Result: result, Detail: detail})
 		return
 	}
 	a.base.Trail = a.base.Trail[:n+1]
 	e := &a.base.Trail[n]
-	e.Stage, e.Name, e.Result, e.Detail = stage, StageNames[stage], result, detail
+	e.Stage, e.Result, e.Detail = stage, result, detail
 }
 
 // deny ends the attempt with Denied; after operation_started it appends
@@ -455,7 +455,9 @@ var emptyArgsDetail = digestWithPrefix("arguments ", map[string]any{})
 // the descriptor stage 1 resolved (the one Normalizer.Normalize would
 // resolve: the same lookup of the same reference).
 func (a *attempt) normalizeArgs(args map[string]any, out *Normalized) *NormalizeError {
-	if err := startInto(out, a.req.Action, a.principal, a.ec.Tenant, a.ec.Workspace, nil, a.e.cfg.Now); err != nil {
+	// The request's time is the attempt's start, for stage 9 too: a
+	// transformation changes the arguments, not when they were asked for.
+	if err := startInto(out, a.req.Action, a.principal, a.ec.Tenant, a.ec.Workspace, nil, a.startedAt); err != nil {
 		return err
 	}
 	out.Usage = a.ec.Usage
@@ -525,7 +527,10 @@ func (a *attempt) bind() Outcome {
 	if missing := missingContainment(a.en.desc.Containment, caps); len(missing) > 0 {
 		return a.deny(3, "containment_unsupported", "%s requires %s containment; backend %s does not enforce it", a.en.desc.ID, strings.Join(missing, ", "), ec.Backend)
 	}
-	lease, retryAt, ok := a.e.cfg.Admission.Acquire(a.ctx)
+	// One reading for the lease and the report: admission and verification
+	// are one moment of the attempt, on the executor's clock.
+	now := a.e.now()
+	lease, retryAt, ok := a.e.cfg.Admission.Acquire(a.ctx, now)
 	if !ok {
 		a.base.ReasonCode = "capacity"
 		a.trail(3, "defer", "no capacity until %s", retryAt.UTC().Format(time.RFC3339Nano))
@@ -535,7 +540,7 @@ func (a *attempt) bind() Outcome {
 	a.out.preflight = ActionPreflightReport{
 		ReportID: a.newID(), RequestID: a.req.RequestID, RequestDigest: a.requestDigest(),
 		DescriptorDigest: a.en.digest, Backend: a.backend.ID(), Capabilities: caps, CapabilityDigest: capDigest,
-		LeaseID: lease.ID, VerifiedAt: a.e.now(), ExpiresAt: lease.ExpiresAt,
+		LeaseID: lease.ID, VerifiedAt: now, ExpiresAt: lease.ExpiresAt,
 	}
 	a.base.Preflight = &a.out.preflight
 	a.details = cc.detailsFor(a.out.preflight.Backend)
@@ -1073,11 +1078,11 @@ func (a *attempt) persist(out Outcome) Outcome {
 		rec.ActionID = a.en.desc.ID
 	}
 	if err := a.e.cfg.State.CommitAttempt(context.WithoutCancel(a.ctx), rec); err != nil {
-		b.Trail = append(b.Trail, TrailEntry{Stage: 14, Name: StageNames[14], Result: "persist_failed", Detail: err.Error()})
+		b.Trail = append(b.Trail, TrailEntry{Stage: 14, Result: "persist_failed", Detail: err.Error()})
 		b.StateError = err
 		return out
 	}
-	b.Trail = append(b.Trail, TrailEntry{Stage: 14, Name: StageNames[14], Result: "ok", Detail: "attempt committed"})
+	b.Trail = append(b.Trail, TrailEntry{Stage: 14, Result: "ok", Detail: "attempt committed"})
 	return out
 }
 

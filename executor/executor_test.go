@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -168,7 +169,7 @@ func TestOutcomeKinds(t *testing.T) {
 
 func TestDeferredBeforeStart(t *testing.T) {
 	r := newRig(t, chain.NewMemStore(), func(c *executor.Config) {
-		c.Admission = &executor.Limiter{Rate: 1, Burst: 1, Now: c.Now}
+		c.Admission = &executor.Limiter{Rate: 1, Burst: 1}
 	})
 	b, _ := r.exec.OpenBoundary(r.ref(), false)
 	ec := r.ctx(executor.ProfileGoverned, b)
@@ -477,5 +478,49 @@ func TestDurableProfileCommitsEveryAttempt(t *testing.T) {
 	// An ephemeral scope cannot claim the durable profile.
 	if out := r.exec.Execute(context.Background(), req("e", "nothing", nil), r.ctx(executor.ProfileDurable, nil)); out.Base().ReasonCode != "scope_not_durable" {
 		t.Fatalf("ephemeral durable: %s", out.Base().ReasonCode)
+	}
+}
+
+// TestTrailJSON: a trail's JSON names every stage (the name is derived,
+// not stored), decodes back to the same entries, and a name that is not
+// the stage's, a stage outside 1-14 or an unknown member is refused.
+func TestTrailJSON(t *testing.T) {
+	r := newRig(t, nil, nil)
+	out := r.exec.Execute(context.Background(), req("r", "nothing", nil), r.ctx(executor.ProfileMinimal, nil))
+	trail := out.Base().Trail
+	b, err := json.Marshal(trail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != len(trail) || len(raw) < 13 {
+		t.Fatalf("%d entries encoded, %d in the trail", len(raw), len(trail))
+	}
+	for i, m := range raw {
+		if m["name"] != executor.StageNames[trail[i].Stage] || m["name"] == "" {
+			t.Errorf("entry %d: name %v, stage %d", i, m["name"], trail[i].Stage)
+		}
+	}
+	var back []executor.TrailEntry
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, trail) {
+		t.Fatalf("round trip: %+v, want %+v", back, trail)
+	}
+	for _, bad := range []string{
+		`{"stage":7,"name":"bind","result":"ok"}`,
+		`{"stage":15,"name":"","result":"ok"}`,
+		`{"stage":0,"name":"","result":"ok"}`,
+		`{"stage":7,"name":"policy","result":"ok","extra":1}`,
+		`{"stage":7,"result":"ok"}`,
+	} {
+		var e executor.TrailEntry
+		if err := json.Unmarshal([]byte(bad), &e); err == nil {
+			t.Errorf("%s: accepted as %+v", bad, e)
+		}
 	}
 }

@@ -78,7 +78,7 @@ func TestWorkspaceCache(t *testing.T) {
 	}
 	for i, c := range cases {
 		var out Normalized
-		err := startInto(&out, "a", "p", "t", c.ws, nil, func() time.Time { return time.Unix(0, 0) })
+		err := startInto(&out, "a", "p", "t", c.ws, nil, time.Unix(0, 0))
 		if (err == nil) != c.ok || (c.ok && out.Workspace != c.clean) {
 			t.Fatalf("%d: workspace %q: %v, %q", i, c.ws, err, out.Workspace)
 		}

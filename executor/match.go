@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -74,8 +75,10 @@ func hasGlob(p string) bool { return strings.ContainsAny(p, "*?") }
 // scan of every glob.
 type globIndex[T any] struct {
 	byPrefix map[string][]globEntry[T]
-	maxLen   int
-	n        int
+	// lens are the distinct lengths of the prefixes, ascending: a value is
+	// looked up only at those (policies have a few, e.g. "agent:").
+	lens []int
+	n    int
 }
 
 type globEntry[T any] struct {
@@ -89,7 +92,9 @@ func (g *globIndex[T]) add(pat string, v T) {
 	}
 	lp := pat[:strings.IndexAny(pat, "*?")]
 	g.byPrefix[lp] = append(g.byPrefix[lp], globEntry[T]{pat, v})
-	g.maxLen = max(g.maxLen, len(lp))
+	if i, found := slices.BinarySearch(g.lens, len(lp)); !found {
+		g.lens = slices.Insert(g.lens, i, len(lp))
+	}
 	g.n++
 }
 
@@ -111,7 +116,10 @@ func (g *globIndex[T]) each(s string, f func(T) bool) bool {
 		return false
 	}
 	any := false
-	for i := 0; i <= len(s) && i <= g.maxLen; i++ {
+	for _, i := range g.lens {
+		if i > len(s) {
+			break
+		}
 		for _, e := range g.byPrefix[s[:i]] {
 			if globMatch(e.pat, s) && f(e.v) {
 				any = true

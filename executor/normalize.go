@@ -108,7 +108,14 @@ func (n *Normalizer) normalize(req ActionRequest, jsonArgs bool) (*Normalized, *
 // start begins a normalized request: identity, time, usage and workspace.
 func (n *Normalizer) start(req ActionRequest) (*Normalized, *NormalizeError) {
 	out := new(Normalized)
-	if err := startInto(out, req.Action, req.Principal, req.Tenant, req.Workspace, req.Time, n.Now); err != nil {
+	var at time.Time
+	if req.Time == nil {
+		at = time.Now()
+		if n.Now != nil {
+			at = n.Now()
+		}
+	}
+	if err := startInto(out, req.Action, req.Principal, req.Tenant, req.Workspace, req.Time, at); err != nil {
 		return nil, err
 	}
 	if req.Usage != nil {
@@ -119,11 +126,9 @@ func (n *Normalizer) start(req ActionRequest) (*Normalized, *NormalizeError) {
 
 // startInto is start writing into out (which it overwrites whole), with
 // the request's members as arguments: the executor's attempt holds out,
-// and nothing here makes the strings escape further than out.
-func startInto(out *Normalized, action, principal, tenant, ws string, reqTime *string, now func() time.Time) *NormalizeError {
-	if now == nil {
-		now = time.Now
-	}
+// and nothing here makes the strings escape further than out. at is the
+// request's time unless reqTime gives it.
+func startInto(out *Normalized, action, principal, tenant, ws string, reqTime *string, at time.Time) *NormalizeError {
 	*out = Normalized{
 		Principal: principal, Tenant: tenant, Action: action,
 		Paths: []PathAccess{}, Commands: [][]string{}, Hosts: []string{}, Env: []string{}, Secrets: []string{},
@@ -135,7 +140,7 @@ func startInto(out *Normalized, action, principal, tenant, ws string, reqTime *s
 		}
 		out.Time = chain.FormatTime(t) // TimeLayout is chain.TimeFormat
 	} else {
-		out.Time = chain.FormatTime(now())
+		out.Time = chain.FormatTime(at)
 	}
 	if c := lastWorkspace.Load(); c != nil && c.raw == ws {
 		out.Workspace = c.clean // checked and cleaned before

@@ -1,8 +1,11 @@
 package executor
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -350,12 +353,57 @@ type OutcomeBase struct {
 func (b *OutcomeBase) Base() *OutcomeBase { return b }
 func (*OutcomeBase) isOutcome()           {}
 
-// TrailEntry is one stage's verdict in the audit trail.
+// TrailEntry is one stage's verdict in the audit trail. Its JSON form is
+// {"stage", "name", "result", "detail"} with detail omitted when empty;
+// the name is derived from the stage (Name), not stored: every attempt
+// writes thirteen or fourteen entries, and a field of its own cost each
+// of them 16 bytes for a fact the stage number already gives.
 type TrailEntry struct {
+	Stage  int
+	Result string
+	Detail string
+}
+
+// Name is the stage's name in StageNames ("" for a number outside 1-14).
+func (e TrailEntry) Name() string {
+	if e.Stage < 1 || e.Stage >= len(StageNames) {
+		return ""
+	}
+	return StageNames[e.Stage]
+}
+
+// trailJSON is TrailEntry's JSON form.
+type trailJSON struct {
 	Stage  int    `json:"stage"`
 	Name   string `json:"name"`
 	Result string `json:"result"`
 	Detail string `json:"detail,omitempty"`
+}
+
+// MarshalJSON encodes the entry with its stage's name.
+func (e TrailEntry) MarshalJSON() ([]byte, error) {
+	return json.Marshal(trailJSON{e.Stage, e.Name(), e.Result, e.Detail})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes and refuses anything
+// else: unknown members, a stage outside 1-14, a name that is not the
+// stage's.
+func (e *TrailEntry) UnmarshalJSON(b []byte) error {
+	var w trailJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return fmt.Errorf("trail entry: %w", err)
+	}
+	if dec.More() {
+		return errors.New("trail entry: data after the object")
+	}
+	t := TrailEntry{Stage: w.Stage, Result: w.Result, Detail: w.Detail}
+	if n := t.Name(); n == "" || n != w.Name {
+		return fmt.Errorf("trail entry: stage %d is not named %q", w.Stage, w.Name)
+	}
+	*e = t
+	return nil
 }
 
 // Succeeded: the callable returned without error. Result may be nil; a
