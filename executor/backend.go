@@ -2,7 +2,9 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -74,10 +76,12 @@ func (InProcessBackend) Invoke(ctx context.Context, call func(context.Context) (
 // ActionPreflightReport binds, by digest, the backend and its capability
 // report, the descriptor, the request and the admission lease that stage 3
 // verified. It expires with the lease.
+//
+// Only Execute makes reports; they are used through pointers (a report
+// holds an atomic and must not be copied).
 type ActionPreflightReport struct {
 	ReportID         string                  `json:"report_id"`
 	RequestID        string                  `json:"request_id"`
-	RequestDigest    string                  `json:"request_digest"`
 	DescriptorDigest string                  `json:"action_descriptor_digest"`
 	Backend          string                  `json:"effect_backend"`
 	Capabilities     BackendCapabilityReport `json:"capability_report"`
@@ -85,9 +89,39 @@ type ActionPreflightReport struct {
 	LeaseID          string                  `json:"admission_lease"`
 	VerifiedAt       time.Time               `json:"verified_at"`
 	ExpiresAt        time.Time               `json:"expires_at"`
+
+	// requestDigest is RequestDigest once known. Until then request is
+	// the frozen form it is computed from: the minimal profile records
+	// no request digest, so its reports compute one only when read.
+	requestDigest atomic.Pointer[string]
+	request       requestDigestForm
 }
 
-// Digest covers the whole report.
+// RequestDigest is the digest of the request the report was verified for:
+// ExecutionRequest.Digest's canonical form, with the arguments as stage 2
+// checked them (the same digest for arguments made of JSON values). What
+// the caller or the callable changes after stage 2 does not reach it.
+func (r *ActionPreflightReport) RequestDigest() string {
+	if p := r.requestDigest.Load(); p != nil {
+		return *p
+	}
+	d := r.request.digest()
+	r.requestDigest.CompareAndSwap(nil, &d) // a racing reader computed the same
+	return *r.requestDigest.Load()
+}
+
+// reportJSON is the report's JSON form without its methods.
+type reportJSON ActionPreflightReport
+
+// MarshalJSON encodes the report's members and its request_digest.
+func (r *ActionPreflightReport) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		*reportJSON
+		RequestDigest string `json:"request_digest"`
+	}{(*reportJSON)(r), r.RequestDigest()})
+}
+
+// Digest covers the whole report, its request digest included.
 func (r *ActionPreflightReport) Digest() string { return digestOf(r) }
 
 // missingContainment returns the classes required but not enforced.

@@ -266,19 +266,25 @@ type attempt struct {
 
 	args       map[string]any
 	argsDigest string
-	norm       *Normalized
-	backend    EffectBackend
-	lease      Lease
-	leased     bool
-	boundary   *TaskBoundary
-	started    bool // operation_started appended
-	changed    bool // a transformer changed the arguments
-	startedAt  time.Time
-	reqDigest  string
-	principal  string          // ec.Principal.String(), computed once
-	pending    []pendingRecord // appended, not yet known durable
-	details    *backendDetails // trail details of the bound backend
-	opIDp      *string         // the operation id its records' drafts point to
+	// argsChecked are the arguments as stage 2 checked them (nil when the
+	// request's are), argsOK set once it has: the request digest covers
+	// them. Transformers get copies and the callable's changes come
+	// after every digest taken from them.
+	argsChecked map[string]any
+	argsOK      bool
+	norm        *Normalized
+	backend     EffectBackend
+	lease       Lease
+	leased      bool
+	boundary    *TaskBoundary
+	started     bool // operation_started appended
+	changed     bool // a transformer changed the arguments
+	startedAt   time.Time
+	reqDigest   string
+	principal   string          // ec.Principal.String(), computed once
+	pending     []pendingRecord // appended, not yet known durable
+	details     *backendDetails // trail details of the bound backend
+	opIDp       *string         // the operation id its records' drafts point to
 }
 
 // attemptOut holds what an attempt's outcome refers to (the decision, the
@@ -293,7 +299,7 @@ type attemptOut struct {
 	callCtx   attemptCtx
 	token     invocationToken
 	trailBuf  [14]TrailEntry // stages 1-14 of a call
-	gateBuf   [3]GateResult  // stage 7's decision lists, when they fit
+	gateBuf   [2]GateResult  // stage 7's decision lists, when they fit
 	strBuf    [8]string
 }
 
@@ -329,10 +335,57 @@ func (a *attempt) run(stage int) Outcome {
 // requestDigest is the request's digest, computed once per attempt.
 func (a *attempt) requestDigest() string {
 	if a.reqDigest == "" {
-		a.reqDigest = a.req.Digest()
+		f := a.requestForm()
+		a.reqDigest = f.digest()
 	}
 	return a.reqDigest
 }
+
+// requestForm is the request's digest form: with the arguments as stage 2
+// checked them once it has, the request's own before (a denial at stage 1
+// or 2 still has a digest).
+func (a *attempt) requestForm() requestDigestForm {
+	f := a.req.digestFormValue()
+	if a.argsOK {
+		f.Arguments = a.argsChecked
+	}
+	return f
+}
+
+// frozenRequest is requestForm with its own copy of everything in it that
+// the caller or the callable can still change: the arguments, the
+// metadata, the claim and a durable scope's owner. ok is false when the
+// metadata has no JSON copy (its digest is then taken at once).
+func (a *attempt) frozenRequest() (f requestDigestForm, ok bool) {
+	f = a.requestForm()
+	var err error
+	if len(f.Arguments) > 0 { // a.argsChecked are the callable's
+		if f.Arguments, err = cloneJSON(f.Arguments); err != nil {
+			return f, false
+		}
+	} else if f.Arguments != nil {
+		f.Arguments = frozenEmpty
+	}
+	if f.Metadata != nil {
+		if f.Metadata, err = cloneJSON(f.Metadata); err != nil {
+			return f, false
+		}
+	}
+	if f.PrincipalClaim != nil {
+		c := *f.PrincipalClaim
+		f.PrincipalClaim = &c
+	}
+	if s, isRun := f.Scope.(DurableRunScope); isRun && s.OwnerAttemptID != nil {
+		o := *s.OwnerAttemptID
+		s.OwnerAttemptID = &o
+		f.Scope = s
+	}
+	return f, true
+}
+
+// frozenEmpty stands for empty arguments in frozen forms; nothing writes
+// to it.
+var frozenEmpty = map[string]any{}
 
 // Execute runs one action through the fixed stages of DESIGN §5 and
 // returns its outcome. It never panics on bad input and never calls the
@@ -438,6 +491,10 @@ func (a *attempt) normalize() Outcome {
 		return a.deny(2, nerr.Reason, "%s", nerr.Detail)
 	}
 	a.norm = &a.out.normv
+	if a.req.Arguments != nil {
+		a.argsChecked = args
+	}
+	a.argsOK = true
 	detail := emptyArgsDetail // an empty object's canonical form is "{}"
 	if len(args) > 0 {
 		detail = digestWithPrefix("arguments ", args)
@@ -538,14 +595,30 @@ func (a *attempt) bind() Outcome {
 	}
 	a.lease, a.leased = lease, true
 	a.out.preflight = ActionPreflightReport{
-		ReportID: a.newID(), RequestID: a.req.RequestID, RequestDigest: a.requestDigest(),
+		ReportID: a.newID(), RequestID: a.req.RequestID,
 		DescriptorDigest: a.en.digest, Backend: a.backend.ID(), Capabilities: caps, CapabilityDigest: capDigest,
 		LeaseID: lease.ID, VerifiedAt: now, ExpiresAt: lease.ExpiresAt,
 	}
+	a.freezeRequestDigest()
 	a.base.Preflight = &a.out.preflight
 	a.details = cc.detailsFor(a.out.preflight.Backend)
 	a.note(3, "ok", a.details.bind)
 	return nil
+}
+
+// freezeRequestDigest gives the preflight report its request digest. The
+// other profiles record the digest (operation_started, the state store),
+// so it is taken now; the minimal profile records none, and its report
+// keeps a frozen copy of the request to compute it from when read.
+func (a *attempt) freezeRequestDigest() {
+	if a.ec.Profile == ProfileMinimal {
+		if f, ok := a.frozenRequest(); ok {
+			a.out.preflight.request = f
+			return
+		}
+	}
+	d := a.requestDigest()
+	a.out.preflight.requestDigest.Store(&d)
 }
 
 // Stage 4 (governed only): pin the policy and open the operation; both

@@ -524,3 +524,65 @@ func TestTrailJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestPreflightRequestDigest: the preflight report's request digest is the
+// request's (ExecutionRequest.Digest) in the minimal profile, which
+// computes it when read, and in the governed one, which records it in
+// operation_started; what the caller changes after Execute returns and
+// what the callable changes in its arguments do not reach it; the
+// report's JSON carries it.
+func TestPreflightRequestDigest(t *testing.T) {
+	store := chain.NewMemStore()
+	r := newRig(t, store, func(c *executor.Config) {
+		obj := `{"type":"object","properties":{"text":{"type":"string"},"n":{"type":"object"}},"additionalProperties":false}`
+		if err := c.Registry.Register(executor.ActionDescriptor{ID: "probe", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+			Arguments: []byte(obj)}, func(_ context.Context, args map[string]any) (any, error) {
+			args["text"] = "changed by the callable"
+			if n, ok := args["n"].(map[string]any); ok {
+				n["deep"] = false
+			}
+			return nil, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	b, err := r.exec.OpenBoundary(r.ref(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, profile := range []executor.Profile{executor.ProfileMinimal, executor.ProfileGoverned} {
+		for _, args := range []map[string]any{nil, {}, {"text": "hello", "n": map[string]any{"deep": true, "list": []any{1.5, "x"}}}} {
+			claim := "agent:a"
+			q := req("r-"+string(profile), "probe", args)
+			q.PrincipalClaim = &claim
+			q.Metadata = map[string]any{"approval": "g-1", "tags": []any{"a"}}
+			q.Scope = executor.DurableRunScope{RunID: "run", OwnerAttemptID: &claim}
+			ec := r.ctx(profile, b)
+			ec.Scope = q.Scope
+			want := q.Digest()
+			out := r.exec.Execute(context.Background(), q, ec)
+			if out.Kind() != executor.KindSucceeded {
+				t.Fatalf("%s %v: %s %s", profile, args, out.Kind(), out.Base().ReasonCode)
+			}
+			// The caller changes everything it still holds.
+			if args != nil {
+				args["text"] = "changed by the caller"
+				args["extra"] = 1
+			}
+			q.Metadata["approval"] = "g-2"
+			claim = "agent:b"
+			rep := out.Base().Preflight
+			if got := rep.RequestDigest(); got != want {
+				t.Errorf("%s %v: request digest %s, want %s", profile, args, got, want)
+			}
+			var m map[string]any
+			js, err := json.Marshal(rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(js, &m); err != nil || m["request_digest"] != want || m["report_id"] != rep.ReportID {
+				t.Errorf("%s: report JSON %s (%v)", profile, js, err)
+			}
+		}
+	}
+}

@@ -84,9 +84,14 @@ type ExecutionRequest struct {
 // evidence records carry instead of the arguments.
 func (r *ExecutionRequest) Digest() string {
 	f := r.digestFormValue()
+	return f.digest()
+}
+
+// digest is the sha256-v1 digest of the form's canonical JSON.
+func (f *requestDigestForm) digest() string {
 	// f.AppendCanonical called directly, not through jcs.Append's
-	// interface: the form stays on the stack. It is exactly what
-	// jcs.Append does with an Appender.
+	// interface: a form on the caller's stack stays there. It is exactly
+	// what jcs.Append does with an Appender.
 	bp := digestBufs.Get().(*[]byte)
 	b, err := f.AppendCanonical((*bp)[:0])
 	return sumHex(bp, b, err, "")
