@@ -402,7 +402,9 @@ func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec Executi
 		if a.boundary != nil {
 			a.boundary.ops.RUnlock()
 		}
-		out = a.persist(out)
+		if out != nil { // nil only while a panic (an effect backend's) unwinds
+			out = a.persist(out)
+		}
 	}()
 	// Stage 1: resolve the descriptor.
 	ref := req.Action
@@ -761,7 +763,7 @@ func (a *attempt) authorize() Outcome {
 		a.note(5, "ok", "no authorizer configured; scopes are checked by the policy")
 		return nil
 	}
-	if err := a.e.cfg.Authorize(a.ctx, a.ec, a.en.desc); err != nil {
+	if err := recovered(func() error { return a.e.cfg.Authorize(a.ctx, a.ec, a.en.desc) }); err != nil {
 		return a.deny(5, "unauthorized", "authorization refused")
 	}
 	a.note(5, "ok", "authorized")
@@ -771,7 +773,7 @@ func (a *attempt) authorize() Outcome {
 // Stage 6: intrinsic guards.
 func (a *attempt) guards() Outcome {
 	for _, g := range a.e.cfg.Guards {
-		if err := g.Check(a.ctx, a.norm); err != nil {
+		if err := recovered(func() error { return g.Check(a.ctx, a.norm) }); err != nil {
 			return a.deny(6, "guard:"+g.ID, "guard %s refused", g.ID)
 		}
 	}
@@ -899,7 +901,11 @@ func (a *attempt) transform() Outcome {
 		if err != nil {
 			return a.deny(8, "transform_failed:"+t.Name, "arguments are not JSON")
 		}
-		out, err := t.Transform(a.ctx, a.en.desc.ID, in)
+		var out map[string]any
+		err = recovered(func() (err error) {
+			out, err = t.Transform(a.ctx, a.en.desc.ID, in)
+			return err
+		})
 		if err != nil {
 			return a.deny(8, "transform_failed:"+t.Name, "transformer %s refused", t.Name)
 		}
@@ -1006,12 +1012,43 @@ type invocationToken struct {
 	args map[string]any
 }
 
-func (t *invocationToken) call(ctx context.Context) (any, error) {
+func (t *invocationToken) call(ctx context.Context) (res any, err error) {
 	if !t.used.CompareAndSwap(false, true) {
 		return nil, errors.New("executor: invocation token already used")
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, errCallablePanic
+		}
+	}()
 	return t.fn(ctx, t.args)
 }
+
+// errCallablePanic is a callable's panic as the attempt sees it: a
+// failure of class callable_panic (its terminal record is appended like
+// any failure's). The panic's value is not kept: failures carry a class,
+// never raw text.
+var errCallablePanic = classError("callable_panic")
+
+type classError string
+
+func (e classError) Error() string      { return "executor: " + string(e) }
+func (e classError) ErrorClass() string { return string(e) }
+
+// recovered runs user code of the composition root (an authorizer, a
+// guard, a transformer) and turns a panic into an error: the stage then
+// refuses, as it does for the error, instead of the panic leaving Execute
+// with its lease and evidence unsettled.
+func recovered(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = errUserPanic
+		}
+	}()
+	return f()
+}
+
+var errUserPanic = errors.New("executor: panic in user code")
 
 // Stages 12 and 13: invoke once, normalize the result, append the terminal.
 func (a *attempt) invoke() Outcome {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -583,6 +584,64 @@ func TestPreflightRequestDigest(t *testing.T) {
 			if err := json.Unmarshal(js, &m); err != nil || m["request_digest"] != want || m["report_id"] != rep.ReportID {
 				t.Errorf("%s: report JSON %s (%v)", profile, js, err)
 			}
+		}
+	}
+}
+
+// TestPanicsAreContained: a panicking callable fails its attempt with the
+// class callable_panic (governed: closed by callable_failed, the panic's
+// text in no record); a panicking authorizer, guard or transformer
+// refuses at its stage. Execute itself never panics for them.
+func TestPanicsAreContained(t *testing.T) {
+	secret := "s3cr3t-in-panic"
+	store := chain.NewMemStore()
+	r := newRig(t, store, func(c *executor.Config) {
+		if err := c.Registry.Register(executor.ActionDescriptor{ID: "probe", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+			Arguments: []byte(`{"type":"object"}`)}, func(context.Context, map[string]any) (any, error) {
+			panic(secret)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	b, err := r.exec.OpenBoundary(r.ref(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := r.exec.Execute(context.Background(), req("p", "probe", nil), r.ctx(executor.ProfileGoverned, b))
+	if f, ok := out.(*executor.Failed); !ok || f.Class != "callable_panic" || !out.Base().CallExecuted || out.Base().EvidenceError != nil {
+		t.Fatalf("panicking callable: %s %+v", out.Kind(), out.Base())
+	}
+	lines := strings.Split(strings.TrimSpace(string(store.Export(b.ChainID))), "\n")
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, `"record_type":"callable_failed"`) || !strings.Contains(last, `callable_panic`) {
+		t.Fatalf("terminal record %s", last)
+	}
+	if strings.Contains(string(store.Export(b.ChainID)), secret) {
+		t.Fatal("the panic's text reached the evidence")
+	}
+
+	boom := func() { panic(secret) }
+	for _, c := range []struct {
+		name, reason string
+		mutate       func(*executor.Config)
+	}{
+		{"authorizer", "unauthorized", func(c *executor.Config) {
+			c.Authorize = func(context.Context, executor.ExecutionContext, executor.ActionDescriptor) error { boom(); return nil }
+		}},
+		{"guard", "guard:g", func(c *executor.Config) {
+			c.Guards = []executor.Guard{{ID: "g", Check: func(context.Context, *executor.Normalized) error { boom(); return nil }}}
+		}},
+		{"transformer", "transform_failed:t", func(c *executor.Config) {
+			c.Transformers = []executor.Transformer{{Name: "t", Transform: func(context.Context, string, map[string]any) (map[string]any, error) {
+				boom()
+				return nil, nil
+			}}}
+		}},
+	} {
+		r := newRig(t, nil, c.mutate)
+		out := r.exec.Execute(context.Background(), req("q", "nothing", nil), r.ctx(executor.ProfileMinimal, nil))
+		if out.Kind() != executor.KindDenied || out.Base().ReasonCode != c.reason || out.Base().CallExecuted || r.calls["nothing"].Load() != 0 {
+			t.Errorf("panicking %s: %s %q called=%v", c.name, out.Kind(), out.Base().ReasonCode, out.Base().CallExecuted)
 		}
 	}
 }
