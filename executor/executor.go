@@ -402,7 +402,7 @@ func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec Executi
 		if a.boundary != nil {
 			a.boundary.ops.RUnlock()
 		}
-		if out != nil { // nil only while a panic (an effect backend's) unwinds
+		if out != nil { // nil only while a panic of the executor itself unwinds
 			out = a.persist(out)
 		}
 	}()
@@ -763,7 +763,7 @@ func (a *attempt) authorize() Outcome {
 		a.note(5, "ok", "no authorizer configured; scopes are checked by the policy")
 		return nil
 	}
-	if err := recovered(func() error { return a.e.cfg.Authorize(a.ctx, a.ec, a.en.desc) }); err != nil {
+	if err := recovered(errUserPanic, func() error { return a.e.cfg.Authorize(a.ctx, a.ec, a.en.desc) }); err != nil {
 		return a.deny(5, "unauthorized", "authorization refused")
 	}
 	a.note(5, "ok", "authorized")
@@ -773,7 +773,7 @@ func (a *attempt) authorize() Outcome {
 // Stage 6: intrinsic guards.
 func (a *attempt) guards() Outcome {
 	for _, g := range a.e.cfg.Guards {
-		if err := recovered(func() error { return g.Check(a.ctx, a.norm) }); err != nil {
+		if err := recovered(errUserPanic, func() error { return g.Check(a.ctx, a.norm) }); err != nil {
 			return a.deny(6, "guard:"+g.ID, "guard %s refused", g.ID)
 		}
 	}
@@ -902,7 +902,7 @@ func (a *attempt) transform() Outcome {
 			return a.deny(8, "transform_failed:"+t.Name, "arguments are not JSON")
 		}
 		var out map[string]any
-		err = recovered(func() (err error) {
+		err = recovered(errUserPanic, func() (err error) {
 			out, err = t.Transform(a.ctx, a.en.desc.ID, in)
 			return err
 		})
@@ -1028,27 +1028,29 @@ func (t *invocationToken) call(ctx context.Context) (res any, err error) {
 // failure of class callable_panic (its terminal record is appended like
 // any failure's). The panic's value is not kept: failures carry a class,
 // never raw text.
-var errCallablePanic = classError("callable_panic")
+var (
+	errCallablePanic = classError("callable_panic")
+	errBackendPanic  = classError("backend_panic")
+	errUserPanic     = classError("user_code_panic")
+)
 
 type classError string
 
 func (e classError) Error() string      { return "executor: " + string(e) }
 func (e classError) ErrorClass() string { return string(e) }
 
-// recovered runs user code of the composition root (an authorizer, a
-// guard, a transformer) and turns a panic into an error: the stage then
-// refuses, as it does for the error, instead of the panic leaving Execute
-// with its lease and evidence unsettled.
-func recovered(f func() error) (err error) {
+// recovered runs code of the composition root (an authorizer, a guard, a
+// transformer, an effect backend) and turns a panic into perr: the stage
+// then refuses or fails, as it does for an error, instead of the panic
+// leaving Execute with its operation unclosed.
+func recovered(perr error, f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = errUserPanic
+			err = perr
 		}
 	}()
 	return f()
 }
-
-var errUserPanic = errors.New("executor: panic in user code")
 
 // Stages 12 and 13: invoke once, normalize the result, append the terminal.
 func (a *attempt) invoke() Outcome {
@@ -1064,7 +1066,11 @@ func (a *attempt) invoke() Outcome {
 	tok.fn, tok.args = a.en.fn, a.args
 	start := a.e.now()
 	a.note(12, "invoke", a.details.invoke)
-	res, err := a.backend.Invoke(ctx, tok.call)
+	var res any
+	err := recovered(errBackendPanic, func() (err error) {
+		res, err = a.backend.Invoke(ctx, tok.call)
+		return err
+	})
 	a.base.CallExecuted = tok.used.Load()
 	dur := a.e.now().Sub(start).Microseconds()
 	if dur < 0 {
