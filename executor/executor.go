@@ -1040,7 +1040,7 @@ func (e classError) Error() string      { return "executor: " + string(e) }
 func (e classError) ErrorClass() string { return string(e) }
 
 // recovered runs code of the composition root (an authorizer, a guard, a
-// transformer, an effect backend) and turns a panic into perr: the stage
+// transformer) and turns a panic into perr: the stage
 // then refuses or fails, as it does for an error, instead of the panic
 // leaving Execute with its operation unclosed.
 func recovered(perr error, f func() error) (err error) {
@@ -1066,11 +1066,7 @@ func (a *attempt) invoke() Outcome {
 	tok.fn, tok.args = a.en.fn, a.args
 	start := a.e.now()
 	a.note(12, "invoke", a.details.invoke)
-	var res any
-	err := recovered(errBackendPanic, func() (err error) {
-		res, err = a.backend.Invoke(ctx, tok.call)
-		return err
-	})
+	res, err := a.invokeBackend(ctx, tok)
 	a.base.CallExecuted = tok.used.Load()
 	dur := a.e.now().Sub(start).Microseconds()
 	if dur < 0 {
@@ -1116,6 +1112,17 @@ func (a *attempt) invoke() Outcome {
 	}
 	out.Base().Trail = a.base.Trail
 	return out
+}
+
+// invokeBackend hands the token's call to the backend; the backend's own
+// panic (outside the call) becomes errBackendPanic.
+func (a *attempt) invokeBackend(ctx context.Context, tok *invocationToken) (res any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, errBackendPanic
+		}
+	}()
+	return a.backend.Invoke(ctx, tok.call)
 }
 
 // durationDetails are stage 13's details for calls shorter than a
