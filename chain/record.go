@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -532,7 +533,9 @@ func FormatTime(t time.Time) string {
 // appendTime appends t in UTC with TimeFormat, exactly as
 // t.UTC().AppendFormat(b, TimeFormat) does: years 0 to 9999 are written
 // here (four digits, microseconds truncated), any other year by the time
-// package.
+// package. Timestamps come in runs within one second (every record and
+// request of a busy second), so the text up to the fraction is kept for
+// the last second written and only the microseconds are computed again.
 func appendTime(b []byte, t time.Time) []byte {
 	const (
 		minSec = -62167219200 // 0000-01-01T00:00:00Z
@@ -542,20 +545,37 @@ func appendTime(b []byte, t time.Time) []byte {
 	if secs < minSec || secs > maxSec {
 		return t.UTC().AppendFormat(b, TimeFormat)
 	}
-	days, sod := (secs-minSec)/86400, int((secs-minSec)%86400) // days since 0000-01-01, >= 0
-	year, month, day := civil(days)
-	hour, minute, sec := sod/3600, sod/60%60, sod%60
+	s := lastSecond.Load()
+	if s == nil || s.unix != secs {
+		s = &secondText{unix: secs}
+		days, sod := (secs-minSec)/86400, int((secs-minSec)%86400) // days since 0000-01-01, >= 0
+		year, month, day := civil(days)
+		hour, minute, sec := sod/3600, sod/60%60, sod%60
+		s.text = [20]byte{
+			byte('0' + year/1000), byte('0' + year/100%10), byte('0' + year/10%10), byte('0' + year%10), '-',
+			byte('0' + month/10), byte('0' + month%10), '-',
+			byte('0' + day/10), byte('0' + day%10), 'T',
+			byte('0' + hour/10), byte('0' + hour%10), ':',
+			byte('0' + minute/10), byte('0' + minute%10), ':',
+			byte('0' + sec/10), byte('0' + sec%10), '.'}
+		lastSecond.Store(s)
+	}
 	us := t.Nanosecond() / 1000
-	return append(b,
-		byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
-		byte('0'+month/10), byte('0'+month%10), '-',
-		byte('0'+day/10), byte('0'+day%10), 'T',
-		byte('0'+hour/10), byte('0'+hour%10), ':',
-		byte('0'+minute/10), byte('0'+minute%10), ':',
-		byte('0'+sec/10), byte('0'+sec%10), '.',
+	return append(append(b, s.text[:]...),
 		byte('0'+us/100000), byte('0'+us/10000%10), byte('0'+us/1000%10),
 		byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10), 'Z')
 }
+
+// secondText is the text of one second up to its fraction
+// ("2006-01-02T15:04:05.").
+type secondText struct {
+	unix int64
+	text [20]byte
+}
+
+// lastSecond is the last second appendTime wrote; it is replaced whole,
+// never written in place.
+var lastSecond atomic.Pointer[secondText]
 
 // civil returns the proleptic Gregorian date days after 0000-01-01 (days
 // >= 0), by Howard Hinnant's civil_from_days on years starting in March.

@@ -21,6 +21,14 @@ func TestFormatTimeMatchesTimeFormat(t *testing.T) {
 		if got := string(appendTime([]byte("x"), tm)); got != "x"+want {
 			t.Fatalf("appendTime(%v) = %q, want %q", tm, got, "x"+want)
 		}
+		// Again within the same second: the cached text of the second
+		// and new microseconds.
+		same := tm.Truncate(time.Second).Add(time.Duration(tm.Nanosecond()/3) + 7*time.Microsecond)
+		if same.Unix() == tm.Unix() {
+			if got, want := FormatTime(same), same.UTC().Format(TimeFormat); got != want {
+				t.Fatalf("FormatTime(%v) after %v = %q, want %q", same, tm, got, want)
+			}
+		}
 	}
 	zones := []*time.Location{time.UTC, time.FixedZone("east", 14*3600), time.FixedZone("west", -(12*3600 + 1800)), time.FixedZone("odd", 345)}
 	years := []int{-100000, -1, 0, 1, 9, 99, 100, 999, 1000, 1969, 1970, 1999, 2000, 2024, 2026, 9998, 9999, 10000, 12345, 292277026}
