@@ -300,7 +300,7 @@ type attemptOut struct {
 	token     invocationToken
 	trailBuf  [14]TrailEntry // stages 1-14 of a call
 	gateBuf   [2]GateResult  // stage 7's decision lists, when they fit
-	strBuf    [8]string
+	strBuf    [6]string
 }
 
 // run runs one stage of the plan (stage 12 also runs 13).
@@ -415,7 +415,7 @@ func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec Executi
 	if a.en == nil {
 		return a.deny(1, ReasonUnknownAction, "no descriptor for action %q", req.Action)
 	}
-	a.note(1, "ok", a.en.ref)
+	a.note(1, TrailOK, a.en.ref)
 	if a.en.fn == nil {
 		return a.deny(1, "no_callable", "action %s has no callable", a.en.desc.ID)
 	}
@@ -427,7 +427,7 @@ func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec Executi
 	panic("executor: the plan ended without an outcome") // invoke always returns one
 }
 
-func (a *attempt) trail(stage int, result, format string, args ...any) {
+func (a *attempt) trail(stage int, result TrailResult, format string, args ...any) {
 	a.note(stage, result, fmt.Sprintf(format, args...))
 }
 
@@ -435,21 +435,21 @@ func (a *attempt) trail(stage int, result, format string, args ...any) {
 // the attempt's buffer has room it writes the entry's fields in place:
 // copying a whole TrailEntry into the heap costs a bulk write barrier
 // whenever the GC runs.
-func (a *attempt) note(stage int, result, detail string) {
+func (a *attempt) note(stage int, result TrailResult, detail string) {
 	n := len(a.base.Trail)
 	if n == cap(a.base.Trail) {
-		a.base.Trail = append(a.base.Trail, TrailEntry{Stage: stage, Result: result, Detail: detail})
+		a.base.Trail = append(a.base.Trail, TrailEntry{Stage: uint8(stage), Result: result, Detail: detail})
 		return
 	}
 	a.base.Trail = a.base.Trail[:n+1]
 	e := &a.base.Trail[n]
-	e.Stage, e.Result, e.Detail = stage, result, detail
+	e.Stage, e.Result, e.Detail = uint8(stage), result, detail
 }
 
 // deny ends the attempt with Denied; after operation_started it appends
 // the terminal operation_denied first.
 func (a *attempt) deny(stage int, reason, format string, args ...any) Outcome {
-	a.trail(stage, "deny", format, args...)
+	a.trail(stage, TrailDeny, format, args...)
 	a.base.ReasonCode = reason
 	if a.started {
 		if rt, err := a.appendTerminal(chain.OperationDeniedPayload{Disposition: "deny", ReasonCode: reason}); err != nil {
@@ -461,7 +461,7 @@ func (a *attempt) deny(stage int, reason, format string, args ...any) Outcome {
 
 // cancelled ends the attempt because ctx is done before the call.
 func (a *attempt) cancelled(stage int) Outcome {
-	a.trail(stage, "cancelled", "%v", a.ctx.Err())
+	a.trail(stage, TrailCancelled, "%v", a.ctx.Err())
 	a.base.ReasonCode = "cancelled"
 	if a.started {
 		if rt, err := a.appendTerminal(chain.OperationCancelledPayload{DurationUS: 0}); err != nil {
@@ -474,7 +474,7 @@ func (a *attempt) cancelled(stage int) Outcome {
 func (a *attempt) evidenceFailure(stage int, rt chain.Type, err error, executed bool) Outcome {
 	a.base.EvidenceError = &GovernanceEvidenceError{CallExecuted: executed, RecordType: string(rt), Err: err}
 	a.base.ReasonCode = "governance_evidence"
-	a.trail(stage, "evidence_failed", "%s: %v", rt, err)
+	a.trail(stage, TrailEvidenceFailed, "%s: %v", rt, err)
 	return &Failed{OutcomeBase: a.base, Class: "governance_evidence"}
 }
 
@@ -502,7 +502,7 @@ func (a *attempt) normalize() Outcome {
 		detail = digestWithPrefix("arguments ", args)
 	}
 	a.argsDigest = detail[len("arguments "):]
-	a.note(2, "ok", detail)
+	a.note(2, TrailOK, detail)
 	return nil
 }
 
@@ -592,7 +592,7 @@ func (a *attempt) bind() Outcome {
 	lease, retryAt, ok := a.e.cfg.Admission.Acquire(a.ctx, now)
 	if !ok {
 		a.base.ReasonCode = "capacity"
-		a.trail(3, "defer", "no capacity until %s", retryAt.UTC().Format(time.RFC3339Nano))
+		a.trail(3, TrailDefer, "no capacity until %s", retryAt.UTC().Format(time.RFC3339Nano))
 		return &Deferred{OutcomeBase: a.base, RetryAt: retryAt}
 	}
 	a.lease, a.leased = lease, true
@@ -604,7 +604,7 @@ func (a *attempt) bind() Outcome {
 	a.freezeRequestDigest()
 	a.base.Preflight = &a.out.preflight
 	a.details = cc.detailsFor(a.out.preflight.Backend)
-	a.note(3, "ok", a.details.bind)
+	a.note(3, TrailOK, a.details.bind)
 	return nil
 }
 
@@ -629,7 +629,7 @@ func (a *attempt) governedStart() Outcome {
 	a.out.opID = a.newID()
 	a.base.OperationID = &a.out.opID
 	if a.ec.Profile != ProfileGoverned && a.ec.Profile != ProfileCertifiable {
-		a.note(4, "skipped", noEvidence(a.ec.Profile))
+		a.note(4, TrailSkipped, noEvidence(a.ec.Profile))
 		return nil
 	}
 	if err := a.ctx.Err(); err != nil {
@@ -677,7 +677,7 @@ func (a *attempt) governedStart() Outcome {
 	b.mu.Lock()
 	b.started++
 	b.mu.Unlock()
-	a.trail(4, "ok", "operation %s started", a.out.opID)
+	a.trail(4, TrailOK, "operation %s started", a.out.opID)
 	return nil
 }
 
@@ -760,13 +760,13 @@ func noEvidence(p Profile) string {
 // Stage 5: principal/tenant authorization of the context.
 func (a *attempt) authorize() Outcome {
 	if a.e.cfg.Authorize == nil {
-		a.note(5, "ok", "no authorizer configured; scopes are checked by the policy")
+		a.note(5, TrailOK, "no authorizer configured; scopes are checked by the policy")
 		return nil
 	}
 	if err := recovered(errUserPanic, func() error { return a.e.cfg.Authorize(a.ctx, a.ec, a.en.desc) }); err != nil {
 		return a.deny(5, "unauthorized", "authorization refused")
 	}
-	a.note(5, "ok", "authorized")
+	a.note(5, TrailOK, "authorized")
 	return nil
 }
 
@@ -778,9 +778,9 @@ func (a *attempt) guards() Outcome {
 		}
 	}
 	if len(a.e.cfg.Guards) == 0 {
-		a.note(6, "ok", "no guards")
+		a.note(6, TrailOK, "no guards")
 	} else {
-		a.note(6, "ok", strconv.Itoa(len(a.e.cfg.Guards))+" guards")
+		a.note(6, TrailOK, strconv.Itoa(len(a.e.cfg.Guards))+" guards")
 	}
 	return nil
 }
@@ -813,7 +813,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 					return a.evidenceFailure(stage, chain.ExceptionGranted, err, false)
 				}
 				a.base.Degraded = true
-				a.trail(stage, "exception", "grant %s lifts soft gate %s", grant.GrantID, g.GateID)
+				a.trail(stage, TrailException, "grant %s lifts soft gate %s", grant.GrantID, g.GateID)
 				if excepted == nil {
 					excepted = map[int]bool{}
 				}
@@ -840,7 +840,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 		}
 	}
 	if blocking == nil {
-		a.note(stage, "allow", strings.Join(d.Reasons, ", "))
+		a.note(stage, TrailAllow, strings.Join(d.Reasons, ", "))
 		return nil
 	}
 	// A soft denial escalates when the evaluator escalated (the only soft
@@ -853,7 +853,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 	a.base.ReasonCode = reason
 	gate := blocking.GateID
 	if escalate {
-		a.trail(stage, "escalate", "gate %s: approval by %s", gate, *d.ApproverClass)
+		a.trail(stage, TrailEscalate, "gate %s: approval by %s", gate, *d.ApproverClass)
 		if a.started {
 			if rt, err := a.appendTerminal(chain.OperationDeniedPayload{GateID: &gate, ReasonCode: blocking.ReasonCode, Disposition: "escalate", ApproverClass: d.ApproverClass}); err != nil {
 				return a.evidenceFailure(stage, rt, err, false)
@@ -864,7 +864,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 			ExpiresAt: a.approvalExpiry(d.RuleIDs),
 		}}
 	}
-	a.trail(stage, "deny", "gate %s: %s", gate, strings.Join(d.Reasons, ", "))
+	a.trail(stage, TrailDeny, "gate %s: %s", gate, strings.Join(d.Reasons, ", "))
 	if a.started {
 		if rt, err := a.appendTerminal(chain.OperationDeniedPayload{GateID: &gate, ReasonCode: blocking.ReasonCode, Disposition: "deny"}); err != nil {
 			return a.evidenceFailure(stage, rt, err, false)
@@ -893,7 +893,7 @@ func (a *attempt) approvalExpiry(ids []string) *time.Time {
 func (a *attempt) transform() Outcome {
 	if len(a.e.cfg.Transformers) == 0 {
 		// Nothing can have changed the arguments: no digest to recompute.
-		a.note(8, "unchanged", "no transformers")
+		a.note(8, TrailUnchanged, "no transformers")
 		return nil
 	}
 	for _, t := range a.e.cfg.Transformers {
@@ -917,9 +917,9 @@ func (a *attempt) transform() Outcome {
 	if d := digestOf(a.args); d != a.argsDigest {
 		a.changed = true
 		a.argsDigest = d
-		a.trail(8, "changed", "arguments %s", d)
+		a.trail(8, TrailChanged, "arguments %s", d)
 	} else {
-		a.note(8, "unchanged", strconv.Itoa(len(a.e.cfg.Transformers))+" transformers")
+		a.note(8, TrailUnchanged, strconv.Itoa(len(a.e.cfg.Transformers))+" transformers")
 	}
 	return nil
 }
@@ -927,7 +927,7 @@ func (a *attempt) transform() Outcome {
 // Stage 9: re-normalize and re-validate transformed arguments.
 func (a *attempt) renormalize() Outcome {
 	if !a.changed {
-		a.note(9, "skipped", "arguments digest unchanged")
+		a.note(9, TrailSkipped, "arguments digest unchanged")
 		return nil
 	}
 	n := new(Normalized)
@@ -935,14 +935,14 @@ func (a *attempt) renormalize() Outcome {
 		return a.deny(9, nerr.Reason, "%s", nerr.Detail)
 	}
 	a.norm = n
-	a.note(9, "ok", "renormalized")
+	a.note(9, TrailOK, "renormalized")
 	return nil
 }
 
 // Stage 10: re-run every security evaluator whose inputs changed.
 func (a *attempt) recheck() Outcome {
 	if !a.changed {
-		a.note(10, "skipped", "arguments digest unchanged (stage 2): authorization, guards and policy stand")
+		a.note(10, TrailSkipped, "arguments digest unchanged (stage 2): authorization, guards and policy stand")
 		return nil
 	}
 	if o := a.authorize(); o != nil {
@@ -954,7 +954,7 @@ func (a *attempt) recheck() Outcome {
 	if o := a.evaluate(10); o != nil {
 		return o
 	}
-	a.trail(10, "ok", "rechecked arguments %s", a.argsDigest)
+	a.trail(10, TrailOK, "rechecked arguments %s", a.argsDigest)
 	return nil
 }
 
@@ -967,9 +967,9 @@ func (a *attempt) precall() Outcome {
 		if rt, err := a.flush(); err != nil {
 			return a.evidenceFailure(11, rt, err, false)
 		}
-		a.trail(11, "ok", "%d records durable before the call", len(a.base.Records))
+		a.trail(11, TrailOK, "%d records durable before the call", len(a.base.Records))
 	} else {
-		a.note(11, "skipped", noEvidence(a.ec.Profile))
+		a.note(11, TrailSkipped, noEvidence(a.ec.Profile))
 	}
 	return nil
 }
@@ -1065,7 +1065,7 @@ func (a *attempt) invoke() Outcome {
 	tok := &a.out.token
 	tok.fn, tok.args = a.en.fn, a.args
 	start := a.e.now()
-	a.note(12, "invoke", a.details.invoke)
+	a.note(12, TrailInvoke, a.details.invoke)
 	res, err := a.invokeBackend(ctx, tok)
 	a.base.CallExecuted = tok.used.Load()
 	dur := a.e.now().Sub(start).Microseconds()
@@ -1099,11 +1099,11 @@ func (a *attempt) invoke() Outcome {
 		a.base.ReasonCode = class
 		out = &Failed{OutcomeBase: a.base, Class: class}
 	}
-	a.note(13, string(out.Kind()), durationDetail(dur))
+	a.note(13, kindResult(out.Kind()), durationDetail(dur))
 	if a.started {
 		if rt, err := a.appendTerminal(terminalPayload(out, dur)); err != nil {
 			ev := &GovernanceEvidenceError{CallExecuted: true, RecordType: string(rt), Err: err}
-			a.trail(13, "evidence_failed", "%s: %v (never retried)", rt, err)
+			a.trail(13, TrailEvidenceFailed, "%s: %v (never retried)", rt, err)
 			out.Base().EvidenceError = ev
 		}
 		// The outcome was built before the terminal: give it the whole
@@ -1201,11 +1201,11 @@ func (a *attempt) persist(out Outcome) Outcome {
 		rec.ActionID = a.en.desc.ID
 	}
 	if err := a.e.cfg.State.CommitAttempt(context.WithoutCancel(a.ctx), rec); err != nil {
-		b.Trail = append(b.Trail, TrailEntry{Stage: 14, Result: "persist_failed", Detail: err.Error()})
+		b.Trail = append(b.Trail, TrailEntry{Stage: 14, Result: TrailPersistFailed, Detail: err.Error()})
 		b.StateError = err
 		return out
 	}
-	b.Trail = append(b.Trail, TrailEntry{Stage: 14, Result: "ok", Detail: "attempt committed"})
+	b.Trail = append(b.Trail, TrailEntry{Stage: 14, Result: TrailOK, Detail: "attempt committed"})
 	return out
 }
 

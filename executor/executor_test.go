@@ -406,7 +406,7 @@ func TestTransformThenRecheck(t *testing.T) {
 	}
 	var rechecked bool
 	for _, e := range out.Base().Trail {
-		if e.Stage == 10 && e.Result == "ok" {
+		if e.Stage == 10 && e.Result == executor.TrailOK {
 			rechecked = true
 		}
 	}
@@ -504,6 +504,25 @@ func TestTrailJSON(t *testing.T) {
 		if m["name"] != executor.StageNames[trail[i].Stage] || m["name"] == "" {
 			t.Errorf("entry %d: name %v, stage %d", i, m["name"], trail[i].Stage)
 		}
+		if m["result"] != trail[i].Result.String() || m["result"] == "" {
+			t.Errorf("entry %d: result %v, want %v", i, m["result"], trail[i].Result)
+		}
+	}
+	// Every result has its own text, and decodes back from it.
+	seen := map[string]bool{}
+	for r := executor.TrailOK; r <= executor.TrailPersistFailed; r++ {
+		text := r.String()
+		if text == "" || seen[text] {
+			t.Fatalf("result %d: text %q", r, text)
+		}
+		seen[text] = true
+		var e executor.TrailEntry
+		if err := json.Unmarshal([]byte(`{"stage":13,"name":"terminal","result":"`+text+`"}`), &e); err != nil || e.Result != r {
+			t.Fatalf("result %q: %+v %v", text, e, err)
+		}
+	}
+	if (executor.TrailPersistFailed + 1).String() != "" {
+		t.Fatal("a result past the last has a text")
 	}
 	var back []executor.TrailEntry
 	if err := json.Unmarshal(b, &back); err != nil {
@@ -518,6 +537,8 @@ func TestTrailJSON(t *testing.T) {
 		`{"stage":0,"name":"","result":"ok"}`,
 		`{"stage":7,"name":"policy","result":"ok","extra":1}`,
 		`{"stage":7,"result":"ok"}`,
+		`{"stage":7,"name":"policy","result":"maybe"}`,
+		`{"stage":7,"name":"policy","result":""}`,
 	} {
 		var e executor.TrailEntry
 		if err := json.Unmarshal([]byte(bad), &e); err == nil {
