@@ -488,6 +488,14 @@ func (a *attempt) normalize() Outcome {
 	if err != nil {
 		return a.deny(2, ReasonInvalidRequest, "arguments are not JSON values: %v", err)
 	}
+	if a.req.Metadata != nil {
+		// The request digest covers the metadata: a value without a
+		// canonical form (a cycle, NaN, a func) would leave the request
+		// bound to the text of an error.
+		if _, err := digestChecked("", a.req.Metadata); err != nil {
+			return a.deny(2, ReasonInvalidRequest, "metadata has no canonical form: %v", err)
+		}
+	}
 	a.args = args
 	if nerr := a.normalizeArgs(args, &a.out.normv); nerr != nil {
 		return a.deny(2, nerr.Reason, "%s", nerr.Detail)
@@ -499,7 +507,9 @@ func (a *attempt) normalize() Outcome {
 	a.argsOK = true
 	detail := emptyArgsDetail // an empty object's canonical form is "{}"
 	if len(args) > 0 {
-		detail = digestWithPrefix("arguments ", args)
+		if detail, err = digestChecked("arguments ", args); err != nil {
+			return a.deny(2, ReasonInvalidRequest, "arguments have no canonical form: %v", err)
+		}
 	}
 	a.argsDigest = detail[len("arguments "):]
 	a.note(2, TrailOK, detail)

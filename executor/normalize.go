@@ -102,6 +102,11 @@ func (n *Normalizer) normalize(req ActionRequest, jsonArgs bool) (*Normalized, *
 	if err := e.finish(out, args, jsonArgs); err != nil {
 		return nil, err
 	}
+	// What the executor refuses at stage 2: arguments that validate but
+	// have no canonical form (nesting deeper than jcs.MaxDepth).
+	if _, err := digestChecked("", args); err != nil {
+		return nil, nerr(ReasonInvalidRequest, "arguments have no canonical form: %v", err)
+	}
 	return out, nil
 }
 

@@ -186,14 +186,27 @@ func digestWithPrefix(prefix string, v any) string {
 	return sumHex(bp, b, err, prefix)
 }
 
+// digestChecked is digestWithPrefix for values that must have a canonical
+// form: it returns jcs's error (a cycle, nesting deeper than
+// jcs.MaxDepth, NaN, a func) instead of a digest of the error's text.
+func digestChecked(prefix string, v any) (string, error) {
+	bp := digestBufs.Get().(*[]byte)
+	b, err := jcs.Append((*bp)[:0], v)
+	if err != nil {
+		digestBufs.Put(bp)
+		return "", err
+	}
+	return sumHex(bp, b, nil, prefix), nil
+}
+
 // sumHex hashes b, the canonical encoding appended to the pooled buffer
 // *bp (or, when err is set, the error text in its place), returns the
 // buffer to the pool and returns prefix followed by the hex digest.
 func sumHex(bp *[]byte, b []byte, err error, prefix string) string {
 	if err != nil {
-		// Arguments that are not JSON values have no canonical form; the
-		// digest of the error text keeps the function total and the
-		// arguments are refused at stage 2 anyway.
+		// A value without a canonical form (results, which nothing
+		// refuses; requests are refused at stage 2, digestChecked): the
+		// digest of the error text keeps the function total.
 		b = fmt.Appendf((*bp)[:0], "unencodable: %v", err)
 	}
 	s := sha256.Sum256(b)

@@ -27,7 +27,7 @@ type Appender interface {
 // Types implementing Appender encode themselves; other json.Marshaler types
 // are encoded with MarshalJSON and canonicalized.
 func Append(dst []byte, v any) ([]byte, error) {
-	return appendAny(dst, v)
+	return appendAny(dst, v, 0)
 }
 
 // errInvalidUTF8 is the error for a string with no canonical form.
@@ -50,7 +50,7 @@ func AppendValidString(dst []byte, s string) ([]byte, error) {
 
 // appendAny handles the dynamic JSON types (what encoding/json decodes
 // into) without reflection, and falls back to appendValue for the rest.
-func appendAny(dst []byte, v any) ([]byte, error) {
+func appendAny(dst []byte, v any, depth int) ([]byte, error) {
 	switch v := v.(type) {
 	case nil:
 		return append(dst, "null"...), nil
@@ -77,13 +77,16 @@ func appendAny(dst []byte, v any) ([]byte, error) {
 		if v == nil {
 			return append(dst, "null"...), nil
 		}
+		if depth++; depth > MaxDepth {
+			return nil, errTooDeep
+		}
 		dst = append(dst, '[')
 		for i, e := range v {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
 			var err error
-			if dst, err = appendAny(dst, e); err != nil {
+			if dst, err = appendAny(dst, e, depth); err != nil {
 				return nil, err
 			}
 		}
@@ -91,6 +94,9 @@ func appendAny(dst []byte, v any) ([]byte, error) {
 	case map[string]any:
 		if v == nil {
 			return append(dst, "null"...), nil
+		}
+		if depth++; depth > MaxDepth {
+			return nil, errTooDeep
 		}
 		var small [16]string
 		keys := small[:0]
@@ -109,14 +115,19 @@ func appendAny(dst []byte, v any) ([]byte, error) {
 			dst = AppendString(dst, k)
 			dst = append(dst, ':')
 			var err error
-			if dst, err = appendAny(dst, v[k]); err != nil {
+			if dst, err = appendAny(dst, v[k], depth); err != nil {
 				return nil, err
 			}
 		}
 		return append(dst, '}'), nil
 	}
-	return appendValue(dst, reflect.ValueOf(v))
+	return appendValue(dst, reflect.ValueOf(v), depth)
 }
+
+// errTooDeep refuses values nested deeper than MaxDepth, which is also
+// what a cyclic value (a map or slice that contains itself) looks like:
+// without the bound its encoding would never end.
+var errTooDeep = fmt.Errorf("jcs: nesting deeper than %d (a cyclic value?)", MaxDepth)
 
 // AppendInt appends n as RFC 8785 writes it: exact digits within ±2^53,
 // the shortest round-tripping double beyond (what ECMAScript prints).
@@ -145,10 +156,10 @@ func AppendOmit(dst []byte, v any, omit map[string]bool) ([]byte, error) {
 	if rv.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("jcs: AppendOmit needs a struct, got %s", rv.Kind())
 	}
-	return appendStruct(dst, rv, omit)
+	return appendStruct(dst, rv, omit, 0)
 }
 
-func appendValue(dst []byte, v reflect.Value) ([]byte, error) {
+func appendValue(dst []byte, v reflect.Value, depth int) ([]byte, error) {
 	if !v.IsValid() {
 		return append(dst, "null"...), nil
 	}
@@ -179,12 +190,12 @@ func appendValue(dst []byte, v reflect.Value) ([]byte, error) {
 		if v.IsNil() {
 			return append(dst, "null"...), nil
 		}
-		return appendValue(dst, v.Elem())
+		return appendValue(dst, v.Elem(), depth)
 	case reflect.Interface:
 		if v.IsNil() {
 			return append(dst, "null"...), nil
 		}
-		return appendAny(dst, v.Elem().Interface())
+		return appendAny(dst, v.Elem().Interface(), depth)
 	case reflect.String:
 		return AppendValidString(dst, v.String())
 	case reflect.Bool:
@@ -216,13 +227,16 @@ func appendValue(dst []byte, v reflect.Value) ([]byte, error) {
 		}
 		fallthrough
 	case reflect.Array:
+		if depth++; depth > MaxDepth {
+			return nil, errTooDeep
+		}
 		dst = append(dst, '[')
 		for i := range v.Len() {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
 			var err error
-			if dst, err = appendValue(dst, v.Index(i)); err != nil {
+			if dst, err = appendValue(dst, v.Index(i), depth); err != nil {
 				return nil, err
 			}
 		}
@@ -233,6 +247,9 @@ func appendValue(dst []byte, v reflect.Value) ([]byte, error) {
 		}
 		if t.Key().Kind() != reflect.String {
 			return nil, fmt.Errorf("jcs: map key type %s is not a string", t.Key())
+		}
+		if depth++; depth > MaxDepth {
+			return nil, errTooDeep
 		}
 		keys := make([]string, 0, v.Len())
 		for _, k := range v.MapKeys() {
@@ -247,18 +264,21 @@ func appendValue(dst []byte, v reflect.Value) ([]byte, error) {
 			dst = AppendString(dst, k)
 			dst = append(dst, ':')
 			var err error
-			if dst, err = appendValue(dst, v.MapIndex(reflect.ValueOf(k).Convert(t.Key()))); err != nil {
+			if dst, err = appendValue(dst, v.MapIndex(reflect.ValueOf(k).Convert(t.Key())), depth); err != nil {
 				return nil, err
 			}
 		}
 		return append(dst, '}'), nil
 	case reflect.Struct:
-		return appendStruct(dst, v, nil)
+		return appendStruct(dst, v, nil, depth)
 	}
 	return nil, fmt.Errorf("jcs: cannot encode %s", t)
 }
 
-func appendStruct(dst []byte, v reflect.Value, omit map[string]bool) ([]byte, error) {
+func appendStruct(dst []byte, v reflect.Value, omit map[string]bool, depth int) ([]byte, error) {
+	if depth++; depth > MaxDepth {
+		return nil, errTooDeep
+	}
 	{
 		dst = append(dst, '{')
 		first := true
@@ -274,7 +294,7 @@ func appendStruct(dst []byte, v reflect.Value, omit map[string]bool) ([]byte, er
 			dst = AppendString(dst, f.name)
 			dst = append(dst, ':')
 			var err error
-			if dst, err = appendValue(dst, fv); err != nil {
+			if dst, err = appendValue(dst, fv, depth); err != nil {
 				return nil, err
 			}
 		}

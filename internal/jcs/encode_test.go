@@ -100,3 +100,41 @@ func FuzzAppend(f *testing.F) {
 		}
 	})
 }
+
+// node is a struct that can point at itself.
+type node struct {
+	Next *node `json:"next"`
+}
+
+// TestAppendRefusesCyclesAndDepth: a map, a list or a struct that
+// contains itself, and nesting deeper than MaxDepth, are errors (the
+// encoding would otherwise recurse until the stack overflows); MaxDepth
+// levels exactly are fine.
+func TestAppendRefusesCyclesAndDepth(t *testing.T) {
+	m := map[string]any{}
+	m["m"] = m
+	l := []any{nil}
+	l[0] = l
+	n := &node{}
+	n.Next = n
+	nest := func(levels int) any {
+		var v any = "leaf"
+		for range levels {
+			v = []any{v}
+		}
+		return v
+	}
+	for name, v := range map[string]any{"map": m, "list": l, "struct": n, "deep": nest(MaxDepth + 1),
+		"deep typed": map[string][]map[string]any{"a": {{"b": nest(MaxDepth)}}}} {
+		if b, err := Append(nil, v); err == nil {
+			t.Errorf("%s: encoded %d bytes", name, len(b))
+		}
+	}
+	b, err := Append(nil, nest(MaxDepth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Transform(b); err != nil {
+		t.Fatalf("what Append accepts at the limit, Transform refuses: %v", err)
+	}
+}

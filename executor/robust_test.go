@@ -1,0 +1,106 @@
+package executor_test
+
+import (
+	"context"
+	"math"
+	"sync/atomic"
+	"testing"
+
+	"polc.dev/polc/chain"
+	"polc.dev/polc/executor"
+)
+
+// cyclicValues are values with no end: a map and a list that contain
+// themselves, and one nested deeper than any JSON a parser accepts.
+func cyclicValues() map[string]any {
+	m := map[string]any{}
+	m["self"] = m
+	l := []any{nil}
+	l[0] = l
+	deep := map[string]any{}
+	for range 5000 {
+		deep = map[string]any{"d": deep}
+	}
+	return map[string]any{"map": m, "list": l, "deep": deep}
+}
+
+// TestValuesWithoutCanonicalFormAreRefused: arguments or metadata that
+// are cyclic, too deep, NaN or a func are refused at stage 2 with
+// invalid_request (the request digest could not bind them), in every
+// profile, before the callable; a callable's cyclic result does not
+// crash the digest of the result; the public digest and normalizer
+// return instead of recursing forever.
+func TestValuesWithoutCanonicalFormAreRefused(t *testing.T) {
+	store := chain.NewMemStore()
+	var probed atomic.Int64
+	r := newRig(t, store, func(c *executor.Config) {
+		// probe takes any arguments (only their canonical form can refuse
+		// them) and returns a cyclic value.
+		if err := c.Registry.Register(executor.ActionDescriptor{ID: "probe", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+			Arguments: []byte(`{"type":"object"}`)}, func(context.Context, map[string]any) (any, error) {
+			probed.Add(1)
+			return cyclicValues()["map"], nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	b, err := r.exec.OpenBoundary(r.ref(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := cyclicValues()
+	bad["nan"] = math.NaN()
+	bad["chan"] = make(chan int)
+	bad["func"] = func() {}
+	for _, profile := range []executor.Profile{executor.ProfileMinimal, executor.ProfileGoverned} {
+		ec := r.ctx(profile, b)
+		for name, v := range bad {
+			for _, where := range []string{"arguments", "metadata"} {
+				q := req("q-"+name, "probe", nil)
+				if where == "arguments" {
+					q.Arguments = map[string]any{"text": "x", "v": v}
+				} else {
+					q.Metadata = map[string]any{"v": v}
+				}
+				out := r.exec.Execute(context.Background(), q, ec)
+				if out.Kind() != executor.KindDenied || out.Base().ReasonCode != executor.ReasonInvalidRequest || out.Base().CallExecuted {
+					t.Errorf("%s: %s in %s: %s %q", profile, name, where, out.Kind(), out.Base().ReasonCode)
+				}
+			}
+		}
+	}
+	if probed.Load() != 0 {
+		t.Fatalf("the callable ran %d times", probed.Load())
+	}
+	// The same arguments without the bad value pass, and the callable's
+	// cyclic result has a digest: the refusals above are the values'.
+	for _, profile := range []executor.Profile{executor.ProfileMinimal, executor.ProfileGoverned} {
+		out := r.exec.Execute(context.Background(), req("ok", "probe", map[string]any{"text": "x"}), r.ctx(profile, b))
+		if out.Kind() != executor.KindSucceeded || len(out.(*executor.Succeeded).ResultDigest) != 64 {
+			t.Fatalf("%s: plain arguments: %s %s", profile, out.Kind(), out.Base().ReasonCode)
+		}
+	}
+	q := req("d", "nothing", nil)
+	q.Metadata = bad
+	if d := q.Digest(); len(d) != 64 {
+		t.Fatalf("Digest of a cyclic request: %q", d)
+	}
+	reg := executor.BuiltinRegistry()
+	if err := reg.Register(executor.ActionDescriptor{ID: "anything", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+		Arguments: []byte(`{"type":"object"}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	n := executor.Normalizer{Registry: reg}
+	for name, v := range bad {
+		for _, a := range []executor.ActionRequest{
+			{Action: "read_file", Arguments: map[string]any{"path": v}},
+			{Action: "mcp:github/create_issue", Arguments: map[string]any{"body": v}},
+			{Action: "anything", Arguments: map[string]any{"v": v}},
+		} {
+			a.Principal, a.Tenant, a.Workspace = "agent:a", "acme", "/ws"
+			if _, nerr := n.Normalize(a); nerr == nil {
+				t.Errorf("Normalize accepted %s in %s", name, a.Action)
+			}
+		}
+	}
+}
