@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -130,9 +131,15 @@ func BuiltinRegistry() *Registry {
 	return r
 }
 
+// argsSchemaURL names a descriptor's argument schema inside its compiler:
+// a fixed name, so that errors do not depend on the working directory.
+const argsSchemaURL = "polc:///descriptor/arguments.json"
+
 // Register adds an action. The id and aliases must be new (collisions are
 // errors), the id must be a valid action id, and Arguments must be a JSON
-// Schema for an object. fn may be nil for descriptor-only registries.
+// Schema for an object, self-contained (a $ref outside it is an error:
+// nothing is loaded from files or the network). fn may be nil for
+// descriptor-only registries.
 func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 	if d.ID == "" || d.Version == "" {
 		return fmt.Errorf("register: descriptor needs an id and a version")
@@ -142,13 +149,18 @@ func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 	}
 	c := jsonschema.NewCompiler()
 	c.Draft = jsonschema.Draft2020
+	// A schema is self-contained: descriptors may come from MCP servers,
+	// and the library's default would follow a $ref into local files.
+	c.LoadURL = func(u string) (io.ReadCloser, error) {
+		return nil, fmt.Errorf("$ref to %s: argument schemas must be self-contained", u)
+	}
 	if len(d.Arguments) == 0 {
 		return fmt.Errorf("register %s: no argument schema", d.ID)
 	}
-	if err := c.AddResource("args.json", bytes.NewReader(d.Arguments)); err != nil {
+	if err := c.AddResource(argsSchemaURL, bytes.NewReader(d.Arguments)); err != nil {
 		return fmt.Errorf("register %s: argument schema: %v", d.ID, err)
 	}
-	sch, err := c.Compile("args.json")
+	sch, err := c.Compile(argsSchemaURL)
 	if err != nil {
 		return fmt.Errorf("register %s: argument schema: %v", d.ID, err)
 	}
