@@ -161,13 +161,22 @@ func New(cfg Config) (*Executor, error) {
 		cfg.Backends = []EffectBackend{InProcessBackend{}}
 	}
 	e := &Executor{cfg: cfg, backends: map[string]EffectBackend{}, policies: map[policyKey]*compiledPolicy{}}
-	for _, b := range cfg.Backends {
+	for i, b := range cfg.Backends {
+		if b == nil {
+			return nil, fmt.Errorf("executor: backend %d is nil", i)
+		}
 		if _, dup := e.backends[b.ID()]; dup {
 			return nil, fmt.Errorf("executor: duplicate backend %q", b.ID())
 		}
 		e.backends[b.ID()] = b
 	}
-	for _, s := range cfg.Policies {
+	for i, s := range cfg.Policies {
+		if s == nil {
+			return nil, fmt.Errorf("executor: policy %d is nil", i)
+		}
+		if _, dup := e.policies[policyKey{s.PolicyID, s.Version}]; dup {
+			return nil, fmt.Errorf("executor: policy %s@%s is given twice", s.PolicyID, s.Version)
+		}
 		computed, err := s.ComputeDigest()
 		if err != nil || computed != s.Digest {
 			return nil, fmt.Errorf("executor: snapshot %s@%s: digest does not recompute", s.Name, s.Version)
@@ -570,6 +579,8 @@ func (a *attempt) bind() Outcome {
 			return a.deny(3, "profile_unavailable", "governed profile without an evidence store")
 		case b == nil:
 			return a.deny(3, "no_task_boundary", "governed profile without a task boundary")
+		case b.owner != a.e:
+			return a.deny(3, "boundary_foreign", "the task boundary was not opened by this executor")
 		case b.Policy != ec.Policy:
 			return a.deny(3, "boundary_policy_mismatch", "the boundary pins another policy")
 		case ec.Profile == ProfileCertifiable && !b.Certifiable:

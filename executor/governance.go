@@ -14,6 +14,8 @@ import (
 // TaskBoundary is an open task: one evidence chain, one policy pin. In the
 // governed profile every operation appends to its chain; closing it appends
 // task_closed exactly once and, when certifiable, mints a certificate.
+// Only Executor.OpenBoundary makes one: a boundary built any other way, or
+// opened by another executor, is refused (boundary_foreign).
 type TaskBoundary struct {
 	ID          string
 	ChainID     string
@@ -22,6 +24,7 @@ type TaskBoundary struct {
 	Certifiable bool
 
 	writer *chain.Writer
+	owner  *Executor // the executor that opened it; no other may use it
 	// ops holds a read lock for the whole of each governed operation, so
 	// that Close waits for in-flight operations and nothing is appended
 	// after task_closed.
@@ -92,6 +95,7 @@ func (e *Executor) OpenBoundary(policy SnapshotRef, certifiable bool) (*TaskBoun
 	}
 	b := &TaskBoundary{ID: e.cfg.IDs(), ChainID: e.cfg.IDs(), Policy: policy, OpenedAt: e.now(), Certifiable: certifiable}
 	b.writer = &chain.Writer{Store: e.cfg.Evidence, ChainID: b.ChainID}
+	b.owner = e
 	return b, nil
 }
 
@@ -107,8 +111,11 @@ type CloseResult struct {
 
 // CloseBoundary waits for in-flight operations, appends task_closed once
 // and, for a certifiable boundary, mints the certificate at that head. A
-// second close is ErrBoundaryClosed.
+// second close is ErrBoundaryClosed. b must have been opened by e.
 func (e *Executor) CloseBoundary(ctx context.Context, b *TaskBoundary) (*CloseResult, error) {
+	if b == nil || b.owner != e {
+		return nil, errors.New("close boundary: the task boundary was not opened by this executor")
+	}
 	b.ops.Lock()
 	defer b.ops.Unlock()
 	b.mu.Lock()

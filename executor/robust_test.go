@@ -8,6 +8,7 @@ import (
 
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/snapshot"
 )
 
 // cyclicValues are values with no end: a map and a list that contain
@@ -101,6 +102,52 @@ func TestValuesWithoutCanonicalFormAreRefused(t *testing.T) {
 			if _, nerr := n.Normalize(a); nerr == nil {
 				t.Errorf("Normalize accepted %s in %s", name, a.Action)
 			}
+		}
+	}
+}
+
+// TestForeignBoundariesAndBadConfig: a task boundary the executor did not
+// open (a zero value, another executor's) is refused before any record
+// (boundary_foreign) and cannot be closed; New refuses nil snapshots and
+// backends and a snapshot given twice instead of panicking or keeping one.
+func TestForeignBoundariesAndBadConfig(t *testing.T) {
+	store := chain.NewMemStore()
+	r := newRig(t, store, nil)
+	other := newRig(t, store, nil)
+	theirs, err := other.exec.OpenBoundary(other.ref(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]*executor.TaskBoundary{"zero": {Policy: r.ref(), Certifiable: true}, "other executor's": theirs} {
+		for _, profile := range []executor.Profile{executor.ProfileGoverned, executor.ProfileCertifiable} {
+			out := r.exec.Execute(context.Background(), req("f", "nothing", nil), r.ctx(profile, b))
+			if out.Kind() != executor.KindDenied || out.Base().ReasonCode != "boundary_foreign" || len(out.Base().Records) != 0 {
+				t.Errorf("%s boundary, %s: %s %q", name, profile, out.Kind(), out.Base().ReasonCode)
+			}
+		}
+		if _, err := r.exec.CloseBoundary(context.Background(), b); err == nil {
+			t.Errorf("closed the %s boundary", name)
+		}
+	}
+	if _, err := r.exec.CloseBoundary(context.Background(), nil); err == nil {
+		t.Error("closed a nil boundary")
+	}
+	if r.calls["nothing"].Load() != 0 {
+		t.Fatal("the callable ran")
+	}
+	// The other executor still owns and closes its boundary.
+	if _, err := other.exec.CloseBoundary(context.Background(), theirs); err != nil {
+		t.Fatal(err)
+	}
+
+	reg := executor.NewRegistry()
+	for name, cfg := range map[string]executor.Config{
+		"nil snapshot": {Registry: reg, Policies: []*snapshot.Snapshot{nil}},
+		"nil backend":  {Registry: reg, Backends: []executor.EffectBackend{nil}},
+		"twice":        {Registry: reg, Policies: []*snapshot.Snapshot{r.snap, r.snap}},
+	} {
+		if _, err := executor.New(cfg); err == nil {
+			t.Errorf("New accepted a config with a %s", name)
 		}
 	}
 }
