@@ -1052,7 +1052,10 @@ func (t *invocationToken) call(ctx context.Context) (res any, err error) {
 var (
 	errCallablePanic = classError("callable_panic")
 	errBackendPanic  = classError("backend_panic")
-	errUserPanic     = classError("user_code_panic")
+	// errBackendSkippedCall: the backend returned without error but never
+	// made the call it was given.
+	errBackendSkippedCall = classError("backend_skipped_call")
+	errUserPanic          = classError("user_code_panic")
 )
 
 type classError string
@@ -1088,7 +1091,13 @@ func (a *attempt) invoke() Outcome {
 	start := a.e.now()
 	a.note(12, TrailInvoke, a.details.invoke)
 	res, err := a.invokeBackend(ctx, tok)
-	a.base.CallExecuted = tok.used.Load()
+	// The token is spent when Invoke returns: a call the backend kept for
+	// later fails instead of running outside the attempt, and a backend
+	// that reports success without calling has failed.
+	a.base.CallExecuted = !tok.used.CompareAndSwap(false, true)
+	if err == nil && !a.base.CallExecuted {
+		err = errBackendSkippedCall
+	}
 	dur := a.e.now().Sub(start).Microseconds()
 	if dur < 0 {
 		dur = 0
@@ -1123,7 +1132,7 @@ func (a *attempt) invoke() Outcome {
 	a.note(13, kindResult(out.Kind()), durationDetail(dur))
 	if a.started {
 		if rt, err := a.appendTerminal(terminalPayload(out, dur)); err != nil {
-			ev := &GovernanceEvidenceError{CallExecuted: true, RecordType: string(rt), Err: err}
+			ev := &GovernanceEvidenceError{CallExecuted: a.base.CallExecuted, RecordType: string(rt), Err: err}
 			a.trail(13, TrailEvidenceFailed, "%s: %v (never retried)", rt, err)
 			out.Base().EvidenceError = ev
 		}

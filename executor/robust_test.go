@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"math"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -149,5 +150,50 @@ func TestForeignBoundariesAndBadConfig(t *testing.T) {
 		if _, err := executor.New(cfg); err == nil {
 			t.Errorf("New accepted a config with a %s", name)
 		}
+	}
+}
+
+// keepingBackend never calls during Invoke: it keeps the call for later
+// and reports success.
+type keepingBackend struct{ kept *func(context.Context) (any, error) }
+
+func (keepingBackend) ID() string { return "keeper" }
+func (keepingBackend) Probe(ctx context.Context) (executor.BackendCapabilityReport, error) {
+	r, err := executor.InProcessBackend{}.Probe(ctx)
+	r.BackendID = "keeper"
+	return r, err
+}
+func (k keepingBackend) Invoke(_ context.Context, call func(context.Context) (any, error)) (any, error) {
+	*k.kept = call
+	return "fine", nil
+}
+
+// TestBackendCannotKeepTheCall: a backend that returns success without
+// making the call fails the attempt (backend_skipped_call, CallExecuted
+// false, governed: closed by callable_failed), and the call it kept does
+// not reach the callable afterwards.
+func TestBackendCannotKeepTheCall(t *testing.T) {
+	var kept func(context.Context) (any, error)
+	store := chain.NewMemStore()
+	r := newRig(t, store, func(c *executor.Config) { c.Backends = []executor.EffectBackend{keepingBackend{&kept}} })
+	b, err := r.exec.OpenBoundary(r.ref(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := r.ctx(executor.ProfileGoverned, b)
+	ec.Backend = "keeper"
+	out := r.exec.Execute(context.Background(), req("k", "nothing", nil), ec)
+	if f, ok := out.(*executor.Failed); !ok || f.Class != "backend_skipped_call" || out.Base().CallExecuted {
+		t.Fatalf("%s %+v", out.Kind(), out.Base())
+	}
+	lines := strings.Split(strings.TrimSpace(string(store.Export(b.ChainID))), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, `"record_type":"callable_failed"`) || !strings.Contains(last, "backend_skipped_call") {
+		t.Fatalf("terminal record %s", last)
+	}
+	if kept == nil {
+		t.Fatal("the backend kept no call")
+	}
+	if _, err := kept(context.Background()); err == nil || r.calls["nothing"].Load() != 0 {
+		t.Fatalf("the kept call ran after the attempt: %v, %d calls", err, r.calls["nothing"].Load())
 	}
 }
