@@ -155,7 +155,9 @@ func TestForeignBoundariesAndBadConfig(t *testing.T) {
 
 // keepingBackend never calls during Invoke: it keeps the call for later
 // and reports success.
-type keepingBackend struct{ kept *func(context.Context) (any, error) }
+type keepingBackend struct {
+	kept *func(context.Context) (any, error)
+}
 
 func (keepingBackend) ID() string { return "keeper" }
 func (keepingBackend) Probe(ctx context.Context) (executor.BackendCapabilityReport, error) {
