@@ -403,25 +403,37 @@ func resolveExisting(p string) (string, error) {
 var defaultPorts = map[string]string{"http": "80", "https": "443", "ws": "80", "wss": "443", "ftp": "21"}
 
 func urlFacets(args map[string]string, _ string, out *Normalized) *NormalizeError {
-	raw := args["url"]
+	hp, err := URLHost(args["url"])
+	if err != nil {
+		return err
+	}
+	out.Hosts = append(out.Hosts, hp)
+	return nil
+}
+
+// URLHost is the host facet of a URL as the policy judges it:
+// "host:port", the host lowercased (IPv6 in brackets), the port explicit
+// or the scheme's default. A URL without a host, with an unknown scheme
+// and no port, or with an invalid host or port is an invalid_url error.
+func URLHost(raw string) (string, *NormalizeError) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nerr(ReasonInvalidURL, "%q: %v", raw, err)
+		return "", nerr(ReasonInvalidURL, "%q: %v", raw, err)
 	}
 	scheme := strings.ToLower(u.Scheme)
 	host := strings.ToLower(u.Hostname())
 	if host == "" {
-		return nerr(ReasonInvalidURL, "%q has no host", raw)
+		return "", nerr(ReasonInvalidURL, "%q has no host", raw)
 	}
 	port := u.Port()
 	if port == "" {
 		port = defaultPorts[scheme]
 	}
 	if port == "" {
-		return nerr(ReasonInvalidURL, "%q: unknown scheme %q and no port", raw, u.Scheme)
+		return "", nerr(ReasonInvalidURL, "%q: unknown scheme %q and no port", raw, u.Scheme)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
-		return nerr(ReasonInvalidURL, "%q: invalid port %q", raw, port)
+		return "", nerr(ReasonInvalidURL, "%q: invalid port %q", raw, port)
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
 		host = "[" + ip.String() + "]"
@@ -430,12 +442,11 @@ func urlFacets(args map[string]string, _ string, out *Normalized) *NormalizeErro
 	} else {
 		for label := range strings.SplitSeq(host, ".") {
 			if label == "" || strings.ContainsAny(label, ":[]/ \t") {
-				return nerr(ReasonInvalidURL, "%q: invalid host %q", raw, host)
+				return "", nerr(ReasonInvalidURL, "%q: invalid host %q", raw, host)
 			}
 		}
 	}
-	out.Hosts = append(out.Hosts, host+":"+port)
-	return nil
+	return host + ":" + port, nil
 }
 
 func mcpFacets(args map[string]string, _ string, out *Normalized) *NormalizeError {

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -24,7 +23,6 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 
 	"polc.dev/polc/executor"
-	"polc.dev/polc/internal/atomicfile"
 )
 
 // Options configure the built-in callables.
@@ -36,9 +34,25 @@ type Options struct {
 	Env []string
 	// MaxOutput bounds captured output and read files (default 1 MiB).
 	MaxOutput int64
-	// HTTPClient performs http_get (default: 30 s timeout, no redirects
-	// to other hosts).
+	// HTTPClient performs http_get (default: 30 s timeout, redirects
+	// followed only to the request's host and port).
 	HTTPClient *http.Client
+}
+
+// sameHostRedirects follows a redirect only to the host and port the
+// policy judged (the request's, as executor.URLHost gives it); any other
+// is not followed, and the redirect response is the result: following it
+// would reach a host the policy never judged.
+func sameHostRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	to, err := executor.URLHost(req.URL.String())
+	from, ferr := executor.URLHost(via[0].URL.String())
+	if err != nil || ferr != nil || to != from {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 // classError is an error with a stable class and no raw text in outcomes.
@@ -55,21 +69,9 @@ func fail(class string, err error) error { return &classError{class, err} }
 
 // Register adds the built-in descriptors with their callables to reg.
 func Register(reg *executor.Registry, o Options) error {
-	if !filepath.IsAbs(o.Workspace) {
-		return fmt.Errorf("builtin: workspace %q must be absolute", o.Workspace)
-	}
-	if o.Env == nil {
-		o.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-	}
-	if o.MaxOutput == 0 {
-		o.MaxOutput = 1 << 20
-	}
-	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
-	}
-	fns := map[string]executor.Callable{
-		"bash": o.bash, "read_file": o.readFile, "write_file": o.writeFile,
-		"edit_file": o.editFile, "http_get": o.httpGet,
+	fns, err := callables(o)
+	if err != nil {
+		return err
 	}
 	for _, d := range executor.BuiltinDescriptors() {
 		fn := fns[d.ID]
@@ -81,6 +83,26 @@ func Register(reg *executor.Registry, o Options) error {
 		}
 	}
 	return nil
+}
+
+// callables are the built-in callables by action id, o's defaults filled.
+func callables(o Options) (map[string]executor.Callable, error) {
+	if !filepath.IsAbs(o.Workspace) {
+		return nil, fmt.Errorf("builtin: workspace %q must be absolute", o.Workspace)
+	}
+	if o.Env == nil {
+		o.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	}
+	if o.MaxOutput == 0 {
+		o.MaxOutput = 1 << 20
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 30 * time.Second, CheckRedirect: sameHostRedirects}
+	}
+	return map[string]executor.Callable{
+		"bash": o.bash, "read_file": o.readFile, "write_file": o.writeFile,
+		"edit_file": o.editFile, "http_get": o.httpGet,
+	}, nil
 }
 
 // path resolves a path argument against the workspace, refusing escapes
@@ -187,9 +209,19 @@ func (o Options) readFile(_ context.Context, args map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(p)
+	b, err := o.read(p)
 	if err != nil {
-		return nil, fail("not_readable", err)
+		return nil, err
+	}
+	return map[string]any{"content": string(b), "bytes": len(b)}, nil
+}
+
+// read returns the file at p (no symlink on the way), at most MaxOutput
+// bytes of it.
+func (o Options) read(p string) ([]byte, error) {
+	f, err := openNoFollow(p)
+	if err != nil {
+		return nil, fileFailure("not_readable", err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, o.MaxOutput+1))
@@ -199,7 +231,16 @@ func (o Options) readFile(_ context.Context, args map[string]any) (any, error) {
 	if int64(len(b)) > o.MaxOutput {
 		return nil, fail("too_large", fmt.Errorf("%s is larger than %d bytes", p, o.MaxOutput))
 	}
-	return map[string]any{"content": string(b), "bytes": len(b)}, nil
+	return b, nil
+}
+
+// fileFailure classes a file error: symlink_refused when the path went
+// through a symlink, class otherwise.
+func fileFailure(class string, err error) error {
+	if errors.Is(err, errSymlink) {
+		class = "symlink_refused"
+	}
+	return fail(class, err)
 }
 
 func (o Options) writeFile(_ context.Context, args map[string]any) (any, error) {
@@ -208,11 +249,8 @@ func (o Options) writeFile(_ context.Context, args map[string]any) (any, error) 
 		return nil, err
 	}
 	content, _ := args["content"].(string)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return nil, fail("not_writable", err)
-	}
-	if err := atomicfile.WriteFile(p, []byte(content), 0o644); err != nil {
-		return nil, fail("not_writable", err)
+	if err := writeNoFollow(p, []byte(content), 0o644); err != nil {
+		return nil, fileFailure("not_writable", err)
 	}
 	return map[string]any{"bytes": len(content)}, nil
 }
@@ -224,16 +262,16 @@ func (o Options) editFile(ctx context.Context, args map[string]any) (any, error)
 	}
 	old, _ := args["old"].(string)
 	repl, _ := args["new"].(string)
-	b, err := os.ReadFile(p)
+	b, err := o.read(p)
 	if err != nil {
-		return nil, fail("not_readable", err)
+		return nil, err
 	}
 	if old == "" || bytes.Count(b, []byte(old)) != 1 {
 		return nil, fail("edit_not_unique", fmt.Errorf("the text to replace must occur exactly once"))
 	}
 	out := bytes.Replace(b, []byte(old), []byte(repl), 1)
-	if err := atomicfile.WriteFile(p, out, 0o644); err != nil {
-		return nil, fail("not_writable", err)
+	if err := writeNoFollow(p, out, 0o644); err != nil {
+		return nil, fileFailure("not_writable", err)
 	}
 	return map[string]any{"bytes": len(out)}, nil
 }
