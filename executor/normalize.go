@@ -465,21 +465,50 @@ func mcpFacets(args map[string]string, _ string, out *Normalized) *NormalizeErro
 	return nil
 }
 
-// bashFacets parses the command with a real shell parser into argv lists.
-// Anything beyond one simple command with literal words — ; && || | & and
-// newlines, redirections, substitutions and expansions, compound commands,
-// bare assignments — sets shell_control. Every simple command found,
-// nested ones included, is listed; a word that is not a literal is listed
-// as its source text, so deny patterns still see it.
+// bashFacets puts the command's facets (ParseCommand) in out.
 func bashFacets(args map[string]string, _ string, out *Normalized) *NormalizeError {
-	src := args["command"]
+	c, err := ParseCommand(args["command"])
+	if err != nil {
+		return err
+	}
+	out.Commands = append(out.Commands, c.Argv...)
+	out.Env = append(out.Env, c.Env...)
+	slices.Sort(out.Env)
+	out.ShellControl = c.ShellControl
+	return nil
+}
+
+// Command is a bash command as the policy judges it (ParseCommand).
+type Command struct {
+	// Argv lists every simple command found, nested ones included; a word
+	// that is not a literal is listed as its source text, so deny patterns
+	// still see it.
+	Argv [][]string
+	// Env are the names the command assigns, sorted.
+	Env []string
+	// Assign are the command's "NAME=value" prefix assignments, in order,
+	// when ShellControl is false (their values are then literal).
+	Assign []string
+	// ShellControl is set by anything beyond one simple command with
+	// literal words: ; && || | & and newlines, redirections, substitutions
+	// and expansions, compound commands, bare assignments. Without it the
+	// command is exactly Argv[0] run with Assign in its environment —
+	// globs, tildes and braces included, as the literal text they are
+	// then — and a runner must run it so, not through a shell.
+	ShellControl bool
+}
+
+// ParseCommand parses src with a real shell parser (bash) into the
+// facets the policy judges. A command that does not parse is
+// invalid_command; one with nothing to run is empty_command.
+func ParseCommand(src string) (Command, *NormalizeError) {
+	var c Command
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
 	if err != nil {
-		return nerr(ReasonInvalidCommand, "%v", err)
+		return c, nerr(ReasonInvalidCommand, "%v", err)
 	}
 	shell := strings.ContainsAny(src, "\n\r") || len(f.Stmts) != 1
 	env := map[string]bool{}
-	var walkErr *NormalizeError
 	syntax.Walk(f, func(node syntax.Node) bool {
 		switch n := node.(type) {
 		case *syntax.Stmt:
@@ -493,6 +522,17 @@ func bashFacets(args map[string]string, _ string, out *Normalized) *NormalizeErr
 			for _, a := range n.Assigns {
 				if a.Name != nil {
 					env[a.Name.Value] = true
+				}
+				if a.Name == nil || a.Append || a.Naked || a.Index != nil || a.Array != nil {
+					shell = true // only NAME=word means an environment entry
+					continue
+				}
+				if a.Value == nil {
+					c.Assign = append(c.Assign, a.Name.Value+"=")
+				} else if v, ok := literalValue(a.Value); ok {
+					c.Assign = append(c.Assign, a.Name.Value+"="+v)
+				} else {
+					shell = true
 				}
 			}
 			if len(n.Args) == 0 {
@@ -515,7 +555,7 @@ func bashFacets(args map[string]string, _ string, out *Normalized) *NormalizeErr
 				}
 				argv = append(argv, fields[0])
 			}
-			out.Commands = append(out.Commands, argv)
+			c.Argv = append(c.Argv, argv)
 		case *syntax.BinaryCmd, *syntax.Subshell, *syntax.Block, *syntax.IfClause, *syntax.WhileClause,
 			*syntax.ForClause, *syntax.CaseClause, *syntax.FuncDecl, *syntax.ArithmCmd, *syntax.TestClause,
 			*syntax.DeclClause, *syntax.LetClause, *syntax.TimeClause, *syntax.CoprocClause, *syntax.TestDecl,
@@ -524,20 +564,27 @@ func bashFacets(args map[string]string, _ string, out *Normalized) *NormalizeErr
 		}
 		return true
 	})
-	if walkErr != nil {
-		return walkErr
-	}
-	if len(out.Commands) == 0 {
-		if len(f.Stmts) == 0 {
-			return nerr(ReasonEmptyCommand, "no command")
-		}
+	if len(c.Argv) == 0 && len(f.Stmts) == 0 {
+		return c, nerr(ReasonEmptyCommand, "no command")
 	}
 	for name := range env {
-		out.Env = append(out.Env, name)
+		c.Env = append(c.Env, name)
 	}
-	slices.Sort(out.Env)
-	out.ShellControl = shell
-	return nil
+	slices.Sort(c.Env)
+	c.ShellControl = shell
+	if shell {
+		c.Assign = nil
+	}
+	return c, nil
+}
+
+// literalValue is an assignment's value when it is a literal word.
+func literalValue(w *syntax.Word) (string, bool) {
+	if !literalWord(w) {
+		return "", false
+	}
+	v, err := expand.Literal(nil, w)
+	return v, err == nil
 }
 
 // literalWord reports whether w has no expansion: only literals and quotes.

@@ -17,10 +17,8 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"slices"
 	"time"
-
-	"mvdan.cc/sh/v3/syntax"
 
 	"polc.dev/polc/executor"
 )
@@ -116,31 +114,42 @@ func (o Options) path(args map[string]any) (string, error) {
 	return abs, nil
 }
 
-// bash runs the command as a real subprocess in the workspace: as argv
-// when the command is one simple command of literal words, through sh -c
-// only when it uses shell control, which the executor has allowed only if
-// the policy permits shell. A non-zero exit is a failure of class
-// "exit_status"; the result carries the exit code and bounded output.
+// bash runs the command as a real subprocess in the workspace, exactly as
+// the policy judged it (executor.ParseCommand): without shell control it
+// is one argv, run directly with its literal assignments in the
+// environment — a glob, a tilde or a brace in it stays the literal text
+// the policy saw; only with shell control, which the executor has allowed
+// only if the policy permits shell, does it go through bash -c. A non-zero
+// exit is a failure of class "exit_status"; the result carries the exit
+// code and bounded output.
 func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 	command, _ := args["command"].(string)
-	argv, simple := simpleArgv(command)
+	c, nerr := executor.ParseCommand(command)
+	if nerr != nil {
+		return nil, fail(nerr.Reason, nerr)
+	}
 	var cmd *exec.Cmd
-	if simple {
+	switch {
+	case !c.ShellControl && len(c.Argv) == 1:
+		argv := c.Argv[0]
 		cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
-	} else {
+		cmd.Env = append(slices.Clone(o.Env), c.Assign...)
+	case c.ShellControl:
 		shell := "/bin/sh"
 		if p, err := exec.LookPath("bash"); err == nil {
 			shell = p // the command was parsed as bash
 		}
 		cmd = exec.CommandContext(ctx, shell, "-c", command)
+		cmd.Env = o.Env
+	default:
+		return nil, fail(executor.ReasonInvalidCommand, fmt.Errorf("%d commands without shell control", len(c.Argv)))
 	}
 	cmd.Dir = o.Workspace
-	cmd.Env = o.Env
 	var stdout, stderr limitedBuffer
 	stdout.max, stderr.max = o.MaxOutput, o.MaxOutput
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	res := map[string]any{"exit_code": cmd.ProcessState.ExitCode(), "stdout": stdout.String(), "stderr": stderr.String(), "shell": !simple}
+	res := map[string]any{"exit_code": cmd.ProcessState.ExitCode(), "stdout": stdout.String(), "stderr": stderr.String(), "shell": c.ShellControl}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -152,56 +161,6 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 		return nil, fail("spawn_failed", err)
 	}
 	return res, nil
-}
-
-// simpleArgv returns argv when command is exactly one simple command whose
-// words are all literals.
-func simpleArgv(command string) ([]string, bool) {
-	f, err := syntax.NewParser().Parse(strings.NewReader(command), "")
-	if err != nil || len(f.Stmts) != 1 || strings.ContainsAny(command, "\n\r") {
-		return nil, false
-	}
-	st := f.Stmts[0]
-	call, ok := st.Cmd.(*syntax.CallExpr)
-	if !ok || len(st.Redirs) > 0 || st.Background || st.Negated || len(call.Assigns) > 0 || len(call.Args) == 0 {
-		return nil, false
-	}
-	var argv []string
-	for _, w := range call.Args {
-		s, ok := literal(w)
-		if !ok {
-			return nil, false
-		}
-		argv = append(argv, s)
-	}
-	return argv, true
-}
-
-func literal(w *syntax.Word) (string, bool) {
-	var b strings.Builder
-	for _, p := range w.Parts {
-		switch p := p.(type) {
-		case *syntax.Lit:
-			v := p.Value
-			if strings.ContainsAny(v, `\*?[`) {
-				return "", false // escapes and globs: let a shell decide
-			}
-			b.WriteString(v)
-		case *syntax.SglQuoted:
-			b.WriteString(p.Value)
-		case *syntax.DblQuoted:
-			for _, q := range p.Parts {
-				lit, ok := q.(*syntax.Lit)
-				if !ok || strings.ContainsAny(lit.Value, `\$`+"`") {
-					return "", false
-				}
-				b.WriteString(lit.Value)
-			}
-		default:
-			return "", false
-		}
-	}
-	return b.String(), true
 }
 
 func (o Options) readFile(_ context.Context, args map[string]any) (any, error) {

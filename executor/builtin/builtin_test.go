@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,5 +137,46 @@ func TestHTTPGetFollowsRedirectsOnlyToTheSameHost(t *testing.T) {
 	}
 	if r := get("/here"); r["status"] != http.StatusOK || r["body"] != "same host" {
 		t.Fatalf("redirect on the same host: %v", r)
+	}
+}
+
+// TestBashRunsWhatThePolicyJudged: without shell control the command runs
+// as the one argv the normalizer gave the policy — a glob or a tilde
+// stays literal text, assignments go to the environment, no shell runs —
+// so "cat s*" cannot read a file the policy never saw named; with shell
+// control (a brace expansion, a ";") it goes through bash.
+func TestBashRunsWhatThePolicyJudged(t *testing.T) {
+	if _, err := exec.LookPath("cat"); err != nil {
+		t.Skip("no cat")
+	}
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "secret"), []byte("s3cret"), 0o644)
+	fns := callables(t, ws)
+	run := func(command string) (map[string]any, error) {
+		t.Helper()
+		res, err := fns["bash"](context.Background(), map[string]any{"command": command})
+		m, _ := res.(map[string]any)
+		return m, err
+	}
+	for _, c := range []string{"cat s*", "cat ?ecret", "cat [s]ecret", "FOO=1 cat s*"} {
+		c0, nerr := executor.ParseCommand(c)
+		if nerr != nil || c0.ShellControl {
+			t.Fatalf("%q: the policy would see shell control (%v)", c, nerr)
+		}
+		res, err := run(c)
+		if class(err) != "exit_status" || strings.Contains(res["stdout"].(string), "s3cret") || res["shell"] != false {
+			t.Errorf("%q: %v %v", c, res, err)
+		}
+	}
+	for c, want := range map[string]string{"echo *": "*\n", "echo ~": "~\n", "echo a{b,c}": "ab ac\n", "FOO=bar printenv FOO": "bar\n"} {
+		c0, _ := executor.ParseCommand(c)
+		res, err := run(c)
+		if err != nil || res["stdout"] != want || res["shell"] != c0.ShellControl {
+			t.Errorf("%q: %v %v (shell control %v)", c, res, err, c0.ShellControl)
+		}
+	}
+	res, err := run("echo a; echo b")
+	if err != nil || res["stdout"] != "a\nb\n" || res["shell"] != true {
+		t.Fatalf("shell control: %v %v", res, err)
 	}
 }
