@@ -645,22 +645,16 @@ func TestPanicsAreContained(t *testing.T) {
 	// given: the attempt fails with backend_panic, CallExecuted says
 	// which, and the operation is closed.
 	for _, callFirst := range []bool{false, true} {
-		store := chain.NewMemStore()
-		r := newRig(t, store, func(c *executor.Config) {
-			c.Backends = []executor.EffectBackend{panicBackend{callFirst}}
-		})
-		b, err := r.exec.OpenBoundary(r.ref(), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ec := r.ctx(executor.ProfileGoverned, b)
-		ec.Backend = "panicky"
-		out := r.exec.Execute(context.Background(), req("b", "nothing", nil), ec)
+		r, out, last := governedVia(t, funcBackend{"panicky", func(ctx context.Context, call func(context.Context) (any, error)) (any, error) {
+			if callFirst {
+				call(ctx)
+			}
+			panic("backend bug")
+		}})
 		if f, ok := out.(*executor.Failed); !ok || f.Class != "backend_panic" || out.Base().CallExecuted != callFirst || r.calls["nothing"].Load() != map[bool]int64{false: 0, true: 1}[callFirst] {
 			t.Fatalf("panicking backend (call first %v): %s %+v", callFirst, out.Kind(), out.Base())
 		}
-		lines := strings.Split(strings.TrimSpace(string(store.Export(b.ChainID))), "\n")
-		if last := lines[len(lines)-1]; !strings.Contains(last, `"record_type":"callable_failed"`) || !strings.Contains(last, `backend_panic`) {
+		if !strings.Contains(last, `"record_type":"callable_failed"`) || !strings.Contains(last, `backend_panic`) {
 			t.Fatalf("terminal record %s", last)
 		}
 	}
@@ -689,21 +683,4 @@ func TestPanicsAreContained(t *testing.T) {
 			t.Errorf("panicking %s: %s %q called=%v", c.name, out.Kind(), out.Base().ReasonCode, out.Base().CallExecuted)
 		}
 	}
-}
-
-// panicBackend is an in-process backend that panics, after running the
-// call when callFirst.
-type panicBackend struct{ callFirst bool }
-
-func (panicBackend) ID() string { return "panicky" }
-func (panicBackend) Probe(ctx context.Context) (executor.BackendCapabilityReport, error) {
-	r, err := executor.InProcessBackend{}.Probe(ctx)
-	r.BackendID = "panicky"
-	return r, err
-}
-func (p panicBackend) Invoke(ctx context.Context, call func(context.Context) (any, error)) (any, error) {
-	if p.callFirst {
-		call(ctx)
-	}
-	panic("backend bug")
 }

@@ -153,21 +153,38 @@ func TestForeignBoundariesAndBadConfig(t *testing.T) {
 	}
 }
 
-// keepingBackend never calls during Invoke: it keeps the call for later
-// and reports success.
-type keepingBackend struct {
-	kept *func(context.Context) (any, error)
+// funcBackend is an in-process backend (its capability report, under
+// its own id) whose Invoke is invoke.
+type funcBackend struct {
+	id     string
+	invoke func(ctx context.Context, call func(context.Context) (any, error)) (any, error)
 }
 
-func (keepingBackend) ID() string { return "keeper" }
-func (keepingBackend) Probe(ctx context.Context) (executor.BackendCapabilityReport, error) {
+func (b funcBackend) ID() string { return b.id }
+func (b funcBackend) Probe(ctx context.Context) (executor.BackendCapabilityReport, error) {
 	r, err := executor.InProcessBackend{}.Probe(ctx)
-	r.BackendID = "keeper"
+	r.BackendID = b.id
 	return r, err
 }
-func (k keepingBackend) Invoke(_ context.Context, call func(context.Context) (any, error)) (any, error) {
-	*k.kept = call
-	return "fine", nil
+func (b funcBackend) Invoke(ctx context.Context, call func(context.Context) (any, error)) (any, error) {
+	return b.invoke(ctx, call)
+}
+
+// governedVia runs one governed attempt of "nothing" through backend and
+// returns the rig, the outcome and the last record of the chain.
+func governedVia(t *testing.T, backend funcBackend) (*rig, executor.Outcome, string) {
+	t.Helper()
+	store := chain.NewMemStore()
+	r := newRig(t, store, func(c *executor.Config) { c.Backends = []executor.EffectBackend{backend} })
+	b, err := r.exec.OpenBoundary(r.ref(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := r.ctx(executor.ProfileGoverned, b)
+	ec.Backend = backend.id
+	out := r.exec.Execute(context.Background(), req("via", "nothing", nil), ec)
+	lines := strings.Split(strings.TrimSpace(string(store.Export(b.ChainID))), "\n")
+	return r, out, lines[len(lines)-1]
 }
 
 // TestBackendCannotKeepTheCall: a backend that returns success without
@@ -176,20 +193,14 @@ func (k keepingBackend) Invoke(_ context.Context, call func(context.Context) (an
 // not reach the callable afterwards.
 func TestBackendCannotKeepTheCall(t *testing.T) {
 	var kept func(context.Context) (any, error)
-	store := chain.NewMemStore()
-	r := newRig(t, store, func(c *executor.Config) { c.Backends = []executor.EffectBackend{keepingBackend{&kept}} })
-	b, err := r.exec.OpenBoundary(r.ref(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec := r.ctx(executor.ProfileGoverned, b)
-	ec.Backend = "keeper"
-	out := r.exec.Execute(context.Background(), req("k", "nothing", nil), ec)
+	r, out, last := governedVia(t, funcBackend{"keeper", func(_ context.Context, call func(context.Context) (any, error)) (any, error) {
+		kept = call
+		return "fine", nil
+	}})
 	if f, ok := out.(*executor.Failed); !ok || f.Class != "backend_skipped_call" || out.Base().CallExecuted {
 		t.Fatalf("%s %+v", out.Kind(), out.Base())
 	}
-	lines := strings.Split(strings.TrimSpace(string(store.Export(b.ChainID))), "\n")
-	if last := lines[len(lines)-1]; !strings.Contains(last, `"record_type":"callable_failed"`) || !strings.Contains(last, "backend_skipped_call") {
+	if !strings.Contains(last, `"record_type":"callable_failed"`) || !strings.Contains(last, "backend_skipped_call") {
 		t.Fatalf("terminal record %s", last)
 	}
 	if kept == nil {
