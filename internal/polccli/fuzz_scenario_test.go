@@ -70,7 +70,7 @@ func FuzzLoadScenario(f *testing.F) {
 	addScenarioSeeds(f)
 	f.Fuzz(func(t *testing.T, isJSON bool, data []byte) {
 		path := writeScenario(t, isJSON, data)
-		_, err := loadScenario(path)
+		_, err := loadScenario(path, true)
 		if err == nil {
 			return
 		}
@@ -160,7 +160,7 @@ func FuzzLoadScenarioMembers(f *testing.F) {
 	action := strictjson.Fields(reflect.TypeFor[ScenarioAction]())
 	f.Fuzz(func(t *testing.T, isJSON bool, data []byte) {
 		path := writeScenario(t, isJSON, data)
-		if _, err := loadScenario(path); err != nil {
+		if _, err := loadScenario(path, true); err != nil {
 			return
 		}
 		file, err := cueyaml.Extract(path, data)

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
@@ -21,14 +20,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"polc.dev/polc/certificate"
-	"polc.dev/polc/chain"
-	"polc.dev/polc/executor"
-	"polc.dev/polc/executor/builtin"
-	"polc.dev/polc/internal/atomicfile"
-	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/keys"
 	"polc.dev/polc/internal/strictjson"
-	"polc.dev/polc/snapshot"
 )
 
 type runParams struct {
@@ -96,7 +89,7 @@ minted or evidence failed, 2 on bad input.`,
 }
 
 // loadScenario decodes a YAML or JSON scenario strictly.
-func loadScenario(path string) (*Scenario, error) {
+func loadScenario(path string, needActions bool) (*Scenario, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -126,8 +119,10 @@ func loadScenario(path string) (*Scenario, error) {
 	switch {
 	case s.Snapshot == "" || s.Profile == "" || s.Workspace == "" || s.Principal == "":
 		return nil, fmt.Errorf("a scenario needs snapshot, profile, workspace and principal")
-	case len(s.Actions) == 0:
+	case needActions && len(s.Actions) == 0:
 		return nil, fmt.Errorf("a scenario needs actions")
+	case !needActions && len(s.Actions) > 0:
+		return nil, fmt.Errorf("a session has no actions: they come as requests")
 	}
 	seen := map[string]bool{}
 	for i, a := range s.Actions {
@@ -248,166 +243,30 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 	if p.format != "text" && p.format != "json" {
 		return usagef("--format %q: want text or json", p.format)
 	}
-	scenPath := p.scenario
-	if !filepath.IsAbs(scenPath) {
-		scenPath = filepath.Join(e.dir, scenPath)
-	}
-	inputErr := func(file string, err error) error {
-		var d diag.List
-		pos := diag.Pos{File: diag.Rel(e.dir, file)}
-		if pe, ok := err.(*posError); ok {
-			pos.Line, pos.Col = pe.line, pe.col
-		}
-		d.Add(pos, diag.CodeInvalidInput, "%v", err)
-		return report(e, d, diag.FormatText)
-	}
-	sc, err := loadScenario(scenPath)
+	s, err := openSession(e, p, true)
 	if err != nil {
-		return inputErr(scenPath, err)
-	}
-	base := filepath.Dir(scenPath)
-	rel := func(s string) string {
-		if filepath.IsAbs(s) {
-			return s
-		}
-		return filepath.Join(base, s)
-	}
-	snapPath := rel(sc.Snapshot)
-	if p.snapshot != "" {
-		snapPath = p.snapshot
-		if !filepath.IsAbs(snapPath) {
-			snapPath = filepath.Join(e.dir, snapPath)
-		}
-	}
-	data, err := os.ReadFile(snapPath)
-	if err != nil {
-		return inputErr(snapPath, err)
-	}
-	snap, err := snapshot.Parse(data)
-	if err != nil {
-		return inputErr(snapPath, err)
-	}
-	kind, id, ok := strings.Cut(sc.Principal, ":")
-	if !ok || kind == "" || id == "" {
-		return inputErr(scenPath, fmt.Errorf("principal %q: want kind:id", sc.Principal))
-	}
-	ws := filepath.Clean(rel(sc.Workspace))
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		return inputErr(ws, err)
-	}
-	profile := executor.Profile(sc.Profile)
-	now := time.Now
-	if p.now != "" {
-		t, err := time.Parse(time.RFC3339Nano, p.now)
-		if err != nil {
-			return usagef("--now %q: want RFC 3339", p.now)
-		}
-		// A clock that advances a millisecond per reading keeps records
-		// ordered in time while staying reproducible.
-		var n int64
-		now = func() time.Time { n++; return t.Add(time.Duration(n) * time.Millisecond) }
-	}
-	ids := executor.NewUUID
-	if p.idSeed != 0 {
-		var n int64
-		ids = func() string { n++; return fmt.Sprintf("%08x-0000-4000-8000-%012x", p.idSeed, n) }
-	}
-	reg := executor.NewRegistry()
-	if err := builtin.Register(reg, builtin.Options{Workspace: ws}); err != nil {
 		return err
 	}
-	cfg := executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{snap}, Now: now, IDs: ids}
-	var store *chain.FileStore
-	governed := profile == executor.ProfileGoverned || profile == executor.ProfileCertifiable
-	if governed {
-		if p.evidence == "" {
-			return usagef("profile %s needs --evidence DIR", profile)
-		}
-		dir := p.evidence
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(e.dir, dir)
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return inputErr(dir, err)
-		}
-		if store, err = chain.OpenFileStore(dir); err != nil {
-			return inputErr(dir, err)
-		}
-		defer store.Close()
-		cfg.Evidence = store
-	}
-	if profile == executor.ProfileCertifiable && p.cert == "" {
-		return usagef("profile certifiable needs --cert FILE")
-	}
-	if profile == executor.ProfileDurable {
-		st, closeFn, err := openState(e, p.state)
-		if err != nil {
-			return err
-		}
-		defer closeFn()
-		cfg.State = st
-	}
-	ex, err := executor.New(cfg)
-	if err != nil {
-		return inputErr(snapPath, err)
-	}
-	ref := executor.SnapshotRef{PolicyID: snap.PolicyID, Version: snap.Version, Digest: snap.Digest}
-	var scope executor.ExecutionScope = executor.EphemeralScope{ID: ids()}
-	if profile == executor.ProfileDurable {
-		scope = executor.DurableRunScope{RunID: ids()}
-	}
-	ec := executor.ExecutionContext{ContextID: ids(), Scope: scope, Principal: executor.Principal{Kind: kind, ID: id},
-		Tenant: sc.Tenant, Workspace: ws, Policy: ref, Backend: "inprocess", Profile: profile}
-	var boundary *executor.TaskBoundary
-	if governed {
-		if boundary, err = ex.OpenBoundary(ref, profile == executor.ProfileCertifiable); err != nil {
-			return err
-		}
-		ec.Boundary = boundary
-	}
+	defer s.release()
 	rep := runReport{Outcomes: []runOutcome{}}
 	failed := false
-	for _, a := range sc.Actions {
-		req := executor.ExecutionRequest{RequestID: ids(), Action: a.Action, Arguments: a.Arguments, Scope: scope}
-		if a.Timeout != "" {
-			d, err := time.ParseDuration(a.Timeout)
-			if err != nil || d <= 0 {
-				return inputErr(scenPath, fmt.Errorf("action %s: timeout %q is not a positive duration", a.ID, a.Timeout))
-			}
-			req.Timeout = d
+	for _, a := range s.sc.Actions {
+		out, err := s.execute(ctx, a.Action, a.Arguments, a.Timeout)
+		if err != nil {
+			return s.inputErr(s.scenPath, fmt.Errorf("action %s: %v", a.ID, err))
 		}
-		out := ex.Execute(ctx, req, ec)
 		b := out.Base()
 		rep.Outcomes = append(rep.Outcomes, runOutcome{ID: a.ID, Kind: string(out.Kind()), Profile: string(b.Profile), ReasonCode: b.ReasonCode, OperationID: b.OperationID})
 		if b.EvidenceError != nil || b.StateError != nil {
 			failed = true
 		}
 	}
-	if governed {
-		res, cerr := ex.CloseBoundary(ctx, boundary)
-		if res != nil {
-			rep.Evidence = map[string]any{"chain_id": boundary.ChainID, "head": res.Head.String(), "records": res.Records,
-				"path": diag.Rel(e.dir, filepath.Join(p.evidence, boundary.ChainID+".jsonl"))}
-		}
-		if cerr != nil {
-			fmt.Fprintf(e.stderr, "polc run: %v\n", cerr)
-			failed = true
-		} else if res.Certificate != nil {
-			out, err := certificateBytes(e, res.Certificate, p.signKey)
-			if err != nil {
-				return err
-			}
-			certPath := p.cert
-			if !filepath.IsAbs(certPath) {
-				certPath = filepath.Join(e.dir, certPath)
-			}
-			if err := atomicfile.WriteFile(certPath, out, 0o644); err != nil {
-				return inputErr(certPath, err)
-			}
-			rep.Certificate = map[string]any{"path": diag.Rel(e.dir, certPath), "certificate_id": res.Certificate.CertificateID,
-				"process_grade": res.Certificate.ProcessGrade, "signed": p.signKey != ""}
-		}
+	var closeFailed bool
+	rep.Evidence, rep.Certificate, closeFailed, err = s.finish(ctx)
+	if err != nil {
+		return err
 	}
+	failed = failed || closeFailed
 	if p.format == "json" {
 		if err := printJSON(e, rep); err != nil {
 			return err

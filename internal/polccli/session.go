@@ -1,0 +1,221 @@
+package polccli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"polc.dev/polc/chain"
+	"polc.dev/polc/executor"
+	"polc.dev/polc/executor/builtin"
+	"polc.dev/polc/internal/atomicfile"
+	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/snapshot"
+)
+
+// session is an executor set up from a scenario's header — snapshot,
+// profile, workspace, principal, tenant — with the built-in actions, the
+// evidence store or state database its profile needs and, governed, an
+// open task boundary. polc run drives one with the scenario's actions,
+// polc serve with requests.
+type session struct {
+	e        *env
+	p        *runParams
+	sc       *Scenario
+	scenPath string
+	ex       *executor.Executor
+	ec       executor.ExecutionContext
+	ids      func() string
+	boundary *executor.TaskBoundary
+	closers  []func()
+}
+
+// openSession loads p.scenario (with actions for polc run, without for
+// polc serve) and sets the session up. Errors are reported as polc run
+// reports them (positioned input errors, usage errors).
+func openSession(e *env, p *runParams, needActions bool) (_ *session, err error) {
+	s := &session{e: e, p: p, scenPath: p.scenario}
+	defer func() {
+		if err != nil {
+			s.release()
+		}
+	}()
+	if !filepath.IsAbs(s.scenPath) {
+		s.scenPath = filepath.Join(e.dir, s.scenPath)
+	}
+	if s.sc, err = loadScenario(s.scenPath, needActions); err != nil {
+		return nil, s.inputErr(s.scenPath, err)
+	}
+	base := filepath.Dir(s.scenPath)
+	rel := func(path string) string {
+		if filepath.IsAbs(path) {
+			return path
+		}
+		return filepath.Join(base, path)
+	}
+	snapPath := rel(s.sc.Snapshot)
+	if p.snapshot != "" {
+		snapPath = s.abs(p.snapshot)
+	}
+	data, err := os.ReadFile(snapPath)
+	if err != nil {
+		return nil, s.inputErr(snapPath, err)
+	}
+	snap, err := snapshot.Parse(data)
+	if err != nil {
+		return nil, s.inputErr(snapPath, err)
+	}
+	kind, id, ok := strings.Cut(s.sc.Principal, ":")
+	if !ok || kind == "" || id == "" {
+		return nil, s.inputErr(s.scenPath, fmt.Errorf("principal %q: want kind:id", s.sc.Principal))
+	}
+	ws := filepath.Clean(rel(s.sc.Workspace))
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return nil, s.inputErr(ws, err)
+	}
+	profile := executor.Profile(s.sc.Profile)
+	now := time.Now
+	if p.now != "" {
+		t, err := time.Parse(time.RFC3339Nano, p.now)
+		if err != nil {
+			return nil, usagef("--now %q: want RFC 3339", p.now)
+		}
+		// A clock that advances a millisecond per reading keeps records
+		// ordered in time while staying reproducible.
+		var n int64
+		now = func() time.Time { n++; return t.Add(time.Duration(n) * time.Millisecond) }
+	}
+	s.ids = executor.NewUUID
+	if p.idSeed != 0 {
+		var n int64
+		s.ids = func() string { n++; return fmt.Sprintf("%08x-0000-4000-8000-%012x", p.idSeed, n) }
+	}
+	reg := executor.NewRegistry()
+	if err := builtin.Register(reg, builtin.Options{Workspace: ws}); err != nil {
+		return nil, err
+	}
+	cfg := executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{snap}, Now: now, IDs: s.ids}
+	governed := profile == executor.ProfileGoverned || profile == executor.ProfileCertifiable
+	if governed {
+		if p.evidence == "" {
+			return nil, usagef("profile %s needs --evidence DIR", profile)
+		}
+		dir := s.abs(p.evidence)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, s.inputErr(dir, err)
+		}
+		store, err := chain.OpenFileStore(dir)
+		if err != nil {
+			return nil, s.inputErr(dir, err)
+		}
+		s.closers = append(s.closers, func() { store.Close() })
+		cfg.Evidence = store
+	}
+	if profile == executor.ProfileCertifiable && p.cert == "" {
+		return nil, usagef("profile certifiable needs --cert FILE")
+	}
+	if profile == executor.ProfileDurable {
+		st, closeFn, err := openState(e, p.state)
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, closeFn)
+		cfg.State = st
+	}
+	if s.ex, err = executor.New(cfg); err != nil {
+		return nil, s.inputErr(snapPath, err)
+	}
+	ref := executor.SnapshotRef{PolicyID: snap.PolicyID, Version: snap.Version, Digest: snap.Digest}
+	var scope executor.ExecutionScope = executor.EphemeralScope{ID: s.ids()}
+	if profile == executor.ProfileDurable {
+		scope = executor.DurableRunScope{RunID: s.ids()}
+	}
+	s.ec = executor.ExecutionContext{ContextID: s.ids(), Scope: scope, Principal: executor.Principal{Kind: kind, ID: id},
+		Tenant: s.sc.Tenant, Workspace: ws, Policy: ref, Backend: "inprocess", Profile: profile}
+	if governed {
+		if s.boundary, err = s.ex.OpenBoundary(ref, profile == executor.ProfileCertifiable); err != nil {
+			return nil, err
+		}
+		s.ec.Boundary = s.boundary
+	}
+	return s, nil
+}
+
+// abs is path relative to the working directory.
+func (s *session) abs(path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(s.e.dir, path)
+}
+
+// inputErr reports err as a positioned invalid_input diagnostic on file.
+func (s *session) inputErr(file string, err error) error {
+	var d diag.List
+	pos := diag.Pos{File: diag.Rel(s.e.dir, file)}
+	if pe, ok := err.(*posError); ok {
+		pos.Line, pos.Col = pe.line, pe.col
+	}
+	d.Add(pos, diag.CodeInvalidInput, "%v", err)
+	return report(s.e, d, diag.FormatText)
+}
+
+// execute runs one action through the executor under the session's
+// context; timeout is a Go duration ("" for none). The error is about the
+// input (a bad timeout); everything else is in the outcome.
+func (s *session) execute(ctx context.Context, action string, args map[string]any, timeout string) (executor.Outcome, error) {
+	req := executor.ExecutionRequest{RequestID: s.ids(), Action: action, Arguments: args, Scope: s.ec.Scope}
+	if timeout != "" {
+		d, err := time.ParseDuration(timeout)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("timeout %q is not a positive duration", timeout)
+		}
+		req.Timeout = d
+	}
+	return s.ex.Execute(ctx, req, s.ec), nil
+}
+
+// finish closes the task boundary (governed) and writes the certificate
+// (certifiable). It returns the evidence and certificate summaries polc
+// run prints, failed when the boundary could not be closed or the
+// certificate not minted (said on stderr), and err for an error to
+// return (the certificate could not be signed or written).
+func (s *session) finish(ctx context.Context) (evidence, cert map[string]any, failed bool, err error) {
+	if s.boundary == nil {
+		return nil, nil, false, nil
+	}
+	res, cerr := s.ex.CloseBoundary(ctx, s.boundary)
+	if res != nil {
+		evidence = map[string]any{"chain_id": s.boundary.ChainID, "head": res.Head.String(), "records": res.Records,
+			"path": diag.Rel(s.e.dir, filepath.Join(s.p.evidence, s.boundary.ChainID+".jsonl"))}
+	}
+	if cerr != nil {
+		fmt.Fprintf(s.e.stderr, "polc: %v\n", cerr)
+		return evidence, nil, true, nil
+	}
+	if res.Certificate == nil {
+		return evidence, nil, false, nil
+	}
+	out, err := certificateBytes(s.e, res.Certificate, s.p.signKey)
+	if err != nil {
+		return evidence, nil, true, err
+	}
+	certPath := s.abs(s.p.cert)
+	if err := atomicfile.WriteFile(certPath, out, 0o644); err != nil {
+		return evidence, nil, true, s.inputErr(certPath, err)
+	}
+	cert = map[string]any{"path": diag.Rel(s.e.dir, certPath), "certificate_id": res.Certificate.CertificateID,
+		"process_grade": res.Certificate.ProcessGrade, "signed": s.p.signKey != ""}
+	return evidence, cert, false, nil
+}
+
+// release closes the stores.
+func (s *session) release() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
