@@ -120,7 +120,9 @@ func loadSources(cfg Config, paths []string) (*Declarations, diag.List) {
 		}
 		switch ext := strings.ToLower(filepath.Ext(abs)); {
 		case fi.IsDir():
-			decls.values = append(decls.values, l.loadCUE([]string{abs})...)
+			// The directory is the package's root: CUE reads a directory
+			// argument outside its Dir as a non-canonical import path.
+			decls.values = append(decls.values, l.loadCUE(abs, []string{"."})...)
 		case ext == ".cue":
 			cueFiles = append(cueFiles, abs)
 		case ext == ".json" || ext == ".yaml" || ext == ".yml":
@@ -133,7 +135,7 @@ func loadSources(cfg Config, paths []string) (*Declarations, diag.List) {
 		decls.files = append(decls.files, diag.Rel(cfg.Dir, abs))
 	}
 	if len(cueFiles) > 0 {
-		decls.values = append(decls.values, l.loadCUE(cueFiles)...)
+		decls.values = append(decls.values, l.loadCUE(cfg.Dir, cueFiles)...)
 	}
 	diags := l.diags
 	l.diags = nil
@@ -180,8 +182,8 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-func (l *loader) loadCUE(args []string) []cue.Value {
-	insts := load.Instances(args, &load.Config{Dir: l.cfg.Dir})
+func (l *loader) loadCUE(dir string, args []string) []cue.Value {
+	insts := load.Instances(args, &load.Config{Dir: dir})
 	var out []cue.Value
 	for _, inst := range insts {
 		if inst.Err != nil {
