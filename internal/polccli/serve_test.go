@@ -235,3 +235,39 @@ func TestServeClosesOnSignal(t *testing.T) {
 		t.Fatal("the server still answers")
 	}
 }
+
+// FuzzServeDecodeBody: the request body parser never panics, and what it
+// accepts is one JSON object with only the declared members, each once,
+// that encoding/json decodes to the same request.
+func FuzzServeDecodeBody(f *testing.F) {
+	for _, s := range []string{`{"action":"bash","arguments":{"command":"ls"},"timeout":"1s"}`, `{}`, ``, `{"action":"a","action":"b"}`,
+		`{"Action":"a"}`, `[]`, `{"action":1}`, `{"action":"a"} x`, `{"arguments":{"a":{"b":[1,2,{"c":null}]}}}`, "\ufeff{}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, _ := http.NewRequest("POST", "/v1/execute", bytes.NewReader(body))
+		var req executeRequest
+		if err := decodeBody(r, &req, "action", "arguments", "timeout"); err != nil {
+			return
+		}
+		trimmed := bytes.TrimSpace(body)
+		if len(trimmed) == 0 {
+			return
+		}
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(trimmed, &members); err != nil {
+			t.Fatalf("accepted %q, which is not one JSON object: %v", body, err)
+		}
+		for name := range members {
+			if name != "action" && name != "arguments" && name != "timeout" {
+				t.Fatalf("accepted %q with member %q", body, name)
+			}
+		}
+		var again executeRequest
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.UseNumber()
+		if err := dec.Decode(&again); err != nil || again.Action != req.Action || again.Timeout != req.Timeout || len(again.Arguments) != len(req.Arguments) {
+			t.Fatalf("accepted %q as %+v; encoding/json: %+v %v", body, req, again, err)
+		}
+	})
+}
