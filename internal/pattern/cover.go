@@ -14,6 +14,12 @@ func Covers(k Kind, parent, child string) bool {
 	}
 	switch k {
 	case Path:
+		// A relative pattern is under the workspace, an absolute one
+		// anywhere: neither covers the other (splitPath's leading ""
+		// segment alone would let a relative "**" consume it).
+		if strings.HasPrefix(parent, "/") != strings.HasPrefix(child, "/") {
+			return false
+		}
 		return coverSegments(splitPath(parent), splitPath(child), true)
 	case Command:
 		return coverTokens(strings.Split(parent, " "), strings.Split(child, " "))

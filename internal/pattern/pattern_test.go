@@ -106,6 +106,13 @@ func TestCoversExamples(t *testing.T) {
 	}{
 		{Path, "/repo/**", "/repo", true},
 		{Path, "/repo/**", "/repo/a/b/*.go", true},
+		// A relative pattern is under the workspace, an absolute one
+		// anywhere: neither covers the other, "**" included.
+		{Path, "**", "/**", false},
+		{Path, "**", "/etc/passwd", false},
+		{Path, "**/x", "/a/x", false},
+		{Path, "/**", "**", false},
+		{Path, "**", "src/**", true},
 		{Path, "/repo/*/src/**", "/repo/**", false},
 		{Path, "src/**", "/src/x", false},
 		{Path, "/**", "/", true},

@@ -1,0 +1,146 @@
+package executor_test
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+
+	"polc.dev/polc/compiler"
+	"polc.dev/polc/executor"
+)
+
+// permissiveness ranks dispositions: a change of version that moves a
+// request up this order widened what the policy permits.
+var permissiveness = map[string]int{executor.Deny: 0, executor.Escalate: 1, executor.Allow: 2}
+
+// mutate returns a copy of pol with one small change drawn from donor (a
+// policy from the same generator): one section's field replaced, one list
+// entry dropped or one entry added — the kind of edit a policy change is.
+func (g gen) mutate(pol, donor map[string]any) map[string]any {
+	var out map[string]any
+	b, _ := json.Marshal(pol)
+	json.Unmarshal(b, &out)
+	var don map[string]any
+	b, _ = json.Marshal(donor)
+	json.Unmarshal(b, &don)
+	keys := make([]string, 0, len(out))
+	for k := range don {
+		if k != "version" {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	k := keys[g.r.IntN(len(keys))]
+	sec, isSec := out[k].(map[string]any)
+	dsec, _ := don[k].(map[string]any)
+	switch {
+	case !isSec || dsec == nil || g.chance(0.3):
+		out[k] = don[k] // the whole section (or value)
+	default:
+		fields := make([]string, 0, len(dsec))
+		for f := range dsec {
+			fields = append(fields, f)
+		}
+		slices.Sort(fields)
+		f := fields[g.r.IntN(len(fields))]
+		list, isList := sec[f].([]any)
+		dlist, _ := dsec[f].([]any)
+		switch {
+		case isList && len(list) > 0 && g.chance(0.4):
+			i := g.r.IntN(len(list))
+			sec[f] = append(list[:i:i], list[i+1:]...)
+		case isList && len(dlist) > 0 && g.chance(0.5):
+			sec[f] = append(list, dlist[g.r.IntN(len(dlist))])
+		default:
+			sec[f] = dsec[f]
+		}
+	}
+	if _, ok := pol["gates"]; ok && g.chance(0.5) {
+		out["gates"] = pol["gates"] // keep gate ids stable most of the time
+	}
+	return out
+}
+
+// TestDiffIsSound checks polc diff's promise to CI — no silent widening —
+// against the engine: for random policies and a one-edit change of each,
+// every request the new version treats more permissively than the old
+// (deny → escalate or allow, escalate → allow) comes with at least one
+// "widened" change from compiler.Diff. Reporting a widening where the
+// decisions did not move is allowed (coverage is decided conservatively);
+// missing one is the failure.
+func TestDiffIsSound(t *testing.T) {
+	// 300 rounds take ~12 s; 1,500 found the relative "**" covering
+	// absolute paths (fixed in pattern.Covers). POLC_DIFF_ROUNDS runs more.
+	rounds, requests := 300, 300
+	if n, err := strconv.Atoi(os.Getenv("POLC_DIFF_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	} else if testing.Short() {
+		rounds = 30
+	}
+	g := gen{rand.New(rand.NewPCG(7, 0xd1ff))}
+	pairs, moved, silent := 0, 0, 0
+	for round := range rounds {
+		old := g.policy()
+		newer := g.mutate(old, g.policy())
+		dir := t.TempDir()
+		src, _ := json.Marshal(map[string]any{"policies": map[string]any{"p": old}})
+		os.WriteFile(filepath.Join(dir, "old.json"), src, 0o644)
+		src, _ = json.Marshal(map[string]any{"policies": map[string]any{"p": newer}})
+		os.WriteFile(filepath.Join(dir, "new.json"), src, 0o644)
+		ro := compiler.Compile(compiler.Config{Dir: dir}, []string{"old.json"})
+		rn := compiler.Compile(compiler.Config{Dir: dir}, []string{"new.json"})
+		if ro.Diagnostics.HasErrors() || rn.Diagnostics.HasErrors() {
+			continue // an edit can make a policy invalid (e.g. a gate naming no rule)
+		}
+		so, sn := ro.Snapshots[0], rn.Snapshots[0]
+		widened := false
+		for _, c := range compiler.Diff(so, sn) {
+			widened = widened || c.Kind == "widened"
+		}
+		po, err := executor.Compile(so)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pn, err := executor.Compile(sn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range requests {
+			req := g.request()
+			switch j % 3 {
+			case 1:
+				req = g.requestFor(old)
+			case 2:
+				req = g.requestFor(newer)
+			}
+			do, _ := po.Evaluate(req)
+			dn, _ := pn.Evaluate(req)
+			pairs++
+			if permissiveness[dn.Disposition] <= permissiveness[do.Disposition] {
+				continue
+			}
+			moved++
+			if !widened {
+				silent++
+				if silent <= 3 {
+					ob, _ := json.Marshal(old)
+					nb, _ := json.Marshal(newer)
+					rb, _ := json.Marshal(req)
+					t.Errorf("round %d: %s → %s with no widening reported\nold: %s\nnew: %s\nrequest: %s\nold reasons %v, new reasons %v",
+						round, do.Disposition, dn.Disposition, ob, nb, rb, do.Reasons, dn.Reasons)
+				}
+			}
+		}
+	}
+	t.Logf("%d request pairs, %d more permissive under the new version, %d of them unreported", pairs, moved, silent)
+	if moved == 0 {
+		t.Fatal("no request moved: the mutations test nothing")
+	}
+	if silent > 0 {
+		t.Fatalf("%d widenings polc diff did not report", silent)
+	}
+}
