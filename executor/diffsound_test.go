@@ -149,3 +149,70 @@ func TestDiffIsSound(t *testing.T) {
 		t.Fatalf("%d widenings polc diff did not report", silent)
 	}
 }
+
+// TestInheritanceNeverWidens checks the compiler's promise — no silent
+// widening — against the engine: for a random parent and a child that
+// extends it with a one-edit change and no expansions, when the pair
+// compiles, no request is treated more permissively by the child than by
+// the parent.
+func TestInheritanceNeverWidens(t *testing.T) {
+	rounds, requests := 300, 200
+	if n, err := strconv.Atoi(os.Getenv("POLC_DIFF_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	} else if testing.Short() {
+		rounds = 30
+	}
+	seed := uint64(9)
+	if n, err := strconv.ParseUint(os.Getenv("POLC_DIFF_SEED"), 10, 64); err == nil {
+		seed = n
+	}
+	g := gen{rand.New(rand.NewPCG(seed, 0x1a4e))}
+	compiled, pairs, wider := 0, 0, 0
+	for round := range rounds {
+		parent := g.policy()
+		child := g.mutate(parent, g.policy())
+		child["extends"] = "parent"
+		dir := t.TempDir()
+		src, _ := json.Marshal(map[string]any{"policies": map[string]any{"parent": parent, "child": child}})
+		os.WriteFile(filepath.Join(dir, "p.json"), src, 0o644)
+		res := compiler.Compile(compiler.Config{Dir: dir}, []string{"p.json"})
+		if res.Diagnostics.HasErrors() {
+			continue // a widening needs an expansion: refused, as it should be
+		}
+		compiled++
+		snaps := map[string]*executor.Policy{}
+		for _, s := range res.Snapshots {
+			p, err := executor.Compile(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snaps[s.Name] = p
+		}
+		for j := range requests {
+			req := g.request()
+			if j%2 == 1 {
+				req = g.requestFor(child)
+			}
+			dp, _ := snaps["parent"].Evaluate(req)
+			dc, _ := snaps["child"].Evaluate(req)
+			pairs++
+			if permissiveness[dc.Disposition] > permissiveness[dp.Disposition] {
+				wider++
+				if wider <= 3 {
+					pb, _ := json.Marshal(parent)
+					cb, _ := json.Marshal(child)
+					rb, _ := json.Marshal(req)
+					t.Errorf("round %d: the parent says %s, the child %s\nparent: %s\nchild: %s\nrequest: %s\nparent reasons %v, child reasons %v",
+						round, dp.Disposition, dc.Disposition, pb, cb, rb, dp.Reasons, dc.Reasons)
+				}
+			}
+		}
+	}
+	t.Logf("%d of %d children compiled; %d request pairs; %d where the child was more permissive", compiled, rounds, pairs, wider)
+	if compiled == 0 {
+		t.Fatal("no child compiled: the test tests nothing")
+	}
+	if wider > 0 {
+		t.Fatalf("%d requests a child widened without an expansion", wider)
+	}
+}
