@@ -259,14 +259,7 @@ func (sv *server) execute(w http.ResponseWriter, r *http.Request) {
 	if b := out.Base(); b.EvidenceError != nil || b.StateError != nil {
 		sv.failures.Add(1)
 	}
-	m := outcomeJSON(out)
-	if _, err := json.Marshal(m["result"]); err != nil {
-		// The action ran: answer its outcome (a 500 would invite a retry)
-		// without the result JSON cannot carry; result_digest still binds it.
-		delete(m, "result")
-		m["result_unencodable"] = err.Error()
-	}
-	writeJSON(w, http.StatusOK, m)
+	writeJSON(w, http.StatusOK, outcomeJSON(out))
 }
 
 // outcomeJSON is an outcome as the API answers it.
