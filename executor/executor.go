@@ -277,8 +277,9 @@ type attempt struct {
 	argsDigest string
 	// argsChecked are the arguments as stage 2 checked them (nil when the
 	// request's are), argsOK set once it has: the request digest covers
-	// them. Transformers get copies and the callable's changes come
-	// after every digest taken from them.
+	// them. Transformers get copies; the callable gets them at stage 12,
+	// after every digest taken from them (a minimal report digests its
+	// own copy, frozenRequest).
 	argsChecked map[string]any
 	argsOK      bool
 	norm        *Normalized
