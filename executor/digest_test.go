@@ -79,7 +79,7 @@ func TestContextDigest(t *testing.T) {
 		return ExecutionContext{
 			ContextID: "c", Scope: EphemeralScope{ID: "s"}, Principal: Principal{Kind: "agent", ID: "a"},
 			Tenant: "t", Workspace: "/w", Policy: SnapshotRef{PolicyID: "p", Version: "1", Digest: "d"},
-			Backend: "inprocess/v1", Profile: ProfileGoverned, Boundary: &TaskBoundary{ID: "b"}, Usage: Usage{Calls: 1},
+			Backend: "inprocess/v1", Profile: ProfileGoverned, Boundary: &TaskBoundary{id: "b"}, Usage: Usage{Calls: 1},
 		}
 	}
 	b0 := base()
@@ -88,7 +88,7 @@ func TestContextDigest(t *testing.T) {
 		t.Fatal("equal contexts digest differently")
 	}
 	other := base()
-	other.Boundary = &TaskBoundary{ID: "b", Certifiable: true}
+	other.Boundary = &TaskBoundary{id: "b", certifiable: true}
 	if other.Digest() != want {
 		t.Error("the boundary should count by id only")
 	}
@@ -105,7 +105,7 @@ func TestContextDigest(t *testing.T) {
 		"digest":     func(c *ExecutionContext) { c.Policy.Digest = "e" },
 		"backend":    func(c *ExecutionContext) { c.Backend = "other" },
 		"profile":    func(c *ExecutionContext) { c.Profile = ProfileCertifiable },
-		"boundary":   func(c *ExecutionContext) { c.Boundary = &TaskBoundary{ID: "b2"} },
+		"boundary":   func(c *ExecutionContext) { c.Boundary = &TaskBoundary{id: "b2"} },
 		"no bound":   func(c *ExecutionContext) { c.Boundary = nil },
 		"usage":      func(c *ExecutionContext) { c.Usage.Tokens = 5 },
 	}

@@ -95,7 +95,7 @@ func governedFileRig(b *testing.B) (*rig, executor.ExecutionContext, *chain.File
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, _, err := store.Head(context.Background(), bd.ChainID); err != nil {
+	if _, _, err := store.Head(context.Background(), bd.ChainID()); err != nil {
 		b.Fatal(err)
 	}
 	return r, r.ctx(executor.ProfileGoverned, bd), store

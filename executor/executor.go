@@ -582,9 +582,9 @@ func (a *attempt) bind() Outcome {
 			return a.deny(3, "no_task_boundary", "governed profile without a task boundary")
 		case b.owner != a.e:
 			return a.deny(3, "boundary_foreign", "the task boundary was not opened by this executor")
-		case b.Policy != ec.Policy:
+		case b.policy != ec.Policy:
 			return a.deny(3, "boundary_policy_mismatch", "the boundary pins another policy")
-		case ec.Profile == ProfileCertifiable && !b.Certifiable:
+		case ec.Profile == ProfileCertifiable && !b.certifiable:
 			return a.deny(3, "boundary_not_certifiable", "certifiable profile on a governed boundary")
 		}
 	default:
@@ -666,7 +666,7 @@ func (a *attempt) governedStart() Outcome {
 	closed := b.closed
 	b.mu.Unlock()
 	if closed {
-		return a.deny(4, "boundary_closed", "task boundary %s is closed", b.ID)
+		return a.deny(4, "boundary_closed", "task boundary %s is closed", b.id)
 	}
 	pf := a.base.Preflight
 	if now := a.e.now(); !now.Before(pf.ExpiresAt) {
@@ -677,7 +677,7 @@ func (a *attempt) governedStart() Outcome {
 	}
 	if err := a.append(chain.PolicyBoundPayload{
 		PolicyDigest: a.pol.snap.Digest, EffectBackendID: a.backend.ID(),
-		EffectCapabilityDigest: pf.CapabilityDigest, TaskBoundaryID: b.ID,
+		EffectCapabilityDigest: pf.CapabilityDigest, TaskBoundaryID: b.id,
 	}); err != nil {
 		return a.evidenceFailure(4, chain.PolicyBound, err, false)
 	}

@@ -296,7 +296,7 @@ func TestEvidenceFaultAtEveryWait(t *testing.T) {
 		cr := newRig(t, clean, nil)
 		b, _ := cr.exec.OpenBoundary(cr.ref(), false)
 		out := cr.exec.Execute(context.Background(), req("2", action, nil), cr.ctx(executor.ProfileGoverned, b))
-		recs, err := clean.Read(context.Background(), b.ChainID, -1)
+		recs, err := clean.Read(context.Background(), b.ChainID(), -1)
 		if err != nil || len(recs) < 4 || len(recs) != len(out.Base().Records) {
 			t.Fatalf("clean run of %s: %d records, %v", action, len(recs), err)
 		}
@@ -358,7 +358,7 @@ func TestGovernedCertificate(t *testing.T) {
 	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != "boundary_closed" {
 		t.Fatalf("after close: %s %s", out.Kind(), out.Base().ReasonCode)
 	}
-	vr, err := store.Verify(context.Background(), b.ChainID, res.Head)
+	vr, err := store.Verify(context.Background(), b.ChainID(), res.Head)
 	if err != nil || !vr.OK() {
 		t.Fatalf("chain does not verify: %v %+v", err, vr)
 	}
@@ -632,12 +632,12 @@ func TestPanicsAreContained(t *testing.T) {
 	if f, ok := out.(*executor.Failed); !ok || f.Class != "callable_panic" || !out.Base().CallExecuted || out.Base().EvidenceError != nil {
 		t.Fatalf("panicking callable: %s %+v", out.Kind(), out.Base())
 	}
-	lines := strings.Split(strings.TrimSpace(string(store.Export(b.ChainID))), "\n")
+	lines := strings.Split(strings.TrimSpace(string(store.Export(b.ChainID()))), "\n")
 	last := lines[len(lines)-1]
 	if !strings.Contains(last, `"record_type":"callable_failed"`) || !strings.Contains(last, `callable_panic`) {
 		t.Fatalf("terminal record %s", last)
 	}
-	if strings.Contains(string(store.Export(b.ChainID)), secret) {
+	if strings.Contains(string(store.Export(b.ChainID())), secret) {
 		t.Fatal("the panic's text reached the evidence")
 	}
 

@@ -17,11 +17,13 @@ import (
 // Only Executor.OpenBoundary makes one: a boundary built any other way, or
 // opened by another executor, is refused (boundary_foreign).
 type TaskBoundary struct {
-	ID          string
-	ChainID     string
-	Policy      SnapshotRef
-	OpenedAt    time.Time
-	Certifiable bool
+	// The boundary's identity is fixed when it opens: records, the
+	// certificate and the checks of every operation depend on it.
+	id          string
+	chainID     string
+	policy      SnapshotRef
+	openedAt    time.Time
+	certifiable bool
 
 	writer *chain.Writer
 	owner  *Executor // the executor that opened it; no other may use it
@@ -34,6 +36,21 @@ type TaskBoundary struct {
 	started int64
 	grants  []*grant
 }
+
+// ID is the task boundary's id (task_boundary_id in its records).
+func (b *TaskBoundary) ID() string { return b.id }
+
+// ChainID is the id of the boundary's evidence chain.
+func (b *TaskBoundary) ChainID() string { return b.chainID }
+
+// Policy is the snapshot the boundary pins.
+func (b *TaskBoundary) Policy() SnapshotRef { return b.policy }
+
+// OpenedAt is when the boundary opened.
+func (b *TaskBoundary) OpenedAt() time.Time { return b.openedAt }
+
+// Certifiable reports whether closing the boundary mints a certificate.
+func (b *TaskBoundary) Certifiable() bool { return b.certifiable }
 
 type grant struct {
 	ExceptionGrant
@@ -93,8 +110,8 @@ func (e *Executor) OpenBoundary(policy SnapshotRef, certifiable bool) (*TaskBoun
 	if _, err := e.policy(policy); err != nil {
 		return nil, err
 	}
-	b := &TaskBoundary{ID: e.cfg.IDs(), ChainID: e.cfg.IDs(), Policy: policy, OpenedAt: e.now(), Certifiable: certifiable}
-	b.writer = &chain.Writer{Store: e.cfg.Evidence, ChainID: b.ChainID}
+	b := &TaskBoundary{id: e.cfg.IDs(), chainID: e.cfg.IDs(), policy: policy, openedAt: e.now(), certifiable: certifiable}
+	b.writer = &chain.Writer{Store: e.cfg.Evidence, ChainID: b.chainID}
 	b.owner = e
 	return b, nil
 }
@@ -128,20 +145,20 @@ func (e *Executor) CloseBoundary(ctx context.Context, b *TaskBoundary) (*CloseRe
 	b.mu.Unlock()
 	closedAt := e.now()
 	_, rc, err := b.writer.Append(ctx, chain.Draft{
-		RecordID: e.cfg.IDs(), PolicyID: b.Policy.PolicyID, PolicyVersion: b.Policy.Version, CreatedAt: closedAt,
-		Payload: chain.TaskClosedPayload{TaskBoundaryID: b.ID, OpenedAt: chain.FormatTime(b.OpenedAt), ClosedAt: chain.FormatTime(closedAt), OperationCount: started},
+		RecordID: e.cfg.IDs(), PolicyID: b.policy.PolicyID, PolicyVersion: b.policy.Version, CreatedAt: closedAt,
+		Payload: chain.TaskClosedPayload{TaskBoundaryID: b.id, OpenedAt: chain.FormatTime(b.openedAt), ClosedAt: chain.FormatTime(closedAt), OperationCount: started},
 	})
 	if err != nil {
 		return nil, &GovernanceEvidenceError{RecordType: string(chain.TaskClosed), Err: err}
 	}
 	res := &CloseResult{Head: rc.HeadHash, Records: rc.Sequence + 1}
-	if !b.Certifiable {
+	if !b.certifiable {
 		return res, nil
 	}
 	iss := certificate.Issuer{Store: e.cfg.Evidence, Snapshots: snapshotSource{e}, Now: e.now, NewID: e.cfg.IDs}
 	c, err := iss.Mint(ctx, certificate.Boundary{
-		TaskBoundaryID: b.ID, ChainID: b.ChainID, PolicyID: b.Policy.PolicyID, PolicyVersion: b.Policy.Version,
-		OpenedAt: b.OpenedAt, ClosedAt: closedAt,
+		TaskBoundaryID: b.id, ChainID: b.chainID, PolicyID: b.policy.PolicyID, PolicyVersion: b.policy.Version,
+		OpenedAt: b.openedAt, ClosedAt: closedAt,
 	}, rc.HeadHash)
 	if err != nil {
 		return res, err

@@ -119,7 +119,7 @@ func TestForeignBoundariesAndBadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string]*executor.TaskBoundary{"zero": {Policy: r.ref(), Certifiable: true}, "other executor's": theirs} {
+	for name, b := range map[string]*executor.TaskBoundary{"zero": {}, "other executor's": theirs} {
 		for _, profile := range []executor.Profile{executor.ProfileGoverned, executor.ProfileCertifiable} {
 			out := r.exec.Execute(context.Background(), req("f", "nothing", nil), r.ctx(profile, b))
 			if out.Kind() != executor.KindDenied || out.Base().ReasonCode != "boundary_foreign" || len(out.Base().Records) != 0 {
@@ -183,7 +183,7 @@ func governedVia(t *testing.T, backend funcBackend) (*rig, executor.Outcome, str
 	ec := r.ctx(executor.ProfileGoverned, b)
 	ec.Backend = backend.id
 	out := r.exec.Execute(context.Background(), req("via", "nothing", nil), ec)
-	lines := strings.Split(strings.TrimSpace(string(store.Export(b.ChainID))), "\n")
+	lines := strings.Split(strings.TrimSpace(string(store.Export(b.ChainID()))), "\n")
 	return r, out, lines[len(lines)-1]
 }
 

@@ -306,7 +306,7 @@ func (f scopeForm) AppendCanonical(b []byte) ([]byte, error) {
 func (ec *ExecutionContext) Digest() string {
 	var boundary *string
 	if ec.Boundary != nil {
-		boundary = &ec.Boundary.ID
+		boundary = &ec.Boundary.id
 	}
 	return digestOf(map[string]any{
 		"context_id": ec.ContextID, "scope": scopeForm{ec.Scope}, "principal": ec.Principal.String(),

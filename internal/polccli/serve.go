@@ -223,7 +223,7 @@ func (sv *server) session(w http.ResponseWriter, _ *http.Request) {
 		"boundary": nil, "closed": closed,
 	}
 	if b := sv.s.boundary; b != nil {
-		out["boundary"] = map[string]any{"task_boundary_id": b.ID, "chain_id": b.ChainID, "certifiable": b.Certifiable}
+		out["boundary"] = map[string]any{"task_boundary_id": b.ID(), "chain_id": b.ChainID(), "certifiable": b.Certifiable()}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -189,8 +189,8 @@ func (s *session) finish(ctx context.Context) (evidence, cert map[string]any, fa
 	}
 	res, cerr := s.ex.CloseBoundary(ctx, s.boundary)
 	if res != nil {
-		evidence = map[string]any{"chain_id": s.boundary.ChainID, "head": res.Head.String(), "records": res.Records,
-			"path": diag.Rel(s.e.dir, filepath.Join(s.p.evidence, s.boundary.ChainID+".jsonl"))}
+		evidence = map[string]any{"chain_id": s.boundary.ChainID(), "head": res.Head.String(), "records": res.Records,
+			"path": diag.Rel(s.e.dir, filepath.Join(s.p.evidence, s.boundary.ChainID()+".jsonl"))}
 	}
 	if cerr != nil {
 		fmt.Fprintf(s.e.stderr, "polc: %v\n", cerr)
