@@ -99,6 +99,16 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	}
 	cfg := executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{snap}, Now: now, IDs: s.ids}
 	governed := profile == executor.ProfileGoverned || profile == executor.ProfileCertifiable
+	// A flag the profile would not use is refused, not ignored: an
+	// operator who passed --cert expects a certificate.
+	switch {
+	case p.evidence != "" && !governed:
+		return nil, usagef("--evidence is for the governed and certifiable profiles; the profile is %s", profile)
+	case (p.cert != "" || p.signKey != "") && profile != executor.ProfileCertifiable:
+		return nil, usagef("--cert and --sign-key are for the certifiable profile; the profile is %s", profile)
+	case p.state != "" && profile != executor.ProfileDurable:
+		return nil, usagef("--state is for the durable profile; the profile is %s", profile)
+	}
 	if governed {
 		if p.evidence == "" {
 			return nil, usagef("profile %s needs --evidence DIR", profile)
