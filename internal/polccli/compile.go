@@ -65,6 +65,10 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 	if p.dump != "" && !slices.Contains(compiler.Stages, p.dump) {
 		return usagef("--dump %q: want one of %s", p.dump, strings.Join(compiler.Stages, ", "))
 	}
+	if p.signKey == "" && (p.signAlg != "" || p.signKeyID != "default") {
+		// Refused, not ignored: the bundle would go out unsigned.
+		return usagef("--sign-alg and --sign-key-id need --sign-key")
+	}
 	parents, diags := readParents(e, p.parents)
 	if diags.HasErrors() {
 		return report(e, diags, f)
