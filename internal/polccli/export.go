@@ -51,17 +51,41 @@ compiling the output gives the same digests as compiling the input.`,
 
 func newImportCmd(e *env) *cobra.Command {
 	p := &exportParams{format: "cue"}
+	lp := &legacyParams{}
 	c := &cobra.Command{
-		Use:   "import FILE... [-o OUT.cue]",
-		Short: "Convert JSON or YAML declarations to CUE",
+		Use:   "import FILE... [-o OUT.cue] | import --legacy NAME FILE [--approver CLASS] [--approval-expires DUR]",
+		Short: "Convert JSON or YAML declarations, or legacy LionAGI permissions, to CUE",
 		Long: `import validates JSON or YAML declarations (the same schema as CUE ones;
-unknown keys are errors) and writes them as a CUE file.`,
+unknown keys are errors) and writes them as a CUE file.
+
+With --legacy NAME, FILE holds LionAGI permissions (a preset name —
+allow_all, deny_all, read_only, safe — or {mode, allow, deny, escalate},
+alone or as an AgentSpec's permissions key), and import writes the polc
+policy NAME whose decisions equal the legacy engine's. Where they cannot
+(a pattern that makes a tool's decision depend on its arguments, bash
+unless always denied) it writes nothing and reports legacy_unrepresentable
+at the key, exit 1. Escalated tools become approvals by --approver, valid
+for --approval-expires. See docs/legacy.md.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			p.paths = args
+			if c.Flags().Changed("legacy") {
+				df, err := diagFormat(p.diagFmt)
+				if err != nil {
+					return err
+				}
+				return runImportLegacy(e, p, lp, df)
+			}
+			if c.Flags().Changed("approver") || c.Flags().Changed("approval-expires") || c.Flags().Changed("version") {
+				return usagef("--approver, --approval-expires and --version are for --legacy")
+			}
 			return runExport(c.Context(), e, p)
 		},
 	}
+	c.Flags().StringVar(&lp.name, "legacy", "", "translate legacy LionAGI permissions into the policy NAME")
+	c.Flags().StringVar(&lp.approver, "approver", "legacy-escalation", "approver class of escalated tools (--legacy)")
+	c.Flags().StringVar(&lp.expires, "approval-expires", "1h", "how long an approval of an escalated tool stays valid (--legacy)")
+	c.Flags().StringVar(&lp.version, "version", "1", "version of the imported policy (--legacy)")
 	c.Flags().StringVar(&p.pkg, "package", "policies", "CUE package name")
 	c.Flags().StringVarP(&p.out, "out", "o", "", "write to this file instead of standard output")
 	c.Flags().StringVar(&p.diagFmt, "diagnostics", "text", "diagnostics format: text, json or github")
