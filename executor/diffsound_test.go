@@ -65,6 +65,21 @@ func (g gen) mutate(pol, donor map[string]any) map[string]any {
 	return out
 }
 
+// soundnessRounds is the soundness tests' size and generator: 300 rounds
+// (30 with -short), or POLC_DIFF_ROUNDS; the seed, or POLC_DIFF_SEED.
+func soundnessRounds(seed, stream uint64) (int, gen) {
+	rounds := 300
+	if n, err := strconv.Atoi(os.Getenv("POLC_DIFF_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	} else if testing.Short() {
+		rounds = 30
+	}
+	if n, err := strconv.ParseUint(os.Getenv("POLC_DIFF_SEED"), 10, 64); err == nil {
+		seed = n
+	}
+	return rounds, gen{rand.New(rand.NewPCG(seed, stream))}
+}
+
 // TestDiffIsSound checks polc diff's promise to CI — no silent widening —
 // against the engine: for random policies and a one-edit change of each,
 // every request the new version treats more permissively than the old
@@ -74,19 +89,9 @@ func (g gen) mutate(pol, donor map[string]any) map[string]any {
 // missing one is the failure.
 func TestDiffIsSound(t *testing.T) {
 	// 300 rounds take ~12 s; 1,500 found the relative "**" covering
-	// absolute paths (fixed in pattern.Covers). POLC_DIFF_ROUNDS runs more,
-	// POLC_DIFF_SEED draws others.
-	rounds, requests := 300, 300
-	if n, err := strconv.Atoi(os.Getenv("POLC_DIFF_ROUNDS")); err == nil && n > 0 {
-		rounds = n
-	} else if testing.Short() {
-		rounds = 30
-	}
-	seed := uint64(7)
-	if n, err := strconv.ParseUint(os.Getenv("POLC_DIFF_SEED"), 10, 64); err == nil {
-		seed = n
-	}
-	g := gen{rand.New(rand.NewPCG(seed, 0xd1ff))}
+	// absolute paths (fixed in pattern.Covers).
+	rounds, g := soundnessRounds(7, 0xd1ff)
+	const requests = 300
 	pairs, moved, silent := 0, 0, 0
 	for round := range rounds {
 		old := g.policy()
@@ -156,17 +161,8 @@ func TestDiffIsSound(t *testing.T) {
 // compiles, no request is treated more permissively by the child than by
 // the parent.
 func TestInheritanceNeverWidens(t *testing.T) {
-	rounds, requests := 300, 200
-	if n, err := strconv.Atoi(os.Getenv("POLC_DIFF_ROUNDS")); err == nil && n > 0 {
-		rounds = n
-	} else if testing.Short() {
-		rounds = 30
-	}
-	seed := uint64(9)
-	if n, err := strconv.ParseUint(os.Getenv("POLC_DIFF_SEED"), 10, 64); err == nil {
-		seed = n
-	}
-	g := gen{rand.New(rand.NewPCG(seed, 0x1a4e))}
+	rounds, g := soundnessRounds(9, 0x1a4e)
+	const requests = 200
 	compiled, pairs, wider := 0, 0, 0
 	for round := range rounds {
 		parent := g.policy()

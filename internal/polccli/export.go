@@ -112,15 +112,20 @@ func runExport(_ context.Context, e *env, p *exportParams) error {
 	if err := report(e, diags, df); err != nil {
 		return err
 	}
-	if p.out == "" {
-		_, err = e.stdout.Write(out)
+	return writeOutput(e, p.out, out)
+}
+
+// writeOutput writes out to the file -o named (atomically), or to
+// standard output when none.
+func writeOutput(e *env, file string, out []byte) error {
+	if file == "" {
+		_, err := e.stdout.Write(out)
 		return err
 	}
-	path := p.out
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(e.dir, path)
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(e.dir, file)
 	}
-	return atomicfile.WriteFile(path, out, 0o644)
+	return atomicfile.WriteFile(file, out, 0o644)
 }
 
 // encodeDeclarations renders the policies of decls as a declaration file.

@@ -11,7 +11,6 @@ import (
 	cueyaml "cuelang.org/go/encoding/yaml"
 
 	"polc.dev/polc/compiler"
-	"polc.dev/polc/internal/atomicfile"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/legacy"
 )
@@ -131,13 +130,5 @@ func runImportLegacy(e *env, p *exportParams, lp *legacyParams, df diag.Format) 
 	if err != nil {
 		return err
 	}
-	if p.out == "" {
-		_, err = e.stdout.Write(out)
-		return err
-	}
-	path := p.out
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(e.dir, path)
-	}
-	return atomicfile.WriteFile(path, out, 0o644)
+	return writeOutput(e, p.out, out)
 }

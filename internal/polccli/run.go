@@ -75,17 +75,22 @@ minted or evidence failed, 2 on bad input.`,
 			return runRun(c.Context(), e, p)
 		},
 	}
-	c.Flags().StringVar(&p.snapshot, "snapshot", "", "snapshot file, overriding the scenario's")
+	sessionFlags(c, p, "scenario")
+	c.Flags().StringVar(&p.format, "format", "text", "text or json")
+	return c
+}
+
+// sessionFlags registers the flags of a session (polc run, polc serve).
+func sessionFlags(c *cobra.Command, p *runParams, file string) {
+	c.Flags().StringVar(&p.snapshot, "snapshot", "", "snapshot file, overriding the "+file+"'s")
 	c.Flags().StringVar(&p.evidence, "evidence", "", "directory of the evidence chain (governed, certifiable)")
 	c.Flags().StringVar(&p.cert, "cert", "", "certificate output file (certifiable)")
 	c.Flags().StringVar(&p.signKey, "sign-key", "", "signer key (polc keygen) to sign the certificate as DSSE")
 	c.Flags().StringVar(&p.state, "state", "", "SQLite state database (durable)")
-	c.Flags().StringVar(&p.format, "format", "text", "text or json")
 	c.Flags().StringVar(&p.now, "now", "", "fixed clock, RFC 3339 (reproducible runs)")
 	c.Flags().IntVar(&p.idSeed, "id-seed", 0, "derive ids from this seed instead of randomness (reproducible runs)")
 	c.Flags().MarkHidden("now")
 	c.Flags().MarkHidden("id-seed")
-	return c
 }
 
 // loadScenario decodes a YAML or JSON scenario strictly.

@@ -61,15 +61,7 @@ on bad input.`,
 		},
 	}
 	c.Flags().StringVar(&p.listen, "listen", "", "unix:PATH or tcp:HOST:PORT (loopback)")
-	c.Flags().StringVar(&p.snapshot, "snapshot", "", "snapshot file, overriding the session's")
-	c.Flags().StringVar(&p.evidence, "evidence", "", "directory of the evidence chain (governed, certifiable)")
-	c.Flags().StringVar(&p.cert, "cert", "", "certificate output file (certifiable)")
-	c.Flags().StringVar(&p.signKey, "sign-key", "", "signer key (polc keygen) to sign the certificate as DSSE")
-	c.Flags().StringVar(&p.state, "state", "", "SQLite state database (durable)")
-	c.Flags().StringVar(&p.now, "now", "", "fixed clock, RFC 3339 (reproducible runs)")
-	c.Flags().IntVar(&p.idSeed, "id-seed", 0, "derive ids from this seed instead of randomness (reproducible runs)")
-	c.Flags().MarkHidden("now")
-	c.Flags().MarkHidden("id-seed")
+	sessionFlags(c, &p.runParams, "session")
 	return c
 }
 
