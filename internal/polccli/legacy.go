@@ -46,12 +46,14 @@ func runImportLegacy(e *env, p *exportParams, lp *legacyParams, df diag.Format) 
 	}
 	f, err := cueyaml.Extract(abs, data)
 	if err != nil {
-		diags.Add(diag.Pos{File: rel}, diag.CodeInvalidInput, "%v", cueError(abs, err))
+		err = cueError(abs, err)
+		diags.Add(posIn(rel, err), diag.CodeInvalidInput, "%v", err)
 		return report(e, diags, df)
 	}
 	v := cuecontext.New().BuildFile(f)
 	if err := v.Err(); err != nil {
-		diags.Add(diag.Pos{File: rel}, diag.CodeInvalidInput, "%v", cueError(abs, err))
+		err = cueError(abs, err)
+		diags.Add(posIn(rel, err), diag.CodeInvalidInput, "%v", err)
 		return report(e, diags, df)
 	}
 	// An AgentSpec: only its permissions are the policy.

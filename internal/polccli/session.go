@@ -165,12 +165,18 @@ func (s *session) abs(path string) string {
 // inputErr reports err as a positioned invalid_input diagnostic on file.
 func (s *session) inputErr(file string, err error) error {
 	var d diag.List
-	pos := diag.Pos{File: diag.Rel(s.e.dir, file)}
+	d.Add(posIn(diag.Rel(s.e.dir, file), err), diag.CodeInvalidInput, "%v", err)
+	return report(s.e, d, diag.FormatText)
+}
+
+// posIn is err's position in file: its line and column when it is a
+// posError (cueError), the file alone otherwise.
+func posIn(file string, err error) diag.Pos {
+	pos := diag.Pos{File: file}
 	if pe, ok := err.(*posError); ok {
 		pos.Line, pos.Col = pe.line, pe.col
 	}
-	d.Add(pos, diag.CodeInvalidInput, "%v", err)
-	return report(s.e, d, diag.FormatText)
+	return pos
 }
 
 // execute runs one action through the executor under the session's
