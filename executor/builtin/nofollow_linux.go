@@ -108,9 +108,10 @@ func openDirCreating(dir string) (int, error) {
 	return fd, nil
 }
 
-// pathError names a refused symlink plainly; other errors as os does.
+// pathError names a refused symlink plainly (RESOLVE_NO_SYMLINKS answers
+// ELOOP); other errors as os does.
 func pathError(op, path string, err error) error {
-	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+	if errors.Is(err, unix.ELOOP) {
 		return &os.PathError{Op: op, Path: path, Err: errSymlink}
 	}
 	return &os.PathError{Op: op, Path: path, Err: err}
