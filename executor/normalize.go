@@ -491,10 +491,10 @@ type Command struct {
 	Assign []string
 	// ShellControl is set by anything beyond one simple command with
 	// literal words: ; && || | & and newlines, redirections, substitutions
-	// and expansions, compound commands, bare assignments. Without it the
-	// command is exactly Argv[0] run with Assign in its environment —
-	// globs, tildes and braces included, as the literal text they are
-	// then — and a runner must run it so, not through a shell.
+	// and expansions (brace expansion included), compound commands, bare
+	// assignments. Without it the command is exactly Argv[0] run with
+	// Assign in its environment — a glob in it is the literal text the
+	// policy saw — and a runner must run it so, not through a shell.
 	ShellControl bool
 }
 
