@@ -117,8 +117,8 @@ func (o Options) path(args map[string]any) (string, error) {
 // bash runs the command as a real subprocess in the workspace, exactly as
 // the policy judged it (executor.ParseCommand): without shell control it
 // is one argv, run directly with its literal assignments in the
-// environment — a glob, a tilde or a brace in it stays the literal text
-// the policy saw; only with shell control, which the executor has allowed
+// environment — a glob in it stays the literal text the policy saw;
+// only with shell control, which the executor has allowed
 // only if the policy permits shell, does it go through bash -c. A non-zero
 // exit is a failure of class "exit_status"; the result carries the exit
 // code and bounded output.
