@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -57,10 +56,7 @@ func readInput(e *env, file string) (name string, data []byte, err error) {
 		data, err = io.ReadAll(e.stdin)
 		return "<stdin>", data, err
 	}
-	abs := file
-	if !filepath.IsAbs(abs) {
-		abs = filepath.Join(e.dir, file)
-	}
+	abs := e.abs(file)
 	data, err = os.ReadFile(abs)
 	if pe, ok := err.(*os.PathError); ok {
 		err = pe.Err

@@ -96,10 +96,7 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 	if diags.HasErrors() || p.out == "" {
 		return report(e, diags, f)
 	}
-	out := p.out
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(e.dir, out)
-	}
+	out := e.abs(p.out)
 	files := map[string][]byte{}
 	for name, b := range res.Files {
 		if rest, ok := strings.CutPrefix(name, "snapshots/"); ok {
@@ -130,10 +127,7 @@ func readParents(e *env, paths []string) ([]*snapshot.Snapshot, diag.List) {
 	var out []*snapshot.Snapshot
 	var diags diag.List
 	for _, p := range paths {
-		abs := p
-		if !filepath.IsAbs(abs) {
-			abs = filepath.Join(e.dir, p)
-		}
+		abs := e.abs(p)
 		data, err := os.ReadFile(abs)
 		if err != nil {
 			diags.Add(diag.Pos{File: diag.Rel(e.dir, abs)}, diag.CodeIO, "cannot read parent snapshot: %v", err)

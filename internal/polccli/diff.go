@@ -43,10 +43,7 @@ not approved (for CI), 0 otherwise, 2 when an input cannot be read.`,
 // loadSide reads one side of a diff.
 func loadSide(e *env, arg string) ([]*snapshot.Snapshot, diag.List) {
 	var diags diag.List
-	abs := arg
-	if !filepath.IsAbs(abs) {
-		abs = filepath.Join(e.dir, arg)
-	}
+	abs := e.abs(arg)
 	fi, err := os.Stat(abs)
 	if err != nil {
 		diags.Add(diag.Pos{File: diag.Rel(e.dir, abs)}, diag.CodeIO, "cannot read: %v", err)

@@ -42,9 +42,7 @@ unknown chain or a chain held by another process.`,
 }
 
 func runEvidenceRepair(_ context.Context, e *env, dir string, chains []string) error {
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(e.dir, dir)
-	}
+	dir = e.abs(dir)
 	fail := func(file, format string, args ...any) error {
 		var d diag.List
 		d.Add(diag.Pos{File: diag.Rel(e.dir, file)}, diag.CodeIO, format, args...)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
@@ -122,10 +121,7 @@ func writeOutput(e *env, file string, out []byte) error {
 		_, err := e.stdout.Write(out)
 		return err
 	}
-	if !filepath.IsAbs(file) {
-		file = filepath.Join(e.dir, file)
-	}
-	return atomicfile.WriteFile(file, out, 0o644)
+	return atomicfile.WriteFile(e.abs(file), out, 0o644)
 }
 
 // encodeDeclarations renders the policies of decls as a declaration file.

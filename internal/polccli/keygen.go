@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -30,9 +29,7 @@ never overwritten.`,
 }
 
 func runKeygen(_ context.Context, e *env, name, dir string) error {
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(e.dir, dir)
-	}
+	dir = e.abs(dir)
 	err := os.MkdirAll(dir, 0o700)
 	var files keys.Files
 	if err == nil {

@@ -33,26 +33,20 @@ func runImportLegacy(e *env, p *exportParams, lp *legacyParams, df diag.Format) 
 	if lp.name == "" {
 		return usagef("--legacy NAME: the polc policy's name")
 	}
-	file := p.paths[0]
-	abs := file
-	if !filepath.IsAbs(abs) {
-		abs = filepath.Join(e.dir, abs)
-	}
-	rel := diag.Rel(e.dir, abs)
-	data, err := os.ReadFile(abs)
+	rel, data, err := readInput(e, p.paths[0])
 	if err != nil {
 		diags.Add(diag.Pos{File: rel}, diag.CodeIO, "cannot read: %v", err)
 		return report(e, diags, df)
 	}
-	f, err := cueyaml.Extract(abs, data)
+	f, err := cueyaml.Extract(rel, data)
 	if err != nil {
-		err = cueError(abs, err)
+		err = cueError(rel, err)
 		diags.Add(posIn(rel, err), diag.CodeInvalidInput, "%v", err)
 		return report(e, diags, df)
 	}
 	v := cuecontext.New().BuildFile(f)
 	if err := v.Err(); err != nil {
-		err = cueError(abs, err)
+		err = cueError(rel, err)
 		diags.Add(posIn(rel, err), diag.CodeInvalidInput, "%v", err)
 		return report(e, diags, df)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -300,11 +299,7 @@ func certificateBytes(e *env, c *certificate.Certificate, signKey string) ([]byt
 		b, err := c.Marshal()
 		return append(b, '\n'), err
 	}
-	path := signKey
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(e.dir, path)
-	}
-	signer, err := keys.ReadSigner(path)
+	signer, err := keys.ReadSigner(e.abs(signKey))
 	if err != nil {
 		return nil, usagef("--sign-key: %v", err)
 	}

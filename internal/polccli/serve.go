@@ -189,19 +189,24 @@ func (sv *server) close(ctx context.Context) (*closeResult, error) {
 const maxRequest = 16 << 20
 
 func (sv *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	route := map[string]func(http.ResponseWriter, *http.Request){
-		"GET /v1/session":  sv.session,
-		"POST /v1/execute": sv.execute,
-		"POST /v1/close":   sv.closeSession,
-	}[r.Method+" "+r.URL.Path]
-	switch {
-	case route != nil:
-		route(w, r)
-	case slices.Contains([]string{"/v1/session", "/v1/execute", "/v1/close"}, r.URL.Path):
-		apiError(w, http.StatusMethodNotAllowed, "method_not_allowed", "%s does not take %s", r.URL.Path, r.Method)
+	var route func(http.ResponseWriter, *http.Request)
+	method := http.MethodPost
+	switch r.URL.Path {
+	case "/v1/session":
+		route, method = sv.session, http.MethodGet
+	case "/v1/execute":
+		route = sv.execute
+	case "/v1/close":
+		route = sv.closeSession
 	default:
 		apiError(w, http.StatusNotFound, "not_found", "no endpoint %s", r.URL.Path)
+		return
 	}
+	if r.Method != method {
+		apiError(w, http.StatusMethodNotAllowed, "method_not_allowed", "%s does not take %s", r.URL.Path, r.Method)
+		return
+	}
+	route(w, r)
 }
 
 func (sv *server) session(w http.ResponseWriter, _ *http.Request) {

@@ -37,15 +37,12 @@ type session struct {
 // polc serve) and sets the session up. Errors are reported as polc run
 // reports them (positioned input errors, usage errors).
 func openSession(e *env, p *runParams, needActions bool) (_ *session, err error) {
-	s := &session{e: e, p: p, scenPath: p.scenario}
+	s := &session{e: e, p: p, scenPath: e.abs(p.scenario)}
 	defer func() {
 		if err != nil {
 			s.release()
 		}
 	}()
-	if !filepath.IsAbs(s.scenPath) {
-		s.scenPath = filepath.Join(e.dir, s.scenPath)
-	}
 	if s.sc, err = loadScenario(s.scenPath, needActions); err != nil {
 		return nil, s.inputErr(s.scenPath, err)
 	}
@@ -58,7 +55,7 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	}
 	snapPath := rel(s.sc.Snapshot)
 	if p.snapshot != "" {
-		snapPath = s.abs(p.snapshot)
+		snapPath = e.abs(p.snapshot)
 	}
 	data, err := os.ReadFile(snapPath)
 	if err != nil {
@@ -113,7 +110,7 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		if p.evidence == "" {
 			return nil, usagef("profile %s needs --evidence DIR", profile)
 		}
-		dir := s.abs(p.evidence)
+		dir := e.abs(p.evidence)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, s.inputErr(dir, err)
 		}
@@ -152,14 +149,6 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		s.ec.Boundary = s.boundary
 	}
 	return s, nil
-}
-
-// abs is path relative to the working directory.
-func (s *session) abs(path string) string {
-	if filepath.IsAbs(path) {
-		return path
-	}
-	return filepath.Join(s.e.dir, path)
 }
 
 // inputErr reports err as a positioned invalid_input diagnostic on file.
@@ -219,7 +208,7 @@ func (s *session) finish(ctx context.Context) (evidence, cert map[string]any, fa
 	if err != nil {
 		return evidence, nil, true, err
 	}
-	certPath := s.abs(s.p.cert)
+	certPath := s.e.abs(s.p.cert)
 	if err := atomicfile.WriteFile(certPath, out, 0o644); err != nil {
 		return evidence, nil, true, s.inputErr(certPath, err)
 	}

@@ -1,8 +1,6 @@
 package polccli
 
 import (
-	"path/filepath"
-
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/statestore"
 )
@@ -12,9 +10,7 @@ func openState(e *env, path string) (executor.StateStore, func(), error) {
 	if path == "" {
 		return nil, nil, usagef("the durable profile needs --state FILE (a SQLite database)")
 	}
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(e.dir, path)
-	}
+	path = e.abs(path)
 	st, err := statestore.OpenSQLite(path)
 	if err != nil {
 		return nil, nil, usagef("--state %s: %v", path, err)
