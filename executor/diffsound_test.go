@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -96,13 +95,7 @@ func TestDiffIsSound(t *testing.T) {
 	for round := range rounds {
 		old := g.policy()
 		newer := g.mutate(old, g.policy())
-		dir := t.TempDir()
-		src, _ := json.Marshal(map[string]any{"policies": map[string]any{"p": old}})
-		os.WriteFile(filepath.Join(dir, "old.json"), src, 0o644)
-		src, _ = json.Marshal(map[string]any{"policies": map[string]any{"p": newer}})
-		os.WriteFile(filepath.Join(dir, "new.json"), src, 0o644)
-		ro := compiler.Compile(compiler.Config{Dir: dir}, []string{"old.json"})
-		rn := compiler.Compile(compiler.Config{Dir: dir}, []string{"new.json"})
+		ro, rn := compileDecls(t, map[string]any{"p": old}), compileDecls(t, map[string]any{"p": newer})
 		if ro.Diagnostics.HasErrors() || rn.Diagnostics.HasErrors() {
 			continue // an edit can make a policy invalid (e.g. a gate naming no rule)
 		}
@@ -168,10 +161,7 @@ func TestInheritanceNeverWidens(t *testing.T) {
 		parent := g.policy()
 		child := g.mutate(parent, g.policy())
 		child["extends"] = "parent"
-		dir := t.TempDir()
-		src, _ := json.Marshal(map[string]any{"policies": map[string]any{"parent": parent, "child": child}})
-		os.WriteFile(filepath.Join(dir, "p.json"), src, 0o644)
-		res := compiler.Compile(compiler.Config{Dir: dir}, []string{"p.json"})
+		res := compileDecls(t, map[string]any{"parent": parent, "child": child})
 		if res.Diagnostics.HasErrors() {
 			continue // a widening needs an expansion: refused, as it should be
 		}
