@@ -10,6 +10,7 @@ import (
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/snapshot"
 )
 
 // permissiveness ranks dispositions: a change of version that moves a
@@ -64,6 +65,16 @@ func (g gen) mutate(pol, donor map[string]any) map[string]any {
 	return out
 }
 
+// mustPolicy is the evaluator of a compiled snapshot.
+func mustPolicy(t *testing.T, s *snapshot.Snapshot) *executor.Policy {
+	t.Helper()
+	p, err := executor.Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // soundnessRounds is the soundness tests' size and generator: 300 rounds
 // (30 with -short), or POLC_DIFF_ROUNDS; the seed, or POLC_DIFF_SEED.
 func soundnessRounds(seed, stream uint64) (int, gen) {
@@ -104,14 +115,7 @@ func TestDiffIsSound(t *testing.T) {
 		for _, c := range compiler.Diff(so, sn) {
 			widened = widened || c.Kind == "widened"
 		}
-		po, err := executor.Compile(so)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pn, err := executor.Compile(sn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		po, pn := mustPolicy(t, so), mustPolicy(t, sn)
 		for j := range requests {
 			req := g.request()
 			switch j % 3 {
@@ -168,11 +172,7 @@ func TestInheritanceNeverWidens(t *testing.T) {
 		compiled++
 		snaps := map[string]*executor.Policy{}
 		for _, s := range res.Snapshots {
-			p, err := executor.Compile(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			snaps[s.Name] = p
+			snaps[s.Name] = mustPolicy(t, s)
 		}
 		for j := range requests {
 			req := g.request()
