@@ -136,7 +136,7 @@ func (q *qualSet) add(action string, tk *string, target *string, id int32) {
 func (q *qualSet) match(r *lowered, hits bits) {
 	q.unq.match(r.action, hits)
 	if t := q.cmd[r.action]; t != nil {
-		for _, argv := range r.req.Commands {
+		for _, argv := range r.cmds {
 			t.match(argv, true, hits)
 		}
 	}
@@ -157,7 +157,10 @@ func (q *qualSet) match(r *lowered, hits bits) {
 
 // lowered holds the lowercased request values deny and approval rules see.
 type lowered struct {
-	req    *Normalized
+	// cmds is the request's argv list (commands are matched as given).
+	// The slice, not the request: a pointer to the request kept in the
+	// pooled scratch would move every request evaluated to the heap.
+	cmds   [][]string
 	action string
 	ws     string
 	paths  []string

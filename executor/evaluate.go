@@ -156,7 +156,7 @@ func (p *Policy) EvaluateInto(r *Normalized, s *Scratch, d *Decision) Diagnostic
 	s.appr.clear()
 	s.facets = [numFacets]bool{}
 	L := &s.low
-	L.req = r
+	L.cmds = r.Commands
 	L.action = strings.ToLower(r.Action)
 	L.ws = strings.ToLower(r.Workspace)
 	L.paths = L.paths[:0]
@@ -276,6 +276,7 @@ func (p *Policy) EvaluateInto(r *Normalized, s *Scratch, d *Decision) Diagnostic
 
 	// 3. Approvals.
 	p.approval.match(L, s.appr)
+	L.cmds = nil // the pooled scratch keeps no request data
 
 	p.reduce(s, d)
 	return diags
