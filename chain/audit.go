@@ -249,6 +249,8 @@ type ConsistencyInput struct {
 	Proof    []byte    // polc.dev/consistency-proof@v1, or nil
 	Log      io.Reader // the chain, used when Proof is nil
 	Trust    *Trust
+	// MaxFindings bounds the chain's findings (DefaultMaxFindings if 0).
+	MaxFindings int
 }
 
 // ConsistencyAudit is the outcome of AuditConsistency.
@@ -296,6 +298,13 @@ func AuditConsistency(in ConsistencyInput) (*ConsistencyAudit, error) {
 	var oldAt, newAt *time.Time
 	switch {
 	case !ok:
+	case o.Size > n.Size:
+		// Both may be prefixes of one chain, but the new checkpoint does
+		// not extend the old one: a log that went back (whatever the
+		// proof or the chain says).
+		add(NewFinding(CodeConsistencyFailed, fmt.Sprintf("the new checkpoint (size %d) is smaller than the old one (size %d)", n.Size, o.Size)).Values(
+			fmt.Sprintf("new size >= %d", o.Size), strconv.FormatUint(n.Size, 10)))
+		ok = false
 	case in.Proof != nil:
 		p, err := ParseConsistencyProof(in.Proof)
 		if err != nil {
@@ -316,7 +325,7 @@ func AuditConsistency(in ConsistencyInput) (*ConsistencyAudit, error) {
 			ok = false
 		}
 	case in.Log != nil:
-		res, err := Verify(in.Log, VerifyOptions{RootSizes: []uint64{o.Size, n.Size}})
+		res, err := Verify(in.Log, VerifyOptions{RootSizes: []uint64{o.Size, n.Size}, MaxFindings: in.MaxFindings})
 		if err != nil {
 			return nil, err
 		}

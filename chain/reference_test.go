@@ -308,7 +308,11 @@ func refVerify(data []byte, expectedHead string) (ok bool, reason string) {
 				started++
 			}
 			if typ == "exception_granted" {
-				o.excepted[r.p("gate_id")] = r.p("expires_at")
+				// Any earlier unexpired exception excuses a soft deny:
+				// keep the latest expiry.
+				if exp := r.p("expires_at"); exp > o.excepted[r.p("gate_id")] {
+					o.excepted[r.p("gate_id")] = exp
+				}
 			}
 			if typ == "gate_evaluated" && r.p("decision") == "deny" && len(o.types) >= 2 {
 				switch r.p("level") {

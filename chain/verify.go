@@ -123,12 +123,11 @@ type opState struct {
 	startLine int64
 	blocked   bool   // a hard deny, or a soft deny without an exception
 	blockedBy string // gate_id of the first blocking deny
-	excepted  []exception
-}
-
-type exception struct {
-	gateID  string
-	expires string
+	// excepted maps a gate_id to the latest expires_at of the operation's
+	// exception_granted records for it: a soft deny is excused when some
+	// earlier exception has not expired, that is when the latest has not.
+	// (A list scanned per deny made a hostile chain quadratic.)
+	excepted map[string]string
 }
 
 // Verifier checks a chain one line at a time, with memory proportional to
@@ -177,8 +176,9 @@ type Verifier struct {
 	policyVer  []byte
 	reported   map[Code]bool // codes reported once per chain
 
-	findings []Finding
-	omitted  int
+	findings  []Finding
+	omitted   int
+	keptError bool // findings holds a finding of severity error
 
 	headTime    [27]byte
 	digestRaw   []byte // quoted policy_digest of the first policy_bound
@@ -222,12 +222,28 @@ func NewVerifier(opts VerifyOptions) *Verifier {
 	return v
 }
 
-func (v *Verifier) add(f Finding) {
-	if len(v.findings) >= v.opts.MaxFindings {
-		v.omitted++
-		return
+// add keeps f, or counts it in omitted once MaxFindings are kept, and
+// returns its index in findings (-1 when omitted). The verdict is decided by
+// the most severe finding kept, so an error is never lost behind a full list
+// of less severe ones (a run of unsupported_algorithm records): it takes the
+// place of the last finding kept, which is counted as omitted instead.
+func (v *Verifier) add(f Finding) int {
+	if len(v.findings) < v.opts.MaxFindings {
+		v.keptError = v.keptError || f.Severity == SeverityError
+		v.findings = append(v.findings, f)
+		return len(v.findings) - 1
 	}
-	v.findings = append(v.findings, f)
+	v.omitted++
+	if f.Severity != SeverityError || v.keptError {
+		return -1
+	}
+	last := len(v.findings) - 1
+	if v.badIdx == last {
+		v.badIdx = -1
+	}
+	v.findings[last] = f
+	v.keptError = true
+	return last
 }
 
 func (v *Verifier) once(c Code) bool {
@@ -296,11 +312,7 @@ func (v *Verifier) AddTorn(n int64) { v.addTorn(n) }
 func (v *Verifier) malformed(msg string) {
 	v.badRun++
 	if v.badRun == 1 {
-		v.badIdx = -1
-		if len(v.findings) < v.opts.MaxFindings {
-			v.badIdx = len(v.findings)
-		}
-		v.add(NewFinding(CodeMalformedRecord, msg).At(-1, v.lineNo))
+		v.badIdx = v.add(NewFinding(CodeMalformedRecord, msg).At(-1, v.lineNo))
 	}
 	v.unusable()
 }
@@ -351,7 +363,11 @@ func (v *Verifier) Add(b []byte) {
 	lineFinding := false
 	if lerr != nil {
 		v.add(NewFinding(lerr.code, lerr.msg).At(seq, v.lineNo).Values(lerr.expected, lerr.actual))
-		lineFinding = true
+		// An unsupported hash_algorithm is not a break: the record's
+		// hashes cannot be checked, but its chain, sequence, link and
+		// record_id can, and an error there must still fail the chain
+		// (exit 1 takes precedence over 2).
+		lineFinding = lerr.code != CodeUnsupportedAlgorithm
 	}
 
 	// chain identity
@@ -455,7 +471,7 @@ func (v *Verifier) Add(b []byte) {
 		}
 		return
 	}
-	if lineFinding && (lerr == nil || lerr.code != CodeUnsupportedAlgorithm) {
+	if lineFinding {
 		// The record is not trusted: keep its operation out of the state
 		// machine, so one bad record is not also reported as an orphan,
 		// a missing terminal and so on.
@@ -563,13 +579,8 @@ func (v *Verifier) apply(l *line, seq int64) {
 				case `"hard"`:
 					st.blocked, st.blockedBy = true, gate
 				case `"soft"`:
-					excused := false
-					for _, e := range st.excepted {
-						if e.gateID == gate && e.expires >= string(l.createdAt) {
-							excused = true
-						}
-					}
-					if !excused {
+					// Times in TimeFormat compare as strings.
+					if exp, ok := st.excepted[gate]; !ok || exp < string(l.createdAt) {
 						st.blocked, st.blockedBy = true, gate
 					}
 				}
@@ -577,7 +588,13 @@ func (v *Verifier) apply(l *line, seq int64) {
 		} else {
 			v.res.Exceptions++
 			if st != nil && st.phase == phaseStarted {
-				st.excepted = append(st.excepted, exception{gateID: str(2), expires: str(1)})
+				gate, exp := str(2), str(1)
+				if st.excepted == nil {
+					st.excepted = make(map[string]string)
+				}
+				if cur, ok := st.excepted[gate]; !ok || exp > cur {
+					st.excepted[gate] = exp
+				}
 			}
 		}
 		switch {

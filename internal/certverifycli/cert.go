@@ -49,13 +49,13 @@ func runCert(ctx context.Context, p certParams) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	certBytes, err := readInput("certificate", p.cert)
+	certBytes, err := readInput("certificate", p.cert, certificate.MaxCertificateBytes)
 	if err != nil {
 		return nil, err
 	}
 	var snap []byte
 	if p.snapshot != "" {
-		if snap, err = readInput("snapshot", p.snapshot); err != nil {
+		if snap, err = readInput("snapshot", p.snapshot, -1); err != nil {
 			return nil, err
 		}
 	}

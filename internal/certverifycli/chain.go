@@ -51,7 +51,7 @@ func runChain(ctx context.Context, p chainParams) (*Report, error) {
 	}
 	var notes [][]byte
 	for _, cp := range p.checkpoints {
-		b, err := readInput("checkpoint", cp)
+		b, err := readInput("checkpoint", cp, chain.MaxNoteBytes)
 		if err != nil {
 			return nil, err
 		}

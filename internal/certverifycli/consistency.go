@@ -43,17 +43,17 @@ func runConsistency(ctx context.Context, p consistencyParams) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	oldB, err := readInput("old checkpoint", p.old)
+	oldB, err := readInput("old checkpoint", p.old, chain.MaxNoteBytes)
 	if err != nil {
 		return nil, err
 	}
-	newB, err := readInput("new checkpoint", p.new)
+	newB, err := readInput("new checkpoint", p.new, chain.MaxNoteBytes)
 	if err != nil {
 		return nil, err
 	}
-	in := chain.ConsistencyInput{Old: oldB, New: newB, Trust: trust}
+	in := chain.ConsistencyInput{Old: oldB, New: newB, Trust: trust, MaxFindings: p.maxFindings}
 	if p.proof != "" {
-		if in.Proof, err = readInput("proof", p.proof); err != nil {
+		if in.Proof, err = readInput("proof", p.proof, chain.MaxNoteBytes); err != nil {
 			return nil, err
 		}
 	} else {

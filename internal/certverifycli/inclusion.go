@@ -37,11 +37,11 @@ func runInclusion(ctx context.Context, p inclusionParams) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, err := readInput("record", p.record)
+	rec, err := readInput("record", p.record, chain.MaxRecordBytes+1)
 	if err != nil {
 		return nil, err
 	}
-	proof, err := readInput("proof", p.proof)
+	proof, err := readInput("proof", p.proof, chain.MaxNoteBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -168,15 +168,25 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 
-// readInput reads a file named on the command line ("-" is stdin).
-func readInput(what, path string) ([]byte, error) {
-	var b []byte
-	var err error
-	if path == "-" {
-		b, err = io.ReadAll(os.Stdin)
-	} else {
-		b, err = os.ReadFile(path)
+// readInput reads a file named on the command line ("-" is stdin). It
+// reads at most limit+1 bytes (limit < 0: no limit): every bounded input's
+// parser rejects more than limit bytes, so the first limit+1 give the same
+// verdict as the whole file, without buffering a hostile multi-gigabyte
+// certificate, note, proof or record in memory.
+func readInput(what, path string, limit int64) ([]byte, error) {
+	var r io.Reader = os.Stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, &inputError{fmt.Errorf("%s: %w", what, err)}
+		}
+		defer f.Close()
+		r = f
 	}
+	if limit >= 0 {
+		r = io.LimitReader(r, limit+1)
+	}
+	b, err := io.ReadAll(r)
 	if err != nil {
 		return nil, &inputError{fmt.Errorf("%s: %w", what, err)}
 	}
@@ -200,7 +210,7 @@ func loadTrust(path string) (*chain.Trust, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := readInput("trust file", path)
+	b, err := readInput("trust file", path, chain.MaxTrustBytes)
 	if err != nil {
 		return nil, err
 	}
