@@ -101,6 +101,13 @@ func TestMintRefusals(t *testing.T) {
 				return w.head()
 			},
 			certificate.RuleClosedAfterOpened, ""},
+		{"clock before the close", func(p *evidencegen.Producer) { p.Run(evidencegen.Op{Tool: "a", Terminal: okTerm()}); p.Close() },
+			func(w *world) chain.Hash {
+				closed := w.boundary.ClosedAt
+				w.issuer.Now = func() time.Time { return closed.Add(-time.Microsecond) }
+				return w.head()
+			},
+			certificate.RuleClosedAfterOpened, chain.CodeMintedBeforeClose},
 		{"not closed", func(p *evidencegen.Producer) { p.Run(evidencegen.Op{Tool: "a", Terminal: okTerm()}) },
 			nil, certificate.RuleClosedAtHead, chain.CodeTaskNotClosed},
 		{"expected head is not task_closed", func(p *evidencegen.Producer) { p.Run(evidencegen.Op{Tool: "a", Terminal: okTerm()}); p.Close() },

@@ -36,7 +36,8 @@ type Rule string
 
 // The mint rules, in ADR-0087 order.
 const (
-	// RuleClosedAfterOpened: closed_at >= opened_at.
+	// RuleClosedAfterOpened: closed_at >= opened_at, and the certificate
+	// is minted at or after closed_at.
 	RuleClosedAfterOpened Rule = "closed_after_opened"
 	// RuleClosedAtHead: exactly one matching task_closed sits at the
 	// expected head.
@@ -157,6 +158,12 @@ func (i *Issuer) Mint(ctx context.Context, b Boundary, expectedHead chain.Hash) 
 	case snap.Digest != res.PolicyDigest:
 		return nil, refuse(RuleMissingPolicy, chain.CodePolicyMismatch, "snapshot digest differs from the chain's policy_bound digest", snap.Digest, res.PolicyDigest)
 	}
+	minted := chain.FormatTime(i.Now())
+	if minted < cl.ClosedAt {
+		// Verification refuses such a certificate (a clock behind the
+		// boundary's): do not mint one.
+		return nil, refuse(RuleClosedAfterOpened, chain.CodeMintedBeforeClose, "the clock reads before the task closed", ">= "+cl.ClosedAt, minted)
+	}
 	summary, grade := Derive(res)
 	c := &Certificate{
 		CertificateID:     i.NewID(),
@@ -170,7 +177,7 @@ func (i *Issuer) Mint(ctx context.Context, b Boundary, expectedHead chain.Hash) 
 		MerkleRoot:        base64.StdEncoding.EncodeToString(res.Root[:]),
 		GateSummary:       summary,
 		ProcessGrade:      grade,
-		MintedAt:          chain.FormatTime(i.Now()),
+		MintedAt:          minted,
 	}
 	if err := c.validate(); err != nil {
 		return nil, err

@@ -113,6 +113,13 @@ func Verify(in VerifyInput) (*Report, error) {
 		mismatch(chain.CodeHeadMismatch, "tree_size", strconv.FormatInt(res.Records, 10), strconv.FormatInt(cert.TreeSize, 10))
 		mismatch(chain.CodeRootMismatch, "merkle_root", base64.StdEncoding.EncodeToString(res.Root[:]), cert.MerkleRoot)
 	}
+	// A certificate is minted at close or after it. An earlier minted_at
+	// would also put the certifier key's validity check (at minted_at)
+	// before the task ended: a backdated certificate. Both times are in
+	// the record time format, which compares as text.
+	if res.Close != nil && cert.MintedAt < res.Close.ClosedAt {
+		add(chain.NewFinding(chain.CodeMintedBeforeClose, "minted_at precedes the task_closed record's closed_at").Values(">= "+res.Close.ClosedAt, cert.MintedAt))
+	}
 	summary, grade := Derive(res)
 	if summary != cert.GateSummary {
 		add(chain.NewFinding(chain.CodeSummaryMismatch, "gate_summary differs from the chain's gate_evaluated and exception_granted records").Values(summaryString(summary), summaryString(cert.GateSummary)))

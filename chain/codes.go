@@ -57,6 +57,7 @@ const (
 	CodeUnanchored           Code = "unanchored"               // nothing trusted covers the head
 	CodePolicyUnchecked      Code = "policy_unchecked"         // no snapshot given: the policy pin was not checked
 	CodeIgnoredSignature     Code = "ignored_signature"        // a signature by an unknown key was ignored
+	CodeMintedBeforeClose    Code = "minted_before_close"      // certificate minted_at precedes the task_closed record's closed_at
 )
 
 // Severity says how a finding affects the verdict.
@@ -103,7 +104,7 @@ var Codes = []Code{
 	CodeGradeMismatch, CodeMalformedCertificate, CodeMalformedCheckpoint, CodeMalformedProof,
 	CodeBadSignature, CodeUnknownKey, CodeKeyRoleMismatch, CodeKeyNotValid, CodeValidityUnchecked,
 	CodeInclusionFailed, CodeConsistencyFailed, CodeUnanchored, CodePolicyUnchecked,
-	CodeIgnoredSignature,
+	CodeIgnoredSignature, CodeMintedBeforeClose,
 }
 
 // Finding is one verification result. Sequence and Line locate record-level

@@ -579,6 +579,10 @@ func Corpus() []Case {
 	certCase("cert_wrong_role", "a certificate signed by the log key", signCert(std.cert, LogKey), nil, 1, ex(chain.CodeKeyRoleMismatch))
 	certCase("cert_key_expired", "the certifier key expired before minted_at", signed,
 		map[string][]byte{"trust.txt": []byte("certifier " + CertifierKey.VKey + " valid_until=2026-02-01T00:00:00Z\n")}, 1, ex(chain.CodeKeyNotValid))
+	backdated := *std.cert
+	backdated.MintedAt = "2026-01-15T00:00:00.000000Z"
+	certCase("cert_minted_before_close", "a certifier-signed certificate whose minted_at precedes the task's close (backdated into the key's window)",
+		signCert(&backdated, CertifierKey), nil, 1, ex(chain.CodeMintedBeforeClose))
 	certCase("cert_payload_type_swapped", "payloadType changed, signature kept (PAE binds the type)", bytes.Replace(signed, []byte("task-certificate+json"), []byte("checkpoint+json"), 1),
 		nil, 1, ex(chain.CodeBadSignature), ex(chain.CodeMalformedCertificate))
 	certCase("cert_replayed_other_chain", "a valid certificate presented with another task's chain", signed,
