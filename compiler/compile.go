@@ -190,7 +190,7 @@ func (s *state) resolve() diag.List {
 		var parent *resolved
 		if ext := p.Decl.Extends; ext != nil {
 			if r, ok := s.resolved[*ext]; ok {
-				parent = r
+				parent = inheritable(r)
 			} else {
 				parent = raise(s.parents[*ext], nil)
 			}
@@ -200,6 +200,21 @@ func (s *state) resolve() diag.List {
 		s.resolved[p.Name], s.auths[p.Name] = r, auth
 	}
 	return diags
+}
+
+// inheritable returns what a child inherits from a parent in the compile
+// set: the parent as its snapshot records it (raise ∘ lower), exactly what
+// the child would inherit from that snapshot given with --parent. Without
+// it, state the snapshot does not carry (an allowlist under mode "deny" or
+// "allow", a shell setting or budget window with nothing to apply to) would
+// be inherited from source and not from the snapshot, and the same child
+// would compile to two digests.
+func inheritable(r *resolved) *resolved {
+	l, err := lower(r, nil)
+	if err != nil {
+		return r // reported when the parent itself is lowered
+	}
+	return raise(l.snap, l.positions)
 }
 
 // lower lowers each policy parents-first, checks that no gate weakens a

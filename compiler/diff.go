@@ -133,8 +133,14 @@ func Diff(old, new *snapshot.Snapshot, ancestors ...*snapshot.Snapshot) []Change
 		}
 	}
 	for _, k := range sortedKeys(n.approvals) {
-		if o.approvals[k] == nil {
+		oa, na := o.approvals[k], n.approvals[k]
+		switch {
+		case oa == nil:
 			add("narrowed", "actions.approve", k, "approval requirement added")
+		case oa.expiresAfter != nil && na.expiresAfter != nil && *oa.expiresAfter != *na.expiresAfter:
+			// An approval that stays valid longer permits more.
+			note := fmt.Sprintf("expires_after %dµs → %dµs", *oa.expiresAfter, *na.expiresAfter)
+			add(map[bool]string{true: "widened", false: "narrowed"}[*na.expiresAfter > *oa.expiresAfter], "actions.approve", k, note)
 		}
 	}
 	diffSecrets(o, n, add)

@@ -25,7 +25,9 @@ type lowered struct {
 // parent's snapshot (nil for a root) and supplies the lineage.
 func lower(r *resolved, parent *snapshot.Snapshot) (*lowered, error) {
 	out := &lowered{positions: map[string]diag.Pos{}}
-	var rules snapshot.Rules
+	// Never nil: a policy without rules is "compiled_rules":[], which Parse
+	// accepts; a nil Rules would encode as null.
+	rules := snapshot.Rules{}
 	add := func(rule snapshot.Rule, e *entry) {
 		b := rule.Base()
 		b.RuleID = snapshot.ExpectedRuleID(rule)

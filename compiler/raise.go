@@ -66,7 +66,21 @@ func raise(s *snapshot.Snapshot, positions map[string]diag.Pos) *resolved {
 			f := map[string]facet{"read": fEnvRead, "inject": fEnvInject, "forbid": fEnvDeny}[rule.Exposure]
 			r.sets[f][rule.Pattern] = e
 		case *snapshot.BudgetRule:
-			r.budgets[rule.BudgetKind] = &budget{limit: rule.Limit, entry: *e}
+			// lower merges the window's origins into every budget rule;
+			// split them back so that a child that declares its own window
+			// replaces them, as it does for a parent in the compile set.
+			be := &entry{pos: e.pos}
+			for _, o := range e.origins {
+				if o.Field == "budgets.window" {
+					if r.windowEnt == nil {
+						r.windowEnt = &entry{}
+					}
+					r.windowEnt.addOrigin(o)
+				} else {
+					be.addOrigin(o)
+				}
+			}
+			r.budgets[rule.BudgetKind] = &budget{limit: rule.Limit, entry: *be}
 			r.window = rule.WindowMicroseconds
 		case *snapshot.ExpiryRule:
 			r.notBefore, r.expiresAt = parseSnapTime(rule.NotBefore), parseSnapTime(rule.ExpiresAt)

@@ -29,6 +29,8 @@ type TestCase struct {
 	Want TestWant
 	// Pos is the position of the test.
 	Pos diag.Pos
+	// JSON is the test as authored, for polc export.
+	JSON json.RawMessage
 }
 
 // TestWant is the expected part of a decision.
@@ -92,7 +94,7 @@ func (l *loader) tests(v cue.Value) []*TestCase {
 			l.diags.Add(pos, diag.CodeSchemaViolation, "tests[%d]: %v", i, err)
 			continue
 		}
-		out = append(out, &TestCase{Index: i, Name: decoded.Name, Note: decoded.Note, Policy: decoded.Policy, Request: req, Want: decoded.Want, Pos: pos})
+		out = append(out, &TestCase{Index: i, Name: decoded.Name, Note: decoded.Note, Policy: decoded.Policy, Request: req, Want: decoded.Want, Pos: pos, JSON: raw})
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package polccli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,8 +62,19 @@ func loadSide(e *env, arg string) ([]*snapshot.Snapshot, diag.List) {
 		}
 	case strings.HasSuffix(abs, ".json"):
 		if data, err := os.ReadFile(abs); err == nil {
-			if s, err := snapshot.Parse(data); err == nil {
+			s, err := snapshot.Parse(data)
+			if err == nil {
 				return []*snapshot.Snapshot{s}, nil
+			}
+			// A snapshot that does not parse (tampered, digest mismatch)
+			// is an invalid input, not declarations full of unknown
+			// fields: declaration files have no top-level "format".
+			var head struct {
+				Format *json.RawMessage `json:"format"`
+			}
+			if json.Unmarshal(data, &head) == nil && head.Format != nil {
+				diags.Add(diag.Pos{File: diag.Rel(e.dir, abs)}, diag.CodeInvalidInput, "%v", err)
+				return nil, diags
 			}
 		}
 	}

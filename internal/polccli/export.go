@@ -134,7 +134,24 @@ func encodeDeclarations(decls *compiler.Declarations, format_, pkg string) ([]by
 		}
 		policies[p.Name] = b
 	}
-	raw, err := json.Marshal(map[string]any{"policies": policies})
+	// Harnesses and tests are declarations too: dropping them would make
+	// the conversion lossy.
+	top := map[string]any{"policies": policies}
+	if len(decls.Harnesses) > 0 {
+		harnesses := map[string]json.RawMessage{}
+		for _, h := range decls.Harnesses {
+			harnesses[h.Name] = h.JSON
+		}
+		top["harnesses"] = harnesses
+	}
+	if len(decls.Tests) > 0 {
+		tests := make([]json.RawMessage, len(decls.Tests))
+		for i, tc := range decls.Tests {
+			tests[i] = tc.JSON
+		}
+		top["tests"] = tests
+	}
+	raw, err := json.Marshal(top)
 	if err != nil {
 		return nil, err
 	}
