@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 bt=${1:-3s}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-go test ./executor -run '^$' -bench 'BenchmarkExecute|BenchmarkGovernedThroughput' -benchtime "$bt" -count 3 | tee -a "$out" >&2
+go test ./bench/executorbench -run '^$' -bench 'BenchmarkExecute|BenchmarkGovernedThroughput' -benchtime "$bt" -count 3 | tee -a "$out" >&2
 go test ./chain -run '^$' -bench 'BenchmarkFileStoreAppend|BenchmarkFileStoreOperations|BenchmarkFsyncFloor' -benchtime "$bt" | tee -a "$out" >&2
 awk '
 function metric(name,   i) { for (i = 3; i < NF; i++) if ($(i+1) == name) return $i; return "" }
