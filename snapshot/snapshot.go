@@ -22,7 +22,8 @@
 //	compiled_rules    rules sorted by rule_id; rule i has order i
 //	gate_bindings     gates sorted by order; order is 0..n-1
 //	lineage           ancestors, root first: {policy_id, name, version, digest}
-//	expansions        approved expansions: {path, values, authority, evidence}
+//	expansions        approved expansions: {path, values (strings and integers
+//	                  within ±(2^53-1)), authority, evidence}
 //	provenance        {compiler}
 //	release_state     "staged" | "active"
 //	activated_at      null | "YYYY-MM-DDTHH:MM:SS.ffffffZ"

@@ -170,6 +170,7 @@ func TestSemanticMutations(t *testing.T) {
 	data := valid(t)
 	rules := func(m map[string]any) []any { return m["compiled_rules"].([]any) }
 	rule := func(m map[string]any, i int) map[string]any { return rules(m)[i].(map[string]any) }
+	expansion := func(m map[string]any) map[string]any { return m["expansions"].([]any)[0].(map[string]any) }
 	cases := []struct {
 		name string
 		f    func(m map[string]any)
@@ -205,6 +206,10 @@ func TestSemanticMutations(t *testing.T) {
 		{"release state", func(m map[string]any) { m["release_state"] = "active" }, "activated_at"},
 		{"integer as string", func(m map[string]any) { rule(m, 0)["order"] = "0" }, "integer"},
 		{"scope unsorted", func(m map[string]any) { m["principal_scope"] = []any{"b", "a"} }, "sorted"},
+		{"expansion float", func(m map[string]any) { expansion(m)["values"] = []any{json.Number("1.5")} }, "values[0]"},
+		{"expansion beyond 2^53", func(m map[string]any) { expansion(m)["values"] = []any{"x", json.Number("9007199254740993")} }, "values[1]"},
+		{"expansion boolean", func(m map[string]any) { expansion(m)["values"] = []any{true} }, "values[0]"},
+		{"expansion object", func(m map[string]any) { expansion(m)["values"] = []any{map[string]any{}} }, "values[0]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

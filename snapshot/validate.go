@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -133,6 +134,11 @@ func (s *Snapshot) Validate() error {
 		path := fmt.Sprintf("expansions[%d]", i)
 		if e.Path == "" || len(e.Values) == 0 || strings.TrimSpace(e.Authority) == "" || strings.TrimSpace(e.Evidence) == "" {
 			return fail(path, "an expansion needs a path, values, an authority and evidence")
+		}
+		for j, v := range e.Values {
+			if !expansionValue(v) {
+				return fail(fmt.Sprintf("%s.values[%d]", path, j), "want a string or an integer within ±(2^53-1)")
+			}
 		}
 	}
 	switch s.ReleaseState {
@@ -366,3 +372,30 @@ func validateRule(r Rule) error {
 	}
 	return fmt.Errorf("unknown rule type %T", r)
 }
+
+// maxSafeInt is 2^53-1: canonical JSON numbers are doubles, exact up to it.
+const maxSafeInt = 1<<53 - 1
+
+// expansionValue reports whether v is what a declaration's expansion may
+// list (the schema's string | #SafeInt): Parse gives numbers as
+// json.Number, a snapshot built in memory may hold Go integers.
+func expansionValue(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return true
+	case json.Number:
+		if strings.ContainsAny(string(x), ".eE") {
+			return false
+		}
+		n, err := x.Int64()
+		return err == nil && n >= -maxSafeInt && n <= maxSafeInt
+	case int:
+		return x >= -maxSafeInt && x <= maxSafeInt
+	case int64:
+		return x >= -maxSafeInt && x <= maxSafeInt
+	case float64:
+		return x == float64(int64(x)) && x >= -maxSafeInt && x <= maxSafeInt
+	}
+	return false
+}
+

@@ -205,7 +205,7 @@ func Print(w io.Writer, l List, f Format) error {
 			if d.Severity == Warning {
 				kind = "warning"
 			}
-			if _, err := fmt.Fprintf(w, "::%s file=%s,line=%d,col=%d::%s: %s\n", kind, d.Pos.File, d.Pos.Line, d.Pos.Col, d.Code, escapeGitHub(d.Message)); err != nil {
+			if _, err := fmt.Fprintf(w, "::%s file=%s,line=%d,col=%d::%s: %s\n", kind, escapeGitHubProperty(d.Pos.File), d.Pos.Line, d.Pos.Col, d.Code, escapeGitHub(d.Message)); err != nil {
 				return err
 			}
 		}
@@ -227,8 +227,20 @@ func Print(w io.Writer, l List, f Format) error {
 }
 
 func escapeGitHub(s string) string {
-	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+	return githubData.Replace(s)
 }
+
+// escapeGitHubProperty escapes a workflow command's property value, where
+// ':' and ',' also delimit (a file named "a,line=9" must not move the
+// annotation).
+func escapeGitHubProperty(s string) string {
+	return githubProperty.Replace(s)
+}
+
+var (
+	githubData     = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
+	githubProperty = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C")
+)
 
 // Further stable codes.
 const (
