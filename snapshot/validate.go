@@ -398,4 +398,3 @@ func expansionValue(v any) bool {
 	}
 	return false
 }
-
