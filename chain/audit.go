@@ -11,7 +11,7 @@ import (
 // Anchor is something trusted that covers (part of) a chain.
 type Anchor struct {
 	Kind     string   `json:"kind"` // expected_head, checkpoint, certificate
-	Size     int64    `json:"size"` // records covered
+	Size     uint64   `json:"size"` // records covered
 	Covers   bool     `json:"covers_head"`
 	Verified bool     `json:"verified"`
 	Keys     []string `json:"keys"` // name+hex8 of the keys that signed it
@@ -84,7 +84,7 @@ func AuditChain(in AuditInput) (*Audit, error) {
 	a.Result = res
 	a.Findings = append(append(a.Findings, res.Findings...), early...)
 	if in.ExpectedHead != nil {
-		a.Anchors = append(a.Anchors, Anchor{Kind: "expected_head", Size: res.Records, Covers: res.HeadMatched, Verified: res.HeadMatched, Keys: []string{}})
+		a.Anchors = append(a.Anchors, Anchor{Kind: "expected_head", Size: uint64(res.Records), Covers: res.HeadMatched, Verified: res.HeadMatched, Keys: []string{}})
 	}
 	for _, sn := range notes {
 		if sn == nil {
@@ -145,7 +145,7 @@ func checkNoteAgainst(sn *SignedNote, res *Result) ([]Finding, Anchor, Checkpoin
 	fs = append(fs, vf...)
 	verified := ok && sn.Anchored() && len(vf) == 0
 	rep.Verified = verified
-	return fs, Anchor{Kind: "checkpoint", Size: int64(c.Size), Covers: c.Size == uint64(res.Records) && c.Size > 0, Verified: verified, Keys: rep.Signers}, rep
+	return fs, Anchor{Kind: "checkpoint", Size: c.Size, Covers: c.Size == uint64(res.Records) && c.Size > 0, Verified: verified, Keys: rep.Signers}, rep
 }
 
 // InclusionInput is a single record and its tlog-proof.

@@ -80,12 +80,12 @@ func runCert(ctx context.Context, p certParams) (*Report, error) {
 		r.Certificate.Signers = []string{}
 	}
 	if p.expectedHead != nil {
-		r.Anchors = append(r.Anchors, chain.Anchor{Kind: "expected_head", Size: v.Chain.Records, Covers: v.Chain.HeadMatched, Verified: v.Chain.HeadMatched, Keys: []string{}})
+		r.Anchors = append(r.Anchors, chain.Anchor{Kind: "expected_head", Size: uint64(v.Chain.Records), Covers: v.Chain.HeadMatched, Verified: v.Chain.HeadMatched, Keys: []string{}})
 	}
 	if v.Signed {
-		size := int64(0)
+		size := uint64(0)
 		if v.Certificate != nil {
-			size = v.Certificate.TreeSize
+			size = uint64(v.Certificate.TreeSize) // Parse refuses a negative tree_size
 		}
 		r.Anchors = append(r.Anchors, chain.Anchor{Kind: "certificate", Size: size, Covers: v.Anchored, Verified: len(v.Signers) > 0 && v.Anchored, Keys: r.Certificate.Signers})
 	}

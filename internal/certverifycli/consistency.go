@@ -78,7 +78,7 @@ func runConsistency(ctx context.Context, p consistencyParams) (*Report, error) {
 	for _, cp := range []*chain.CheckpointReport{a.Old, a.New} {
 		if cp != nil {
 			r.Checkpoints = append(r.Checkpoints, *cp)
-			r.Anchors = append(r.Anchors, chain.Anchor{Kind: "checkpoint", Size: int64(cp.Size), Covers: cp.Verified, Verified: cp.Verified, Keys: cp.Signers})
+			r.Anchors = append(r.Anchors, chain.Anchor{Kind: "checkpoint", Size: cp.Size, Covers: cp.Verified, Verified: cp.Verified, Keys: cp.Signers})
 		}
 	}
 	return r, nil

@@ -55,7 +55,7 @@ func runInclusion(ctx context.Context, p inclusionParams) (*Report, error) {
 	r.Stats.Bytes = int64(len(rec))
 	if a.Checkpoint != nil {
 		r.Checkpoints = append(r.Checkpoints, *a.Checkpoint)
-		r.Anchors = append(r.Anchors, chain.Anchor{Kind: "checkpoint", Size: int64(a.Checkpoint.Size), Covers: a.Anchored, Verified: a.Anchored, Keys: a.Checkpoint.Signers})
+		r.Anchors = append(r.Anchors, chain.Anchor{Kind: "checkpoint", Size: a.Checkpoint.Size, Covers: a.Anchored, Verified: a.Anchored, Keys: a.Checkpoint.Signers})
 	}
 	return r, nil
 }

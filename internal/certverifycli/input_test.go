@@ -149,3 +149,39 @@ func TestConsistencyChainMaxFindings(t *testing.T) {
 		t.Fatalf("exit %d, %d findings, %d omitted; want exit 1, 2 findings, 8 omitted: %v", code, len(rep.Findings), rep.FindingsOmitted, rep.Findings)
 	}
 }
+
+// TestAnchorSizeBeyondInt64: a checkpoint's size is a uint64; one beyond
+// 2^63 (a hostile or corrupt checkpoint, reported as truncated) must be
+// reported as that number, not as a negative one.
+func TestAnchorSizeBeyondInt64(t *testing.T) {
+	s := evidencegen.NewSmall()
+	var first struct {
+		ChainID string `json:"chain_id"`
+	}
+	if err := json.Unmarshal(s.Chain[:bytes.IndexByte(s.Chain, '\n')], &first); err != nil {
+		t.Fatal(err)
+	}
+	const size = 1<<63 + 5
+	cp, err := chain.SignCheckpoint(chain.Checkpoint{ChainID: first.ChainID, Size: size, Root: s.Head}, evidencegen.LogKey.Signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeFiles(t, map[string][]byte{"chain.jsonl": s.Chain, "trust.txt": s.Trust, "big.note": cp})
+	var stdout bytes.Buffer
+	code := certverifycli.Run(context.Background(), []string{"chain", filepath.Join(dir, "chain.jsonl"), "--checkpoint", filepath.Join(dir, "big.note"),
+		"--trust", filepath.Join(dir, "trust.txt"), "--format", "json"},
+		certverifycli.Env{Stdout: &stdout, Stderr: &bytes.Buffer{}, Now: func() time.Time { return time.Unix(0, 0) }})
+	var rep struct {
+		Findings []chain.Finding `json:"findings"`
+		Anchors  []struct {
+			Kind string          `json:"kind"`
+			Size json.RawMessage `json:"size"`
+		} `json:"anchors"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	if code != certverifycli.ExitFailed || len(rep.Anchors) != 1 || string(rep.Anchors[0].Size) != "9223372036854775813" {
+		t.Fatalf("exit %d, anchors %s, findings %v; want exit 1 and size 9223372036854775813", code, stdout.String(), rep.Findings)
+	}
+}
