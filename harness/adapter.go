@@ -141,6 +141,35 @@ func Requested(s *Spec) []string {
 	return sortedSet(req)
 }
 
+// openSection says why nothing in a plan enforces capability c when the
+// spec's sections leave it open (c is then requested only because
+// required_capabilities names it), or "" when they do not.
+func openSection(s *Spec, c string) string {
+	switch c {
+	case CapNetEgress:
+		if s.Network != "off" {
+			return fmt.Sprintf("network mode is %q: the plan lets the agent's tools reach the network", s.Network)
+		}
+	case CapNetAllowlist:
+		if s.Network == "on" {
+			return `network mode is "on": the plan has no host list`
+		}
+	case CapFSReadRoots:
+		if s.ReadRoots == nil {
+			return "the spec declares no filesystem.read, so the plan does not confine reads (filesystem.read: [] confines them to the working dirs)"
+		}
+	case CapTurns:
+		if s.Turns <= 0 {
+			return "the spec declares no resources.turns, so the plan sets no turn limit"
+		}
+	case CapBudget:
+		if s.CostMicroUSD <= 0 {
+			return "the spec declares no resources.cost_microusd, so the plan sets no cost limit"
+		}
+	}
+	return ""
+}
+
 // EffectiveTools returns the allowed neutral tools minus the denied ones,
 // without the web tools when the network is off.
 func (s *Spec) EffectiveTools() []string {
@@ -243,6 +272,12 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 			row = Row{Capability: c, Status: Unsupported, Reason: fmt.Sprintf("the %s adapter has no way to enforce %s", p.name(), c), Evidence: "harness/tables.go"}
 		}
 		settings := b.settings[c]
+		if why := openSection(s, c); why != "" {
+			// Named in required_capabilities while the spec's own sections
+			// leave it open: the table's row describes a plan this is not.
+			row = Row{Capability: c, Status: Unsupported, Reason: "required_capabilities names it, but " + why, Evidence: "harness/adapter.go"}
+			settings = nil
+		}
 		if settings == nil {
 			settings = []string{}
 		}

@@ -43,10 +43,13 @@ func (c claudeCode) build(s *Spec, probe *ProbeResult) (*build, error) {
 	if s.Yolo {
 		// The legacy mapping (adr0087-notes §7): bypassPermissions, nothing else.
 		b.legacy = true
-		b.argv = []string{exe, "-p", Prompt, "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"}
+		b.argv = []string{exe, "-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"}
 		if s.Model != "" {
 			b.argv = append(b.argv, "--model", s.Model)
 		}
+		// The prompt is an operand after "--": one starting with '-' must
+		// never be read as an option.
+		b.argv = append(b.argv, "--", Prompt)
 		b.attestation = nil
 		b.evidence = []string{"stream:claude-code/stream-json"}
 		return b, nil
@@ -148,7 +151,7 @@ func (c claudeCode) build(s *Spec, probe *ProbeResult) (*build, error) {
 	}
 	settingsPath, mcpPath := RunDir+"/claude/settings.json", RunDir+"/claude/mcp.json"
 	b.files = []File{{Path: settingsPath, Mode: 0o600, Content: string(settingsJSON) + "\n"}, {Path: mcpPath, Mode: 0o600, Content: string(mcpJSON) + "\n"}}
-	b.argv = []string{exe, "-p", Prompt, "--output-format", "stream-json", "--verbose",
+	b.argv = []string{exe, "-p", "--output-format", "stream-json", "--verbose",
 		"--setting-sources", "", "--settings", settingsPath, "--strict-mcp-config", "--mcp-config", mcpPath,
 		"--permission-mode", "dontAsk", "--permission-prompts", "none", "--tools", strings.Join(tools, ","),
 		"--no-session-persistence"}
@@ -164,6 +167,9 @@ func (c claudeCode) build(s *Spec, probe *ProbeResult) (*build, error) {
 	if s.CostMicroUSD > 0 {
 		b.argv = append(b.argv, "--max-budget-usd", fmt.Sprintf("%d.%06d", s.CostMicroUSD/1e6, s.CostMicroUSD%1e6))
 	}
+	// The prompt is an operand after "--" (it ends variadic options too):
+	// a prompt starting with '-' must never be read as an option.
+	b.argv = append(b.argv, "--", Prompt)
 	b.attestation = &Attestation{Event: "system/init", PermissionMode: "dontAsk", Tools: nonNil(tools), AdditionalDirs: addDirs, MCPServers: nonNil(mcpNames)}
 	b.preflight = []PreflightStep{{Name: "claude doctor", Argv: []string{exe, "doctor"},
 		Files: []File{{Path: ".claude/settings.json", Mode: 0o600, Content: string(settingsJSON) + "\n"}}}}

@@ -115,9 +115,9 @@ func (g gemini) build(s *Spec, probe *ProbeResult) (*build, error) {
 	settings["security"] = security
 	if s.Yolo {
 		b.legacy = true
-		b.argv = []string{exe, "-p", Prompt, "-o", "stream-json", "--skip-trust", "--approval-mode", "yolo"}
+		b.argv = []string{exe, "--prompt=" + Prompt, "-o", "stream-json", "--skip-trust", "--approval-mode", "yolo"}
 		if s.Model != "" {
-			b.argv = append(b.argv, "-m", s.Model)
+			b.argv = append(b.argv, "--model="+s.Model)
 		}
 		js, _ := json.MarshalIndent(settings, "", "  ")
 		b.files = []File{{Path: home + "/.gemini/settings.json", Mode: 0o600, Content: string(js) + "\n"}}
@@ -130,6 +130,16 @@ func (g gemini) build(s *Spec, probe *ProbeResult) (*build, error) {
 	if sandbox {
 		b.conds |= CondSandbox
 		security["toolSandboxing"] = true
+	}
+	if slices.Contains(tools, "write_file") || slices.Contains(tools, "edit_file") {
+		// The read roots become workspace roots (--include-directories),
+		// which the file tools may write as much as read.
+		writable := slices.Concat(s.Workspace.Dirs(), s.WriteRoots)
+		for _, r := range s.ReadRoots {
+			if !slices.ContainsFunc(writable, func(w string) bool { return within(r, w) }) {
+				b.conds |= CondWritableReadRoots
+			}
+		}
 	}
 	var secretNames []string
 	for _, sec := range s.Secrets {
@@ -217,12 +227,15 @@ func (g gemini) build(s *Spec, probe *ProbeResult) (*build, error) {
 	policyPath := RunDir + "/gemini/policy.toml"
 	b.files = []File{{Path: home + "/.gemini/settings.json", Mode: 0o600, Content: string(js) + "\n"},
 		{Path: policyPath, Mode: 0o600, Content: policy.String()}}
-	b.argv = []string{exe, "-p", Prompt, "-o", "stream-json", "--skip-trust", "--approval-mode", "default", "--admin-policy", policyPath}
+	// The prompt is glued to its option: yargs reads a separate value that
+	// starts with '-' as an option of its own, so "-p --yolo" would not be
+	// a prompt.
+	b.argv = []string{exe, "--prompt=" + Prompt, "-o", "stream-json", "--skip-trust", "--approval-mode", "default", "--admin-policy", policyPath}
 	for _, d := range sortedSet(slices.Concat(s.Workspace.ExtraDirs, s.WriteRoots, s.ReadRoots)) {
 		b.argv = append(b.argv, "--include-directories", d)
 	}
 	if s.Model != "" {
-		b.argv = append(b.argv, "-m", s.Model)
+		b.argv = append(b.argv, "--model="+s.Model)
 	}
 	set := func(cap string, keys ...string) { b.settings[cap] = keys }
 	set(CapApprovalHeadless, "-p (headless)", "--approval-mode default", "--admin-policy (deny *)", "security.disableYoloMode")
@@ -242,6 +255,12 @@ func (g gemini) build(s *Spec, probe *ProbeResult) (*build, error) {
 	set(CapTurns, "model.maxSessionTurns")
 	set(CapConfigIsolation, "GEMINI_CLI_HOME", "HOME", "--admin-policy")
 	return b, nil
+}
+
+// within reports whether path p is root or lies under it (both clean and
+// absolute).
+func within(p, root string) bool {
+	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
 }
 
 type geminiEvent struct {

@@ -74,14 +74,56 @@ func ParseStream(provider string, r io.Reader) ([]Observation, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown provider %q", provider)
 	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var out []Observation
-	for n := 1; sc.Scan(); n++ {
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+	err := parseLines(p, r, func(o Observation) { out = append(out, o) })
+	return out, err
+}
+
+// MaxLine is the longest stream line (in bytes, without its newline) that
+// is parsed. A longer line is reported as an error observation and
+// skipped; the lines after it are parsed as usual.
+const MaxLine = 16 << 20
+
+// parseLines reads r line by line and emits the observations of each
+// non-blank line. Memory stays bounded by MaxLine whatever the input: an
+// oversized line is consumed to its end, never kept whole.
+func parseLines(p providerImpl, r io.Reader, emit func(Observation)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	size, n, blank := 0, 0, true
+	for {
+		chunk, err := br.ReadSlice('\n')
+		blank = blank && len(bytes.TrimSpace(chunk)) == 0
+		if size+len(chunk) <= MaxLine+1 {
+			line = append(line, chunk...)
+		}
+		size += len(chunk)
+		if err == bufio.ErrBufferFull {
 			continue
 		}
-		out = append(out, p.parse(sc.Bytes(), n)...)
+		if size > 0 {
+			n++
+			if bytes.HasSuffix(chunk, []byte("\n")) {
+				size--
+			}
+			switch {
+			case blank:
+			case size > MaxLine:
+				emit(Observation{Kind: ObsError, Provider: p.name(), Line: n, EventType: "oversized", IsError: true,
+					Text: fmt.Sprintf("line of %d bytes exceeds the %d-byte limit; skipped", size, MaxLine)})
+			default:
+				l := bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+				for _, o := range p.parse(l, n) {
+					emit(o)
+				}
+			}
+		}
+		line, size, blank = line[:0], 0, true
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return out, sc.Err()
 }

@@ -217,7 +217,17 @@ func Probe(ctx context.Context, provider, executable string, opts ProbeOptions) 
 	r.Bwrap = workingBwrap(ctx, lookPath("bwrap", searchPath))
 	r.Socat = lookPath("socat", searchPath)
 
-	key := provider + "|" + abs + "|" + sha
+	// A Node.js CLI is a script that loads (or, for Codex, spawns) code
+	// the script's hash does not cover, and Codex's shim is the same file
+	// in every release: its package's package.json (which names the
+	// version and pins the platform binary) is part of the cache key.
+	cacheSHA := sha
+	if r.Node != "" {
+		if pj := packageJSONSHA256(resolved); pj != "" {
+			cacheSHA += "+package.json:" + pj
+		}
+	}
+	key := provider + "|" + abs + "|" + cacheSHA
 	cache := probeCache(opts.CacheDir)
 	hashMu.Lock()
 	ver, hit := probeMemo[key]
@@ -272,6 +282,25 @@ func lookPath(name, path string) string {
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 			return p
 		}
+	}
+	return ""
+}
+
+// packageJSONSHA256 hashes the package.json of the npm package that holds
+// script (the nearest one above it), or returns "" when there is none.
+func packageJSONSHA256(script string) string {
+	dir := filepath.Dir(script)
+	for range 4 {
+		data, err := os.ReadFile(filepath.Join(dir, "package.json"))
+		if err == nil {
+			sum := sha256.Sum256(data)
+			return hex.EncodeToString(sum[:])
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir || filepath.Base(dir) == "node_modules" {
+			break
+		}
+		dir = parent
 	}
 	return ""
 }

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -37,7 +36,8 @@ type RunResult struct {
 	ExitCode     int           `json:"exit_code"`
 	Observations []Observation `json:"observations"`
 	// Stopped says why polc stopped the provider: "" (it exited by
-	// itself), "wall_clock" or "attestation".
+	// itself), "wall_clock", "attestation", "cancelled" or "read_error"
+	// (its stdout could not be read).
 	Stopped string `json:"stopped"`
 	// Stderr is the end of the provider's stderr, secrets redacted.
 	Stderr   string        `json:"stderr"`
@@ -176,29 +176,28 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 	if opts.Stream != nil {
 		src = io.TeeReader(stdout, opts.Stream)
 	}
-	sc := bufio.NewScanner(src)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		for _, o := range p.parse(sc.Bytes(), n) {
-			o.Text = redact(o.Text, secrets)
-			o.Input = []byte(redact(string(o.Input), secrets))
-			if len(o.Input) == 0 {
-				o.Input = nil
-			}
-			if o.Kind == ObsSessionStart && plan.Attestation != nil && attestErr == nil {
-				if err := p.attest(o, plan.Attestation); err != nil {
-					attestErr = err
-					stop("attestation")
-				}
-			}
-			o.Raw = nil
-			res.Observations = append(res.Observations, o)
-			if opts.OnObservation != nil {
-				opts.OnObservation(o)
+	readErr := parseLines(p, src, func(o Observation) {
+		o.Text = redact(o.Text, secrets)
+		o.Input = []byte(redact(string(o.Input), secrets))
+		if len(o.Input) == 0 {
+			o.Input = nil
+		}
+		if o.Kind == ObsSessionStart && plan.Attestation != nil && attestErr == nil {
+			if err := p.attest(o, plan.Attestation); err != nil {
+				attestErr = err
+				stop("attestation")
 			}
 		}
+		o.Raw = nil
+		res.Observations = append(res.Observations, o)
+		if opts.OnObservation != nil {
+			opts.OnObservation(o)
+		}
+	})
+	if readErr != nil {
+		// Nobody reads the provider's stdout any more: stop it rather than
+		// leave it blocked on a full pipe until the wall clock runs out.
+		stop("read_error")
 	}
 	waitErr := cmd.Wait()
 	killGroup(pgid) // reap anything the provider left behind
@@ -207,6 +206,9 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 	res.ExitCode = cmd.ProcessState.ExitCode()
 	if attestErr != nil {
 		return res, attestErr
+	}
+	if readErr != nil {
+		return res, fmt.Errorf("reading %s's stdout: %w", plan.Provider, readErr)
 	}
 	if plan.Attestation != nil && !hasKind(res.Observations, ObsSessionStart) && res.Stopped == "" {
 		return res, &AttestationError{plan.Provider, []string{"the stream had no " + plan.Attestation.Event + " event"}}

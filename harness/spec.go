@@ -194,6 +194,11 @@ func FromDeclaration(h *compiler.Harness, dir string) (*Spec, diag.List) {
 		return out
 	}
 	s.Model = deref(d.Model)
+	if strings.HasPrefix(s.Model, "-") || strings.ContainsAny(s.Model, " \t\r\n") {
+		// A provider's option parser would read it as an option of its
+		// own (yargs does not take "-m --include-directories=/" as a value).
+		errf("model", diag.CodeInvalidValue, "model %q: want a model name, not one that starts with '-' or holds whitespace", s.Model)
+	}
 	s.Description = deref(d.Description)
 	s.Yolo = d.Yolo != nil && *d.Yolo
 	if d.Endpoint != nil {

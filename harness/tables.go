@@ -22,6 +22,10 @@ const (
 	// CondToolsExact: the provider can express the requested tool
 	// allow/deny sets exactly.
 	CondToolsExact
+	// CondWritableReadRoots: the plan gives the agent a file-writing tool
+	// and the provider can make a read root readable only by making it a
+	// writable working directory (Gemini's --include-directories).
+	CondWritableReadRoots
 )
 
 // Row is one line of a capability table: when every condition in When
@@ -311,6 +315,9 @@ var GeminiCLI = &Table{Provider: "gemini-cli", Versions: []string{"0.61.0"}, Row
 	{Capability: CapToolsDeny, Status: Enforced, Sources: []Source{byProvider("policy engine (admin tier)")},
 		Reason: "admin-tier deny rules beat every other tier, yolo included", Evidence: "providers.md §6.1 Deny, Policy files"},
 	{Capability: CapFSWriteRoots, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
+	{Capability: CapFSWriteRoots, When: CondWritableReadRoots, Status: Degraded, Sources: []Source{byProvider("file tools")},
+		Reason:   "Gemini has no read-only workspace directory: the read roots are --include-directories workspace roots, which write_file and replace may write",
+		Evidence: "providers.md §6.1 Workspace dirs"},
 	{Capability: CapFSWriteRoots, When: CondMCP, Status: Degraded, Sources: []Source{byProvider("file tools")},
 		Reason: "MCP servers are not covered by the tool sandbox", Evidence: "providers.md §6.1 MCP"},
 	{Capability: CapFSWriteRoots, When: CondShell | CondSandbox, Status: Enforced,
