@@ -265,6 +265,14 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 	if err != nil {
 		return nil, nil, &CompileError{s.Name, p.name(), err.Error()}
 	}
+	// A secret of the same name as a variable the harness sets itself
+	// would replace it (assembleEnv lets secrets win): a secret named HOME
+	// or CLAUDE_CONFIG_DIR undoes config isolation.
+	for _, sec := range s.Secrets {
+		if reserved := sec.Name == "HOME" || sec.Name == "PATH" || slices.ContainsFunc(b.env, func(e EnvVar) bool { return e.Name == sec.Name }); reserved {
+			return nil, nil, &CompileError{s.Name, p.name(), fmt.Sprintf("secret %s: the harness sets %s itself for %s (a secret may not replace it)", sec.Name, sec.Name, p.name())}
+		}
+	}
 	b.conds |= condsOf(s)
 	for _, c := range requested {
 		row, ok := t.Decide(c, b.conds)

@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -228,6 +229,30 @@ func TestProbeNodeScriptVersionChange(t *testing.T) {
 		}
 		if p.Version != v {
 			t.Fatalf("probe after installing %s reports %s (cached %v, supported %v)", v, p.Version, p.Cached, p.Supported)
+		}
+	}
+}
+
+// TestSecretMayNotReplaceHarnessVariables: the harness sets HOME, PATH and
+// each provider's own variables (CLAUDE_CONFIG_DIR, CODEX_HOME,
+// GEMINI_CLI_HOME, …) to keep the provider's configuration private; a
+// secret of the same name used to replace them (secrets won in the
+// environment), undoing config isolation. The plan is now refused.
+func TestSecretMayNotReplaceHarnessVariables(t *testing.T) {
+	for provider, own := range map[string]string{"claude-code": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME", "gemini-cli": "GEMINI_CLI_HOME"} {
+		for _, name := range []string{"HOME", "PATH", own} {
+			s := &harness.Spec{Name: "h", Provider: provider, Workspace: harness.Workspace{Root: "/ws"},
+				Secrets: []harness.Secret{{Name: name, Ref: "env:X"}}}
+			_, _, err := harness.Compile(s, fakeProbe(provider, false))
+			var ce *harness.CompileError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), "secret "+name) {
+				t.Errorf("%s, secret %s: %v, want a CompileError naming the secret", provider, name, err)
+			}
+		}
+		s := &harness.Spec{Name: "h", Provider: provider, Workspace: harness.Workspace{Root: "/ws"},
+			Secrets: []harness.Secret{{Name: "ANTHROPIC_API_KEY", Ref: "env:X"}}}
+		if _, _, err := harness.Compile(s, fakeProbe(provider, false)); err != nil {
+			t.Errorf("%s, an ordinary secret: %v", provider, err)
 		}
 	}
 }
