@@ -31,6 +31,11 @@ import (
 //	<chain_id>.jsonl.torn-<offset>  bytes removed by Repair, kept for audit
 //	projection.idx            append order for Scan: "<chain_id> <sequence> <record_id> <chain_hash>\n"
 //
+// Several stores (processes) may have one directory open, each writing its
+// own chains: they share projection.idx, which is append-only and written
+// under its flock, so that every store's entries, and every cursor any of
+// them delivered, survive the others' writes.
+//
 // A torn last line (an append interrupted between write and fsync, or a
 // crash mid-write) is detected when the chain is opened: Verify reports it
 // as torn_tail and Append refuses with *TornTailError until Repair is called
@@ -71,6 +76,7 @@ type FileStore struct {
 	// test hooks (crash tests)
 	writeHook  func(f *os.File, b []byte, off int64) (int, error)
 	beforeSync func()
+	syncHook   func(f *os.File) error // replaces a group's datasync
 	zeroHook   func() error
 }
 
@@ -275,6 +281,9 @@ func (s *FileStore) chain(chainID string) (*fileChain, error) {
 		return nil, err
 	}
 	if err := atomicfile.SyncDir(s.dir); err != nil {
+		f.Close()
+		unlockFile(lock)
+		lock.Close()
 		return nil, err
 	}
 	s.chains[chainID] = c
@@ -505,7 +514,11 @@ func (s *FileStore) flush(c *fileChain) {
 			if s.beforeSync != nil {
 				s.beforeSync()
 			}
-			serr = datasync(c.f)
+			if s.syncHook != nil {
+				serr = s.syncHook(c.f)
+			} else {
+				serr = datasync(c.f)
+			}
 		}
 		if werr == nil && serr == nil && n == len(buf) {
 			s.groups.Add(1)
@@ -526,6 +539,14 @@ func (s *FileStore) flush(c *fileChain) {
 			c.torn = int64(n)
 		case serr != nil:
 			c.broken = fmt.Errorf("fsync: %w", serr)
+			// After a failed fsync the kernel may mark the group's pages
+			// clean without having written them: a reopen would read the
+			// records from the page cache, append after them, and a later
+			// crash would leave a hole before acknowledged records. Drop
+			// the group (never acknowledged) so that the reopen reads what
+			// the disk was last known to hold; if this fails too, the
+			// reopen finds what it finds.
+			_ = c.f.Truncate(off)
 		default:
 			c.written = max(c.written, target)
 			c.synced = max(c.synced, target)
@@ -727,68 +748,198 @@ func (s *FileStore) index(recs ...*Record) error {
 	if s.idx == nil {
 		return errors.New("chain: store is closed")
 	}
-	b := s.idxBuf
 	for _, r := range recs {
-		b = append(b, r.ChainID...)
-		b = append(b, ' ')
-		b = strconv.AppendInt(b, r.Sequence, 10)
-		b = append(b, ' ')
-		b = append(b, r.RecordID...)
-		b = append(b, ' ')
-		b = append(b, r.ChainHash...)
-		b = append(b, '\n')
+		s.idxBuf = appendIndexEntry(s.idxBuf, r)
 	}
-	s.idxBuf = b
-	if len(b) < idxFlushAt {
+	if len(s.idxBuf) < idxFlushAt {
 		return nil
 	}
-	return s.writeIndexLocked()
+	// The flusher calls this before it wakes its group's waiters: while
+	// another store holds the index's lock (its open reads every chain),
+	// keep queueing rather than wait.
+	if ok, err := lockIndex(s.idx, false); !ok {
+		return err
+	}
+	err := s.writeQueue()
+	return errors.Join(err, unlockIndex(s.idx))
+}
+
+// appendIndexEntry appends r's projection.idx entry to b.
+func appendIndexEntry(b []byte, r *Record) []byte {
+	b = append(b, r.ChainID...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, r.Sequence, 10)
+	b = append(b, ' ')
+	b = append(b, r.RecordID...)
+	b = append(b, ' ')
+	b = append(b, r.ChainHash...)
+	return append(b, '\n')
+}
+
+// maxIndexEntry is the length of the longest index entry: two UUIDs, a
+// sequence of at most 16 digits, a hash, three spaces and a newline.
+const maxIndexEntry = 36 + 1 + 16 + 1 + 36 + 1 + 64 + 1
+
+// parseIndexEntry parses one index entry (without its newline) into a
+// receipt without a cursor.
+func parseIndexEntry(b []byte) (ProjectionReceipt, bool) {
+	if len(b) < 36+1+1+1+36+1+64 || len(b) > maxIndexEntry-1 {
+		return ProjectionReceipt{}, false
+	}
+	chainID, rest := b[:36], b[36:]
+	if !isUUID(chainID) || rest[0] != ' ' {
+		return ProjectionReceipt{}, false
+	}
+	seq, i, ok := scanInt(rest, 1)
+	if !ok || len(rest)-i != 1+36+1+64 || rest[i] != ' ' || rest[i+37] != ' ' {
+		return ProjectionReceipt{}, false
+	}
+	recordID, hash := rest[i+1:i+37], rest[i+38:]
+	if !isUUID(recordID) || !isHex64(hash) {
+		return ProjectionReceipt{}, false
+	}
+	return ProjectionReceipt{ChainID: string(chainID), RecordID: string(recordID), Sequence: seq, HeadHash: parseHex(hash)}, true
 }
 
 // idxFlushAt is how many queued index bytes make index write them.
 const idxFlushAt = 256 << 10
 
-// writeIndexLocked writes the queued index entries; s.idxMu is held.
+// writeIndexLocked writes the queued index entries; s.idxMu is held. Other
+// stores on the directory (other processes writing other chains) append
+// to the same file, so the write holds the index's flock.
 func (s *FileStore) writeIndexLocked() error {
 	if len(s.idxBuf) == 0 {
 		return nil
 	}
-	n, err := s.idx.WriteAt(s.idxBuf, s.idxSize)
-	s.idxSize += int64(n)
-	s.idxBuf = s.idxBuf[:copy(s.idxBuf, s.idxBuf[n:])]
-	return err
+	if _, err := lockIndex(s.idx, true); err != nil {
+		return err
+	}
+	err := s.writeQueue()
+	return errors.Join(err, unlockIndex(s.idx))
 }
 
-// recoverIndex truncates a torn index line (the index is derived data) and
-// appends entries for durable records it lacks, chain by chain in sorted
-// order, so that every committed append becomes visible to Scan.
-func (s *FileStore) recoverIndex() error {
+// writeQueue appends the queued entries at the current end of the index;
+// s.idxMu and the index's flock are held. The index is append-only (a
+// delivered cursor is a byte offset into it): a failed write is left as it
+// is, a torn line that the next write terminates, and the whole queue is
+// written again by the next attempt.
+func (s *FileStore) writeQueue() error {
+	if len(s.idxBuf) == 0 {
+		return nil
+	}
+	end, err := s.indexEnd()
+	if err != nil {
+		return err
+	}
+	if _, err := s.idx.WriteAt(s.idxBuf, end); err != nil {
+		s.idxSize = -1 // the end is unknown: check it next time
+		return err
+	}
+	s.idxSize = end + int64(len(s.idxBuf))
+	s.idxBuf = s.idxBuf[:0]
+	return nil
+}
+
+// indexEnd returns where the next entry goes: the end of the index, after
+// a newline that terminates a torn last line (a store died, or its write
+// failed, in the middle of a write). A torn line is not an entry: Scan
+// skips it, and open indexes again the records its entries were for. The
+// index's flock is held.
+func (s *FileStore) indexEnd() (int64, error) {
+	st, err := s.idx.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := st.Size()
+	if size == 0 || size == s.idxSize {
+		// Empty, or unchanged since this store's last complete write.
+		return size, nil
+	}
+	var last [1]byte
+	if _, err := s.idx.ReadAt(last[:], size-1); err != nil {
+		return 0, err
+	}
+	if last[0] == '\n' {
+		return size, nil
+	}
+	if _, err := s.idx.WriteAt([]byte{'\n'}, size); err != nil {
+		return 0, err
+	}
+	return size + 1, nil
+}
+
+// seqSet is the set of one chain's sequences the index holds: a
+// contiguous prefix [0, next) and any beyond it.
+type seqSet struct {
+	next  int64
+	extra map[int64]struct{}
+}
+
+func (q *seqSet) add(seq int64) {
+	switch {
+	case seq < q.next:
+	case seq == q.next:
+		q.next++
+		for len(q.extra) > 0 {
+			if _, ok := q.extra[q.next]; !ok {
+				break
+			}
+			delete(q.extra, q.next)
+			q.next++
+		}
+	default:
+		if q.extra == nil {
+			q.extra = make(map[int64]struct{})
+		}
+		q.extra[seq] = struct{}{}
+	}
+}
+
+func (q *seqSet) has(seq int64) bool {
+	if seq < q.next {
+		return true
+	}
+	_, ok := q.extra[seq]
+	return ok
+}
+
+// recoverIndex appends entries for durable records the index lacks, chain
+// by chain in sorted order, so that every committed append becomes visible
+// to Scan. Another store may be writing the directory: the index is read
+// and written under its flock, the chains are read without it (an entry
+// that store adds meanwhile may end up twice, which at-least-once delivery
+// allows).
+//
+// A record is indexed again when the index lacks an entry for its
+// sequence, not only when it follows the chain's last indexed one: a crash
+// can lose entries before later ones (pages of an unsynced index write that
+// reached the disk out of order, zeros then later entries; a store that
+// took a chain over from a writer that died before writing its queue, and
+// appended after those records). Lines that are not well-formed entries
+// stay where they are, skipped by Scan: the index is append-only, so every
+// delivered cursor stays valid.
+func (s *FileStore) recoverIndex() (err error) {
 	f, err := os.OpenFile(filepath.Join(s.dir, indexName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	data, err := io.ReadAll(f)
+	defer func() {
+		if err != nil {
+			f.Close() // releases the flock
+		}
+	}()
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	s.idx = f
+	defer func() {
+		if err != nil {
+			s.idx, s.idxBuf = nil, nil
+		}
+	}()
+	indexed, err := s.readIndex(f)
 	if err != nil {
-		f.Close()
 		return err
 	}
-	good := bytes.LastIndexByte(data, '\n') + 1
-	if good != len(data) {
-		if err := f.Truncate(int64(good)); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	indexed := make(map[string]int64)
-	for _, ln := range strings.Split(string(data[:good]), "\n") {
-		fields := strings.Fields(ln)
-		if len(fields) != 4 {
-			continue
-		}
-		seq, _ := strconv.ParseInt(fields[1], 10, 64)
-		indexed[fields[0]] = max(indexed[fields[0]], seq+1)
-	}
-	s.idx, s.idxSize = f, int64(good)
 	names, err := filepath.Glob(filepath.Join(s.dir, "*.jsonl"))
 	if err != nil {
 		return err
@@ -799,31 +950,101 @@ func (s *FileStore) recoverIndex() error {
 		if !IsUUID(id) {
 			continue
 		}
-		recs, err := s.Read(context.Background(), id, indexed[id]-1)
+		q := indexed[id]
+		if q == nil {
+			q = &seqSet{}
+		}
+		recs, err := s.Read(context.Background(), id, q.next-1)
 		if err != nil {
 			continue // a corrupt chain is reported by Verify; index what we can
 		}
+		n := len(s.idxBuf)
 		for _, r := range recs {
-			if err := s.index(r); err != nil {
+			if !q.has(r.Sequence) {
+				s.idxBuf = appendIndexEntry(s.idxBuf, r)
+			}
+		}
+		if len(s.idxBuf) == n {
+			continue
+		}
+		// The records were read from the page cache, where a writer that
+		// died between its write and its fsync (or one still running, in
+		// another process) left them: make them durable before indexing
+		// them, so that Scan never delivers a record a crash could lose.
+		if err := syncPath(name); err != nil {
+			return err
+		}
+		if len(s.idxBuf) >= idxFlushAt {
+			if err := s.writeIndexLocked(); err != nil {
 				return err
 			}
 		}
 	}
-	s.idxMu.Lock()
-	defer s.idxMu.Unlock()
-	if err := s.writeIndexLocked(); err != nil {
+	if _, err := lockIndex(f, true); err != nil {
 		return err
 	}
-	if err := s.idx.Sync(); err != nil {
+	defer unlockIndex(f)
+	if err := s.writeQueue(); err != nil {
 		return err
 	}
-	s.idxSynced = s.idxSize
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	s.idxSynced = st.Size()
 	return nil
+}
+
+// readIndex returns the sequences the index f holds per chain, under the
+// index's flock.
+func (s *FileStore) readIndex(f *os.File) (map[string]*seqSet, error) {
+	if _, err := lockIndex(f, true); err != nil {
+		return nil, err
+	}
+	defer unlockIndex(f)
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	indexed := make(map[string]*seqSet)
+	for len(data) > 0 {
+		k := bytes.IndexByte(data, '\n')
+		if k < 0 {
+			break // a torn last line
+		}
+		if e, ok := parseIndexEntry(data[:k]); ok {
+			q := indexed[e.ChainID]
+			if q == nil {
+				q = &seqSet{}
+				indexed[e.ChainID] = q
+			}
+			q.add(e.Sequence)
+		}
+		data = data[k+1:]
+	}
+	s.idxSize = -1 // writeQueue checks the end
+	return indexed, nil
+}
+
+// syncPath makes the data of the file at path durable.
+func syncPath(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	return errors.Join(datasync(f), f.Close())
 }
 
 // Scan implements ProjectionSource. A cursor is the decimal byte offset of
 // the next entry in projection.idx. Entries are synced before they are
-// delivered, so a delivered cursor stays valid across crashes.
+// delivered, so a delivered cursor stays valid across crashes. Scan reads
+// the index up to its current end, entries that other stores on the
+// directory appended included, and no further than its page needs. A line
+// that is not a well-formed entry (what a crash left of an unsynced write,
+// see recoverIndex) is skipped.
 func (s *FileStore) Scan(ctx context.Context, after string, limit int) (ProjectionPage, error) {
 	var off int64
 	if after != "" {
@@ -838,42 +1059,56 @@ func (s *FileStore) Scan(ctx context.Context, after string, limit int) (Projecti
 	if s.idx == nil {
 		return ProjectionPage{}, errors.New("chain: store is closed")
 	}
-	if err := s.writeIndexLocked(); err != nil {
+	if _, err := lockIndex(s.idx, true); err != nil {
 		return ProjectionPage{}, err
 	}
-	if off > s.idxSize {
+	defer unlockIndex(s.idx)
+	if err := s.writeQueue(); err != nil {
+		return ProjectionPage{}, err
+	}
+	st, err := s.idx.Stat()
+	if err != nil {
+		return ProjectionPage{}, err
+	}
+	size := st.Size()
+	if off > size {
 		return ProjectionPage{}, fmt.Errorf("chain: cursor %q is beyond the index", after)
 	}
-	if s.idxSynced < s.idxSize {
+	if s.idxSynced < size {
 		if err := s.idx.Sync(); err != nil {
 			return ProjectionPage{}, err
 		}
-		s.idxSynced = s.idxSize
+		s.idxSynced = size
 	}
-	buf := make([]byte, s.idxSize-off)
-	if _, err := s.idx.ReadAt(buf, off); err != nil && err != io.EOF {
-		return ProjectionPage{}, err
+	bufSize := 64 << 10
+	if limit > 0 {
+		bufSize = min(bufSize, max(limit*maxIndexEntry, 4096))
 	}
+	br := bufio.NewReaderSize(io.NewSectionReader(s.idx, off, size-off), bufSize)
 	page := ProjectionPage{NextCursor: strconv.FormatInt(off, 10)}
-	for len(buf) > 0 && (limit <= 0 || len(page.Receipts) < limit) {
-		k := bytes.IndexByte(buf, '\n')
-		if k < 0 {
-			break
+	for limit <= 0 || len(page.Receipts) < limit {
+		ln, err := br.ReadSlice('\n')
+		long := false
+		for err == bufio.ErrBufferFull {
+			// A line longer than the buffer is no entry: skip it whole.
+			off += int64(len(ln))
+			ln, err = br.ReadSlice('\n')
+			long = true
 		}
-		fields := strings.Fields(string(buf[:k]))
-		off += int64(k + 1)
-		buf = buf[k+1:]
-		if len(fields) != 4 {
-			return ProjectionPage{}, fmt.Errorf("chain: malformed index entry before offset %d", off)
+		if err == io.EOF {
+			break // the end, or a torn last line
 		}
-		seq, _ := strconv.ParseInt(fields[1], 10, 64)
-		h, err := ParseHash(fields[3])
 		if err != nil {
 			return ProjectionPage{}, err
 		}
-		c := strconv.FormatInt(off, 10)
-		page.Receipts = append(page.Receipts, ProjectionReceipt{Cursor: c, ChainID: fields[0], RecordID: fields[2], Sequence: seq, HeadHash: h})
-		page.NextCursor = c
+		off += int64(len(ln))
+		rc, ok := parseIndexEntry(ln[:len(ln)-1])
+		if !ok || long {
+			continue
+		}
+		rc.Cursor = strconv.FormatInt(off, 10)
+		page.Receipts = append(page.Receipts, rc)
+		page.NextCursor = rc.Cursor
 	}
 	return page, nil
 }

@@ -27,3 +27,28 @@ func lockFile(path string) (*os.File, error) {
 }
 
 func unlockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
+// lockIndex takes an exclusive flock on the open projection index. With
+// wait it waits for another store (in this process or another) that holds
+// it; without, it reports false when the lock is held. flock belongs to the
+// open file description, so two stores on one directory exclude each other
+// even inside one process.
+func lockIndex(f *os.File, wait bool) (bool, error) {
+	how := syscall.LOCK_EX
+	if !wait {
+		how |= syscall.LOCK_NB
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		switch {
+		case err == nil:
+			return true, nil
+		case !wait && errors.Is(err, syscall.EWOULDBLOCK):
+			return false, nil
+		case err != syscall.EINTR:
+			return false, err
+		}
+	}
+}
+
+func unlockIndex(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
