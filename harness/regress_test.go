@@ -256,3 +256,44 @@ func TestSecretMayNotReplaceHarnessVariables(t *testing.T) {
 		}
 	}
 }
+
+// TestSpawnToolBeforeInitStops: Claude's system/init must come before any
+// tool event; a stream whose first tool event comes earlier is stopped at
+// that event (it used to be flagged only after the provider had finished,
+// its tools run).
+func TestSpawnToolBeforeInitStops(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "ws"), 0o755)
+	script := filepath.Join(dir, "fake-claude")
+	os.WriteFile(script, []byte(`#!/bin/sh
+echo '{"type":"assistant","message":{"content":[{"id":"toolu_1","input":{"command":"ls"},"name":"Bash","type":"tool_use"}],"id":"m","role":"assistant","type":"message"},"session_id":"s","uuid":"u1"}'
+sleep 10
+echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s","uuid":"u2"}'
+`), 0o755)
+	s := specFrom(t, dir, `package h
+harnesses: h: {
+	provider: "claude-code"
+	workspace: root: "ws"
+	tools: allow: ["read_file"]
+	resources: wall_clock: "20s"
+}
+`)
+	p := fakeProbe("claude-code", false)
+	p.Executable = script
+	plan, _, err := harness.Compile(s, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Attestation == nil {
+		t.Fatal("the claude plan has no attestation")
+	}
+	start := time.Now()
+	res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x"})
+	var ae *harness.AttestationError
+	if !errors.As(err, &ae) || res == nil || res.Stopped != "attestation" {
+		t.Fatalf("err %v, result %+v: want an AttestationError and the run stopped for it", err, res)
+	}
+	if el := time.Since(start); el > 8*time.Second {
+		t.Errorf("stopped after %v: the provider ran on after its tool event", el)
+	}
+}

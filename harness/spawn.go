@@ -172,6 +172,7 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 	}()
 
 	var attestErr error
+	sawStart := false
 	var src io.Reader = stdout
 	if opts.Stream != nil {
 		src = io.TeeReader(stdout, opts.Stream)
@@ -182,9 +183,18 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 		if len(o.Input) == 0 {
 			o.Input = nil
 		}
-		if o.Kind == ObsSessionStart && plan.Attestation != nil && attestErr == nil {
-			if err := p.attest(o, plan.Attestation); err != nil {
-				attestErr = err
+		if plan.Attestation != nil && attestErr == nil {
+			switch {
+			case o.Kind == ObsSessionStart:
+				sawStart = true
+				if err := p.attest(o, plan.Attestation); err != nil {
+					attestErr = err
+					stop("attestation")
+				}
+			case !sawStart && (o.Kind == ObsToolRequest || o.Kind == ObsToolResult):
+				// A tool at work before the provider said how it was
+				// launched: stop it now, not after the run (fail closed).
+				attestErr = &AttestationError{plan.Provider, []string{"a tool event came before the " + plan.Attestation.Event + " event"}}
 				stop("attestation")
 			}
 		}
