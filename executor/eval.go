@@ -125,7 +125,7 @@ func (q *qualSet) add(action string, tk *string, target *string, id int32) {
 			q.mcp = map[string]*segTrie{}
 		}
 		if q.mcp[action] == nil {
-			q.mcp[action] = &segTrie{}
+			q.mcp[action] = &segTrie{dstarFrom: noDStar} // pattern.MCP
 		}
 		q.mcp[action].add(*target, id)
 	}
@@ -225,6 +225,11 @@ var accessIndex = map[string]int{"read": 0, "write": 1, "execute": 2}
 // returned by snapshot.Parse or produced by the compiler).
 func Compile(s *snapshot.Snapshot) (*Policy, error) {
 	p := &Policy{Snapshot: s, defaultIdx: -1}
+	// The grammars of pattern.Match: "**" is a whole-segment wildcard in
+	// paths and in an MCP resource past its server, nowhere else.
+	p.mcpTool.dstarFrom, p.mcpDeny.dstarFrom = noDStar, noDStar
+	p.secretAllow.dstarFrom, p.secretForbid.dstarFrom = noDStar, noDStar
+	p.mcpRes.dstarFrom = 1
 	n := len(s.CompiledRules)
 	p.ruleIDs = make([]string, n)
 	p.ruleGate = make([]int, n)

@@ -172,7 +172,16 @@ func (g *globSet) empty() bool { return len(g.exact) == 0 && g.globs.n == 0 }
 type segTrie struct {
 	root  segNode
 	count int
+	// dstarFrom is the first segment (0-based) where "**" stands for zero
+	// or more whole segments, as in pattern.Match: 0 for paths (the zero
+	// value), 1 for MCP resources (the server is one glob segment) and
+	// noDStar for MCP tools and secret namespaces, whose grammars have no
+	// "**". Before it, "**" is a glob within one segment, like "*".
+	dstarFrom int
 }
+
+// noDStar is a segTrie.dstarFrom for grammars without "**".
+const noDStar = int(^uint(0) >> 1)
 
 // litChild returns the trie child under a literal key, creating it.
 func litChild[N any](lit *map[string]*N, key string) *N {
@@ -206,9 +215,12 @@ type segNode struct {
 
 func (t *segTrie) add(p string, id int32) {
 	n := &t.root
+	i := 0
 	for seg := range strings.SplitSeq(p, "/") {
+		dstar := seg == "**" && i >= t.dstarFrom
+		i++
 		switch {
-		case seg == "**":
+		case dstar:
 			if n.dstar == nil {
 				n.dstar = &segNode{}
 			}

@@ -440,13 +440,46 @@ func URLHost(raw string) (string, *NormalizeError) {
 	} else if ip != nil {
 		host = ip.String()
 	} else {
+		// The host as written must be the host dialled. net/http maps a
+		// non-ASCII name through IDNA before dialling (fullwidth letters,
+		// "。" for "."), so "１２７。０。０。１" would reach 127.0.0.1 while the
+		// policy judged another name; host patterns are ASCII, so such a
+		// name could only ever dodge a deny. And a name whose last label is
+		// a number is an IPv4 address to the C resolver (inet_aton:
+		// "2130706433", "0x7f.1", "0177.0.0.1" are 127.0.0.1), not the
+		// name judged; net.ParseIP took every canonical IPv4 address above.
+		last := ""
 		for label := range strings.SplitSeq(host, ".") {
 			if label == "" || strings.ContainsAny(label, ":[]/ \t") {
 				return "", nerr(ReasonInvalidURL, "%q: invalid host %q", raw, host)
 			}
+			last = label
+		}
+		for i := 0; i < len(host); i++ {
+			if host[i] >= 0x80 || host[i] < 0x20 || host[i] == 0x7f {
+				return "", nerr(ReasonInvalidURL, "%q: host %q is not ASCII (use its xn-- form)", raw, host)
+			}
+		}
+		if numericLabel(last) {
+			return "", nerr(ReasonInvalidURL, "%q: host %q is not a canonical IPv4 address", raw, host)
 		}
 	}
 	return host + ":" + port, nil
+}
+
+// numericLabel reports whether a host's last label is a number (decimal,
+// or hexadecimal with 0x) — the WHATWG URL test for an IPv4 host, and
+// what inet_aton reads as one.
+func numericLabel(l string) bool {
+	if h, ok := strings.CutPrefix(l, "0x"); ok {
+		for i := 0; i < len(h); i++ {
+			if !strings.ContainsRune("0123456789abcdef", rune(h[i])) {
+				return false
+			}
+		}
+		return true
+	}
+	return digits(l)
 }
 
 func mcpFacets(args map[string]string, _ string, out *Normalized) *NormalizeError {
@@ -509,7 +542,66 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 	}
 	shell := strings.ContainsAny(src, "\n\r") || len(f.Stmts) != 1
 	env := map[string]bool{}
+	var hidden syntax.Node // where bash would run text as code (hiddenCode)
+	hide := func(n syntax.Node, unsafe bool) {
+		if unsafe && hidden == nil {
+			hidden = n
+		}
+	}
+	var builtins []*syntax.CallExpr
 	syntax.Walk(f, func(node syntax.Node) bool {
+		switch n := node.(type) { // text bash would run as code
+		case *syntax.ArithmExp:
+			hide(n, !constArithm(n.X))
+		case *syntax.ArithmCmd:
+			hide(n, !constArithm(n.X))
+		case *syntax.LetClause:
+			for _, x := range n.Exprs {
+				hide(n, !constArithm(x))
+			}
+		case *syntax.CStyleLoop:
+			hide(n, !constArithm(n.Init) || !constArithm(n.Cond) || !constArithm(n.Post))
+		case *syntax.ParamExp:
+			hide(n, n.Index != nil && !allIndex(n.Index) && !constArithm(n.Index))
+			hide(n, n.Slice != nil && (!constArithm(n.Slice.Offset) || !constArithm(n.Slice.Length)))
+			hide(n, n.Excl && n.Names == 0 && (n.Index == nil || !allIndex(n.Index))) // ${!name}: indirect
+			hide(n, n.Exp != nil && n.Exp.Op == syntax.OtherParamOps && (n.Exp.Word == nil || !literalWord(n.Exp.Word) || strings.Contains(wordSource(n.Exp.Word), "P")))
+		case *syntax.Assign:
+			hide(n, n.Index != nil && !constArithm(n.Index))
+		case *syntax.ArrayElem:
+			hide(n, n.Index != nil && !constArithm(n.Index))
+		case *syntax.BinaryTest:
+			switch n.Op {
+			case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+				x, xok := n.X.(*syntax.Word)
+				y, yok := n.Y.(*syntax.Word)
+				hide(n, !xok || !yok || !constArithm(x) || !constArithm(y))
+			}
+		case *syntax.UnaryTest:
+			if n.Op == syntax.TsVarSet || n.Op == syntax.TsRefVar {
+				w, ok := n.X.(*syntax.Word)
+				hide(n, !ok || !plainName(w))
+			}
+		case *syntax.WordIter:
+			if n.Name != nil {
+				env[n.Name.Value] = true // for NAME in …: an assignment
+			}
+		case *syntax.DeclClause:
+			// declare, export, local, readonly, typeset: assignments
+			// (their names are env like NAME=value's); -i makes later
+			// assignments arithmetic and -n makes a name a reference,
+			// and a name computed at run time is unknown.
+			for _, a := range n.Args {
+				switch {
+				case a.Name != nil:
+					env[a.Name.Value] = true
+				case a.Naked && a.Value != nil && literalWord(a.Value) && strings.HasPrefix(wordSource(a.Value), "-"):
+					hide(n, strings.ContainsAny(wordSource(a.Value), "in"))
+				default:
+					hide(n, true)
+				}
+			}
+		}
 		switch n := node.(type) {
 		case *syntax.Stmt:
 			if len(n.Redirs) > 0 || n.Background || n.Negated || n.Coprocess || n.Disown {
@@ -556,6 +648,7 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 				argv = append(argv, fields[0])
 			}
 			c.Argv = append(c.Argv, argv)
+			builtins = append(builtins, n)
 		case *syntax.BinaryCmd, *syntax.Subshell, *syntax.Block, *syntax.IfClause, *syntax.WhileClause,
 			*syntax.ForClause, *syntax.CaseClause, *syntax.FuncDecl, *syntax.ArithmCmd, *syntax.TestClause,
 			*syntax.DeclClause, *syntax.LetClause, *syntax.TimeClause, *syntax.CoprocClause, *syntax.TestDecl,
@@ -566,6 +659,20 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 	})
 	if len(c.Argv) == 0 && len(f.Stmts) == 0 {
 		return c, nerr(ReasonEmptyCommand, "no command")
+	}
+	if shell {
+		for _, call := range builtins {
+			hide(call, !builtinNamesSafe(call))
+		}
+	}
+	if hidden != nil {
+		// Bash evaluates text it only knows when it runs (a variable's
+		// value, a quoted string) as an arithmetic expression or a name,
+		// and an array subscript in that text runs its command
+		// substitutions: "[[ 'a[$(rm -rf ~)]' -eq 0 ]]" runs rm, though
+		// no command of it says so. The policy cannot judge what it
+		// cannot see: refuse.
+		return Command{}, nerr(ReasonInvalidCommand, "%s: bash may run text known only at run time as code: %s", hidden.Pos(), nodeSource(hidden))
 	}
 	for name := range env {
 		c.Env = append(c.Env, name)
@@ -603,6 +710,161 @@ func literalWord(w *syntax.Word) bool {
 		}
 	}
 	return true
+}
+
+// constArithm reports whether an arithmetic expression (nil: absent) has
+// only numeric constants as operands: a name, or any expansion, is text
+// that bash evaluates as an expression in turn (hiddenCode).
+func constArithm(x syntax.ArithmExpr) bool {
+	switch x := x.(type) {
+	case nil:
+		return true
+	case *syntax.BinaryArithm:
+		return constArithm(x.X) && constArithm(x.Y)
+	case *syntax.UnaryArithm:
+		return constArithm(x.X)
+	case *syntax.ParenArithm:
+		return constArithm(x.X)
+	case *syntax.Word:
+		if len(x.Parts) != 1 {
+			return false
+		}
+		l, ok := x.Parts[0].(*syntax.Lit)
+		return ok && numericConst(l.Value)
+	}
+	return false
+}
+
+// numericConst reports whether s is a bash integer constant: decimal,
+// octal, 0x hexadecimal or base#digits.
+func numericConst(s string) bool {
+	if base, ds, ok := strings.Cut(s, "#"); ok {
+		if !digits(base) || ds == "" {
+			return false
+		}
+		for _, r := range ds {
+			if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '@' || r == '_') {
+				return false
+			}
+		}
+		return true
+	}
+	if h, ok := strings.CutPrefix(strings.ToLower(s), "0x"); ok {
+		if h == "" {
+			return false
+		}
+		for _, r := range h {
+			if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+				return false
+			}
+		}
+		return true
+	}
+	return digits(s)
+}
+
+// allIndex reports whether a subscript is "@" or "*" (every element).
+func allIndex(x syntax.ArithmExpr) bool {
+	w, ok := x.(*syntax.Word)
+	if !ok || len(w.Parts) != 1 {
+		return false
+	}
+	l, ok := w.Parts[0].(*syntax.Lit)
+	return ok && (l.Value == "@" || l.Value == "*")
+}
+
+// plainName reports whether w is a literal variable name, or one with a
+// constant subscript ("a", "a[2]", "a[@]").
+func plainName(w *syntax.Word) bool {
+	if !literalWord(w) {
+		return false
+	}
+	v, err := expand.Literal(nil, w)
+	if err != nil {
+		return false
+	}
+	return safeName(v)
+}
+
+func safeName(v string) bool {
+	name, sub, hasSub := strings.Cut(v, "[")
+	if hasSub {
+		sub, ok := strings.CutSuffix(sub, "]")
+		if !ok || !(digits(sub) || sub == "@" || sub == "*") {
+			return false
+		}
+	}
+	return syntax.ValidName(name)
+}
+
+// nameBuiltins are bash builtins that take variable names as arguments
+// (with shell control a name is bash's: "read 'a[$(id)]'" runs id), with
+// the options whose next argument is a name ("" : every operand is one).
+var nameBuiltins = map[string]string{
+	"printf": "-v", "read": "", "unset": "", "mapfile": "", "readarray": "",
+	"getopts": "", "wait": "-p", "test": "-v-R", "[": "-v-R", "declare": "",
+	"typeset": "", "local": "", "export": "", "readonly": "", "let": "",
+}
+
+// builtinNamesSafe reports whether a command's name arguments, if it is
+// (or wraps through builtin/command) a builtin of nameBuiltins, are
+// literal names with constant subscripts. A builtin called through
+// anything else (a non-literal word) is not checked here: its argv is
+// the source text, which allow patterns judge.
+func builtinNamesSafe(call *syntax.CallExpr) bool {
+	args := call.Args
+	for len(args) > 0 && literalWord(args[0]) {
+		v, _ := expand.Literal(nil, args[0])
+		if v == "builtin" || v == "command" {
+			args = args[1:]
+			continue
+		}
+		opts, ok := nameBuiltins[v]
+		if !ok {
+			return true
+		}
+		if v == "let" {
+			return false // arithmetic on its arguments
+		}
+		args = args[1:]
+		for i, a := range args {
+			if !literalWord(a) {
+				if opts == "" {
+					return false
+				}
+				continue
+			}
+			s, _ := expand.Literal(nil, a)
+			if opts != "" {
+				if i > 0 {
+					prev, _ := expand.Literal(nil, args[i-1])
+					if literalWord(args[i-1]) && strings.HasPrefix(prev, "-") && strings.Contains(opts, prev[len(prev)-1:]) && !safeName(s) {
+						return false
+					}
+				}
+				continue
+			}
+			if strings.HasPrefix(s, "-") {
+				continue
+			}
+			if n, _, _ := strings.Cut(s, "="); !safeName(n) {
+				return false
+			}
+		}
+		return true
+	}
+	return true
+}
+
+// nodeSource is n's source text for a message, shortened.
+func nodeSource(n syntax.Node) string {
+	var b strings.Builder
+	syntax.NewPrinter().Print(&b, n)
+	s := b.String()
+	if r := []rune(s); len(r) > 60 {
+		s = string(r[:60]) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 func wordSource(w *syntax.Word) string {

@@ -237,6 +237,11 @@ func (o Options) editFile(ctx context.Context, args map[string]any) (any, error)
 
 func (o Options) httpGet(ctx context.Context, args map[string]any) (any, error) {
 	u, _ := args["url"].(string)
+	// The host the policy judged (a second check at the point of use):
+	// a URL the normalizer refuses is never fetched.
+	if _, nerr := executor.URLHost(u); nerr != nil {
+		return nil, fail(nerr.Reason, nerr)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fail("invalid_url", err)

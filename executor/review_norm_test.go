@@ -1,0 +1,190 @@
+package executor_test
+
+import (
+	"strings"
+	"testing"
+
+	"polc.dev/polc/executor"
+	"polc.dev/polc/internal/pattern"
+)
+
+// decide normalizes and evaluates one request against src's policy: the
+// disposition, or the normalization reason when it is refused.
+func decide(t *testing.T, p *executor.Policy, action string, args map[string]any) string {
+	t.Helper()
+	n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+		Action: action, Arguments: args, Principal: "agent:a", Tenant: "acme", Workspace: "/ws",
+	})
+	if nerr != nil {
+		return nerr.Reason
+	}
+	d, _ := p.Evaluate(n)
+	return d.Disposition
+}
+
+func reviewPolicy(t *testing.T, body string) *executor.Policy {
+	t.Helper()
+	p, err := executor.Compile(compilePolicy(t, `package p
+policies: r: {
+	version: "1"
+	principals: ["agent:*"]
+	tenants: ["acme"]
+`+body+`
+}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestReviewShellHiddenCode: with shell allowed for echo only, bash must
+// not run any other command. Bash evaluates text known only at run time
+// (a quoted string, a loop variable) as arithmetic or as a variable name,
+// and an array subscript in that text runs its command substitutions —
+// no command the normalizer lists says so. Each of these ran "id" (or
+// anything) under a policy that allows only echo.
+func TestReviewShellHiddenCode(t *testing.T) {
+	p := reviewPolicy(t, `
+	actions: allow: ["bash"]
+	subprocess: {mode: "allowlist", allow: ["echo *"], shell: "allow"}
+	environment: read: ["*"]`)
+	for _, cmd := range []string{
+		`[[ 'a[$(id)]' -eq 0 ]]`,
+		`echo hi && [[ -v 'a[$(id)]' ]]`,
+		`for x in 'a[$(id)]'; do echo $((x)); done`,
+		`for x in 'a[$(id)]'; do echo ${!x}; done`,
+		`for x in '$(id)'; do echo ${x@P}; done`,
+		`echo $(( 'a[$(id)]' ))`,
+		`declare -i x='a[$(id)]'`,
+		`declare -n r='a[$(id)]'; echo $r`,
+		`let 'a[$(id)]'`,
+		`a=(['a[$(id)]']=1)`,
+		`echo; printf -v 'a[$(id)]' x`,
+		`echo; read 'a[$(id)]' <<< x`,
+		`for ((i = x; i < 1; i++)); do echo; done`,
+	} {
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got == executor.Allow {
+			t.Errorf("%q: allowed; it runs a command the policy never saw", cmd)
+		} else if got != executor.ReasonInvalidCommand {
+			t.Errorf("%q: %s, want %s", cmd, got, executor.ReasonInvalidCommand)
+		}
+	}
+	// What stays allowed: constant arithmetic, tests without arithmetic
+	// on run-time text, names without computed subscripts.
+	for _, cmd := range []string{
+		`echo $((1 + 2)) $((0x1f)) $((2#101)) ${a[0]} ${a[@]} ${#a[@]} ${!a[@]}`,
+		`[[ -f x ]] && echo yes`,
+		`for f in a b; do echo $f; done`,
+		`echo [x] | echo`,
+	} {
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != executor.Allow {
+			t.Errorf("%q: %s, want allow", cmd, got)
+		}
+	}
+}
+
+// TestReviewShellAssignmentsAreEnv: "PATH=/ws/bin git status" needs an
+// environment grant for PATH; so do export/declare/local/readonly and a
+// for loop's variable, which assign it just the same ("export
+// PATH=/ws/evil; git status" ran /ws/evil/git with no env facet).
+func TestReviewShellAssignmentsAreEnv(t *testing.T) {
+	p := reviewPolicy(t, `
+	actions: allow: ["bash"]
+	subprocess: {mode: "allowlist", allow: ["git *"], shell: "allow"}
+	environment: {read: ["GIT_*"], deny: ["PATH", "LD_*"]}`)
+	for _, cmd := range []string{
+		`PATH=/ws/evil git status`,
+		`export PATH=/ws/evil; git status`,
+		`declare -x PATH=/ws/evil; git status`,
+		`readonly PATH=/ws/evil && git status`,
+		`for PATH in /ws/evil; do git status; done`,
+		`export LD_PRELOAD=/ws/evil.so; git status`,
+		`export "$v"; git status`,
+	} {
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got == executor.Allow {
+			t.Errorf("%q: allowed", cmd)
+		}
+	}
+	if got := decide(t, p, "bash", map[string]any{"command": "export GIT_DIR=x; git status"}); got != executor.Allow {
+		t.Errorf("granted export: %s", got)
+	}
+}
+
+// TestReviewHostIsTheHostDialled: net/http maps a non-ASCII host through
+// IDNA before dialling ("127。0。0。1" and fullwidth "ｌｏｃａｌｈｏｓｔ"
+// reach 127.0.0.1), and the C resolver reads a numeric last label as
+// IPv4 ("2130706433", "0x7f.1", "0177.0.0.1"). Judged as written, each
+// dodged a deny of the address it reaches.
+func TestReviewHostIsTheHostDialled(t *testing.T) {
+	p := reviewPolicy(t, `
+	actions: allow: ["http_get"]
+	network: {mode: "allow", deny: ["127.0.0.1", "localhost", "169.254.169.254"]}`)
+	for _, u := range []string{
+		"http://127。0。0。1/", "http://ｌｏｃａｌｈｏｓｔ/", "http://ⓛocalhost/", "http://local\u00adhost/",
+		"http://%EF%BD%8Cocalhost/", "http://2130706433/", "http://0x7f000001/", "http://0x7f.1/",
+		"http://0177.0.0.1/", "http://127.1/", "http://0/", "http://2852039166/latest/meta-data",
+		"http://169.254.43518/",
+	} {
+		if got := decide(t, p, "http_get", map[string]any{"url": u}); got != executor.ReasonInvalidURL {
+			t.Errorf("%q: %s, want %s", u, got, executor.ReasonInvalidURL)
+		}
+	}
+	for u, want := range map[string]string{
+		"http://127.0.0.1/": executor.Deny, "http://LOCALHOST/": executor.Deny, "http://[::ffff:a9fe:a9fe]/": executor.Deny,
+		"https://example.com/": executor.Allow, "http://xn--bcher-kva.example/": executor.Allow, "http://1e100.net/": executor.Allow,
+		"http://10.0.0.1:8080/": executor.Allow, "http://a.0x/": executor.ReasonInvalidURL,
+	} {
+		if got := decide(t, p, "http_get", map[string]any{"url": u}); got != want {
+			t.Errorf("%q: %s, want %s", u, got, want)
+		}
+	}
+}
+
+// TestReviewMCPResourceServerGlob: in an MCP resource pattern the server
+// is one glob segment, "**" included (pattern.Match, and the Rego
+// bundle); the native matcher read a leading "**" as any number of
+// segments, so "**/public/*" granted server "a" the resource
+// "b/public/x".
+func TestReviewMCPResourceServerGlob(t *testing.T) {
+	p := reviewPolicy(t, `
+	actions: allow: ["mcp"]
+	mcp: servers: [{server: "**", tools: ["read"], resources: ["public/*"]}]`)
+	for _, c := range []struct {
+		server, resource, want string
+	}{
+		{"a", "public/x", executor.Allow},
+		{"a", "b/public/x", executor.Deny},
+		{"a", "public/x/y", executor.Deny},
+	} {
+		ref := pattern.Match(pattern.MCPResource, "**/public/*", c.server+"/"+c.resource)
+		if ref != (c.want == executor.Allow) {
+			t.Fatalf("reference disagrees with the case %+v", c)
+		}
+		got := decide(t, p, "mcp", map[string]any{"server": c.server, "tool": "read", "resource": c.resource})
+		if got != c.want {
+			t.Errorf("%s %s: %s, want %s", c.server, c.resource, got, c.want)
+		}
+	}
+}
+
+// TestReviewNamespaceHasNoDoubleStar: secret namespaces (and MCP tools)
+// have no "**" segment; "ci/**" is "ci/" and one segment, as
+// pattern.Match and the Rego bundle read it. The native matcher granted
+// "ci/prod/deploy" and "ci".
+func TestReviewNamespaceHasNoDoubleStar(t *testing.T) {
+	p := reviewPolicy(t, `
+	actions: allow: ["search"]
+	secrets: [{namespace: "ci/**", exposure: "inject"}]`)
+	for ns, want := range map[string]string{"ci/a": executor.Allow, "ci/prod/deploy": executor.Deny, "ci": executor.Deny} {
+		if ref := pattern.Match(pattern.Namespace, "ci/**", ns); ref != (want == executor.Allow) {
+			t.Fatalf("reference: %q %v", ns, ref)
+		}
+		n := &executor.Normalized{Principal: "agent:a", Tenant: "acme", Action: "search", Workspace: "/ws",
+			Time: "2026-01-01T00:00:00.000000Z", Paths: []executor.PathAccess{}, Commands: [][]string{},
+			Hosts: []string{}, Env: []string{}, Secrets: []string{ns}}
+		if d, _ := p.Evaluate(n); d.Disposition != want {
+			t.Errorf("%q: %s (%s), want %s", ns, d.Disposition, strings.Join(d.Reasons, ","), want)
+		}
+	}
+}
