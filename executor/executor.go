@@ -304,6 +304,9 @@ type attempt struct {
 	pending   []pendingRecord // appended, not yet known durable
 	details   *backendDetails // trail details of the bound backend
 	opIDp     *string         // the operation id its records' drafts point to
+	// grants are the exceptions this attempt recorded (governed): a
+	// recheck of the same gate holds them instead of spending others.
+	grants []ExceptionGrant
 }
 
 // attemptOut holds what an attempt's outcome refers to (the decision, the
@@ -498,6 +501,18 @@ func (a *attempt) cancelled(stage int) Outcome {
 	return &Cancelled{OutcomeBase: a.base}
 }
 
+// appendFailed ends the attempt after a pre-call append failed. When the
+// failure is the caller's context ending, the store refused nothing: the
+// attempt is cancelled, and a started operation is closed with
+// operation_cancelled (appended without the caller's cancellation), not
+// left open as an evidence failure would leave it.
+func (a *attempt) appendFailed(stage int, rt chain.Type, err error) Outcome {
+	if cerr := a.ctx.Err(); cerr != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return a.cancelled(stage)
+	}
+	return a.evidenceFailure(stage, rt, err, false)
+}
+
 func (a *attempt) evidenceFailure(stage int, rt chain.Type, err error, executed bool) Outcome {
 	a.base.EvidenceError = &GovernanceEvidenceError{CallExecuted: executed, RecordType: string(rt), Err: err}
 	a.base.ReasonCode = "governance_evidence"
@@ -665,8 +680,8 @@ func (a *attempt) freezeRequestDigest() {
 // receipts are required before any gate.
 func (a *attempt) governedStart() Outcome {
 	a.out.opID = a.newID()
-	a.base.OperationID = &a.out.opID
 	if a.ec.Profile != ProfileGoverned && a.ec.Profile != ProfileCertifiable {
+		a.base.OperationID = &a.out.opID
 		a.note(4, TrailSkipped, noEvidence(a.ec.Profile))
 		return nil
 	}
@@ -695,7 +710,7 @@ func (a *attempt) governedStart() Outcome {
 		PolicyDigest: a.pol.snap.Digest, EffectBackendID: a.backend.ID(),
 		EffectCapabilityDigest: pf.CapabilityDigest, TaskBoundaryID: b.id,
 	}); err != nil {
-		return a.evidenceFailure(4, chain.PolicyBound, err, false)
+		return a.appendFailed(4, chain.PolicyBound, err)
 	}
 	actor := a.principal
 	var runID *string
@@ -705,8 +720,11 @@ func (a *attempt) governedStart() Outcome {
 	if err := a.append(chain.OperationStartedPayload{
 		ToolID: a.en.desc.ID, AttemptID: a.base.AttemptID, RequestDigest: a.requestDigest(), Actor: &actor, RunID: runID,
 	}); err != nil {
-		return a.evidenceFailure(4, chain.OperationStarted, err, false)
+		return a.appendFailed(4, chain.OperationStarted, err)
 	}
+	// Governed, the outcome names the operation once its operation_started
+	// is in the chain (a refusal before it names none).
+	a.base.OperationID = &a.out.opID
 	// Both receipts are required before any gate.
 	if rt, err := a.flush(); err != nil {
 		return a.evidenceFailure(4, rt, err, false)
@@ -845,24 +863,31 @@ func (a *attempt) evaluate(stage int) Outcome {
 	governed := a.started
 	var blocking *GateResult
 	escalate := false
-	var excepted map[int]bool // gates whose soft denial a recorded exception lifted; made on the first
+	// lifts: per gate, the exception that lifts its soft denial (nil:
+	// none); fresh: taken now, to be recorded. Only when exceptions let
+	// the operation through (no hard denial, a grant for every denying
+	// soft gate) is any taken: a grant is single-use and degrades the
+	// certificate, and neither may be spent on an operation still denied.
+	var lifts []*ExceptionGrant
+	var fresh []bool
+	if d.Disposition != Allow && a.boundary != nil {
+		lifts, fresh = a.exceptions(d.Gates)
+	}
 	for i := range d.Gates {
 		g := &d.Gates[i]
-		if g.Decision == Deny && g.Level == snapshot.LevelSoft && d.Disposition != Allow && a.boundary != nil {
-			if grant := a.boundary.takeGrant(g.GateID, a.en.desc.ID, a.e.now()); grant != nil {
-				if err := a.append(chain.ExceptionGrantedPayload{
-					GrantID: grant.GrantID, GateID: grant.GateID, Actor: grant.Actor, ReasonCode: grant.ReasonCode,
-					IssuedAt: chain.FormatTime(grant.IssuedAt), ExpiresAt: chain.FormatTime(grant.ExpiresAt),
-				}); err != nil {
-					return a.evidenceFailure(stage, chain.ExceptionGranted, err, false)
-				}
-				a.base.Degraded = true
-				a.trail(stage, TrailException, "grant %s lifts soft gate %s", grant.GrantID, g.GateID)
-				if excepted == nil {
-					excepted = map[int]bool{}
-				}
-				excepted[i] = true
+		lifted := lifts != nil && lifts[i] != nil
+		if lifted && fresh[i] {
+			grant := lifts[i]
+			if err := a.append(chain.ExceptionGrantedPayload{
+				GrantID: grant.GrantID, GateID: grant.GateID, Actor: grant.Actor, ReasonCode: grant.ReasonCode,
+				IssuedAt: chain.FormatTime(grant.IssuedAt), ExpiresAt: chain.FormatTime(grant.ExpiresAt),
+			}); err != nil {
+				return a.appendFailed(stage, chain.ExceptionGranted, err)
 			}
+			a.base.Degraded = true
+			a.trail(stage, TrailException, "grant %s lifts soft gate %s", grant.GrantID, g.GateID)
+		} else if lifted {
+			a.trail(stage, TrailException, "grant %s, recorded at stage 7, lifts soft gate %s", lifts[i].GrantID, g.GateID)
 		}
 		if governed {
 			ids := g.RuleIDs
@@ -873,10 +898,10 @@ func (a *attempt) evaluate(stage int) Outcome {
 				ResultID: a.newID(), GateID: g.GateID, Level: g.Level, Decision: g.Decision,
 				ReasonCode: g.ReasonCode, RuleIDs: ids, ArgumentsDigest: a.argsDigest,
 			}); err != nil {
-				return a.evidenceFailure(stage, chain.GateEvaluated, err, false)
+				return a.appendFailed(stage, chain.GateEvaluated, err)
 			}
 		}
-		if g.Decision != Deny || excepted[i] || g.Level == snapshot.LevelAdvisory {
+		if g.Decision != Deny || lifted || g.Level == snapshot.LevelAdvisory {
 			continue
 		}
 		if blocking == nil || (g.Level == snapshot.LevelHard && blocking.Level != snapshot.LevelHard) {
@@ -915,6 +940,65 @@ func (a *attempt) evaluate(stage int) Outcome {
 		}
 	}
 	return &Denied{OutcomeBase: a.base}
+}
+
+// exceptions returns, per gate, the exception that lifts its soft denial
+// when exceptions lift every denial of the decision, and nil when they do
+// not (a hard gate denies, or a denying soft gate has no grant): then no
+// grant is taken. A grant this attempt already recorded (stage 7) still
+// lifts its gate at the stage 10 recheck while unexpired; fresh marks the
+// grants taken now, which are recorded.
+func (a *attempt) exceptions(gates []GateResult) (lifts []*ExceptionGrant, fresh []bool) {
+	var need []string // denying soft gates the attempt holds no grant for
+	soft := false
+	for i := range gates {
+		g := &gates[i]
+		if g.Decision != Deny {
+			continue
+		}
+		switch g.Level {
+		case snapshot.LevelHard:
+			return nil, nil
+		case snapshot.LevelSoft:
+			soft = true
+			need = append(need, g.GateID)
+		}
+	}
+	if !soft {
+		return nil, nil
+	}
+	now := a.e.now()
+	held := func(gate string) *ExceptionGrant {
+		for i := range a.grants {
+			if g := &a.grants[i]; g.GateID == gate && now.Before(g.ExpiresAt) {
+				return g
+			}
+		}
+		return nil
+	}
+	need = slices.DeleteFunc(need, func(gate string) bool { return held(gate) != nil })
+	taken := a.boundary.takeGrants(need, a.en.desc.ID, now)
+	if taken == nil && len(need) > 0 {
+		return nil, nil
+	}
+	lifts, fresh = make([]*ExceptionGrant, len(gates)), make([]bool, len(gates))
+	for i := range gates {
+		g := &gates[i]
+		if g.Decision != Deny || g.Level != snapshot.LevelSoft {
+			continue
+		}
+		if h := held(g.GateID); h != nil {
+			lifts[i] = h
+			continue
+		}
+		for j := range taken {
+			if taken[j].GateID == g.GateID {
+				lifts[i], fresh[i] = &taken[j], true
+			}
+		}
+	}
+	a.grants = append(a.grants, taken...)
+	return lifts, fresh
 }
 
 // approvalExpiry is the shortest expires_after of the matched approvals.

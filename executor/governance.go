@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,18 +88,36 @@ func (b *TaskBoundary) Grant(g ExceptionGrant) error {
 	return nil
 }
 
-// takeGrant consumes a matching unexpired grant for gate and tool.
-func (b *TaskBoundary) takeGrant(gate, tool string, now time.Time) *ExceptionGrant {
+// takeGrants consumes one matching unexpired grant for tool at each of
+// gates, all or none: it returns nil, and consumes nothing, when a gate
+// has no grant left (a partial set would be spent on a denied operation).
+func (b *TaskBoundary) takeGrants(gates []string, tool string, now time.Time) []ExceptionGrant {
+	if len(gates) == 0 {
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, g := range b.grants {
-		if !g.used && g.GateID == gate && (g.ToolID == tool || g.ToolID == "*") && !now.Before(g.IssuedAt) && now.Before(g.ExpiresAt) {
-			g.used = true
-			c := g.ExceptionGrant
-			return &c
+	picked := make([]*grant, 0, len(gates))
+	for _, gate := range gates {
+		var found *grant
+		for _, g := range b.grants {
+			if !g.used && g.GateID == gate && (g.ToolID == tool || g.ToolID == "*") && !now.Before(g.IssuedAt) && now.Before(g.ExpiresAt) &&
+				!slices.Contains(picked, g) {
+				found = g
+				break
+			}
 		}
+		if found == nil {
+			return nil
+		}
+		picked = append(picked, found)
 	}
-	return nil
+	out := make([]ExceptionGrant, len(picked))
+	for i, g := range picked {
+		g.used = true
+		out[i] = g.ExceptionGrant
+	}
+	return out
 }
 
 // OpenBoundary starts a task boundary pinned to policy. Precondition: the

@@ -17,9 +17,10 @@ import (
 	"cuelang.org/go/cue/token"
 	cueyaml "cuelang.org/go/encoding/yaml"
 	"github.com/spf13/cobra"
+	"golang.org/x/mod/sumdb/note"
 
 	"polc.dev/polc/certificate"
-	"polc.dev/polc/internal/keys"
+	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/strictjson"
 )
 
@@ -127,6 +128,17 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 		return nil, fmt.Errorf("a scenario needs actions")
 	case !needActions && len(s.Actions) > 0:
 		return nil, fmt.Errorf("a session has no actions: they come as requests")
+	}
+	switch executor.Profile(s.Profile) {
+	case executor.ProfileMinimal, executor.ProfileDurable, executor.ProfileGoverned, executor.ProfileCertifiable:
+	default:
+		// Not left to the executor, which would deny every action
+		// (unknown_profile) of a run that exits 0.
+		msg := fmt.Sprintf("profile %q: want minimal, durable, governed or certifiable", s.Profile)
+		if pos := v.LookupPath(cue.ParsePath("profile")).Pos(); pos.IsValid() {
+			return nil, &posError{pos.Line(), pos.Column(), msg}
+		}
+		return nil, errors.New(msg)
 	}
 	seen := map[string]bool{}
 	for i, a := range s.Actions {
@@ -293,15 +305,11 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 }
 
 // certificateBytes is the certificate file: canonical JSON, or a DSSE
-// envelope signed with a polc keygen signer key.
-func certificateBytes(e *env, c *certificate.Certificate, signKey string) ([]byte, error) {
-	if signKey == "" {
+// envelope signed with signer (a polc keygen signer key) when it is set.
+func certificateBytes(c *certificate.Certificate, signer note.Signer) ([]byte, error) {
+	if signer == nil {
 		b, err := c.Marshal()
 		return append(b, '\n'), err
-	}
-	signer, err := keys.ReadSigner(e.abs(signKey))
-	if err != nil {
-		return nil, usagef("--sign-key: %v", err)
 	}
 	return certificate.Sign(c, signer)
 }

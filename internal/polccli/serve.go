@@ -142,7 +142,7 @@ func runServe(ctx context.Context, e *env, p *serveParams) error {
 	hs.Shutdown(shutdown)
 	res, err := sv.close(context.WithoutCancel(ctx))
 	if err != nil {
-		return err
+		return err // the close's own error, once more if /v1/close had it
 	}
 	if res.failed || sv.failures.Load() > 0 {
 		return &exitError{ExitFindings}
@@ -158,6 +158,7 @@ type server struct {
 	mu       sync.RWMutex
 	closed   bool
 	result   *closeResult
+	closeErr error // the close's error (then result is nil)
 	closing  chan struct{}
 	failures atomic.Int64 // outcomes with an evidence or state error
 }
@@ -168,20 +169,23 @@ type closeResult struct {
 	failed      bool
 }
 
-// close finishes the session once; later calls return the same result.
+// close finishes the session once; later calls return the same result,
+// or the same error. Either way the session is over (the task boundary
+// was closed, or cannot be used again), so the server stops.
 func (sv *server) close(ctx context.Context) (*closeResult, error) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	if sv.closed {
-		return sv.result, nil
+		return sv.result, sv.closeErr
 	}
 	sv.closed = true
+	defer close(sv.closing)
 	ev, cert, failed, err := sv.s.finish(ctx)
 	if err != nil {
+		sv.closeErr = err
 		return nil, err
 	}
 	sv.result = &closeResult{Evidence: ev, Certificate: cert, failed: failed}
-	close(sv.closing)
 	return sv.result, nil
 }
 

@@ -8,11 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/builtin"
 	"polc.dev/polc/internal/atomicfile"
 	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/keys"
 	"polc.dev/polc/snapshot"
 )
 
@@ -31,6 +34,9 @@ type session struct {
 	ids      func() string
 	boundary *executor.TaskBoundary
 	closers  []func()
+	// signer signs the certificate (--sign-key); read when the session
+	// opens, so that a bad key is refused before any action runs.
+	signer note.Signer
 }
 
 // openSession loads p.scenario (with actions for polc run, without for
@@ -105,6 +111,11 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		return nil, usagef("--cert and --sign-key are for the certifiable profile; the profile is %s", profile)
 	case p.state != "" && profile != executor.ProfileDurable:
 		return nil, usagef("--state is for the durable profile; the profile is %s", profile)
+	}
+	if p.signKey != "" {
+		if s.signer, err = keys.ReadSigner(e.abs(p.signKey)); err != nil {
+			return nil, usagef("--sign-key: %v", err)
+		}
 	}
 	if governed {
 		if p.evidence == "" {
@@ -204,7 +215,7 @@ func (s *session) finish(ctx context.Context) (evidence, cert map[string]any, fa
 	if res.Certificate == nil {
 		return evidence, nil, false, nil
 	}
-	out, err := certificateBytes(s.e, res.Certificate, s.p.signKey)
+	out, err := certificateBytes(res.Certificate, s.signer)
 	if err != nil {
 		return evidence, nil, true, err
 	}
@@ -213,7 +224,7 @@ func (s *session) finish(ctx context.Context) (evidence, cert map[string]any, fa
 		return evidence, nil, true, s.inputErr(certPath, err)
 	}
 	cert = map[string]any{"path": diag.Rel(s.e.dir, certPath), "certificate_id": res.Certificate.CertificateID,
-		"process_grade": res.Certificate.ProcessGrade, "signed": s.p.signKey != ""}
+		"process_grade": res.Certificate.ProcessGrade, "signed": s.signer != nil}
 	return evidence, cert, false, nil
 }
 
