@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,6 +32,15 @@ type gen struct{ r *rand.Rand }
 func (g gen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
 func (g gen) chance(p float64) bool    { return g.r.Float64() < p }
 
+// nsPattern is a secret namespace pattern: a glob of a namespace, or one
+// with a "**" segment.
+func (g gen) nsPattern() string {
+	if g.chance(0.3) {
+		return g.pick(nsDeep[:3]...)
+	}
+	return g.glob(g.pick(ns...))
+}
+
 // glob turns a literal into a pattern by sometimes replacing part of it.
 func (g gen) glob(lit string) string {
 	switch g.r.IntN(6) {
@@ -52,14 +62,17 @@ func (g gen) glob(lit string) string {
 }
 
 var (
-	actions  = []string{"bash", "read_file", "write_file", "edit_file", "http_get", "mcp", "search"}
-	segs     = []string{"ws", "src", "a", "B", ".env", "x.go", "secret", "etc"}
-	tokens   = []string{"git", "push", "status", "rm", "-rf", "Git", "go", "test", "./..."}
-	labels   = []string{"a", "b", "x", "com", "A"}
-	servers  = []string{"gh", "fs"}
-	tools    = []string{"create_issue", "delete_x", "read"}
-	envs     = []string{"HOME", "GOFLAGS", "AWS_KEY", "aws_key"}
-	ns       = []string{"ci/a", "ci/b", "prod/x", "CI/a"}
+	actions = []string{"bash", "read_file", "write_file", "edit_file", "http_get", "mcp", "search"}
+	segs    = []string{"ws", "src", "a", "B", ".env", "x.go", "secret", "etc"}
+	tokens  = []string{"git", "push", "status", "rm", "-rf", "Git", "go", "test", "./..."}
+	labels  = []string{"a", "b", "x", "com", "A"}
+	servers = []string{"gh", "fs"}
+	tools   = []string{"create_issue", "delete_x", "read"}
+	envs    = []string{"HOME", "GOFLAGS", "AWS_KEY", "aws_key"}
+	ns      = []string{"ci/a", "ci/b", "prod/x", "CI/a"}
+	// nsDeep are namespace patterns with "**" segments and values of
+	// other depths, mixed into ns's.
+	nsDeep   = []string{"ci/**", "**", "prod/**/x", "ci", "ci/a/b", "prod/x/y/x"}
 	princ    = []string{"agent:a", "agent:b", "user:x", "Agent:a"}
 	tenantsV = []string{"t1", "t2"}
 	times    = []string{"2026-01-01T00:00:00.000000Z", "2026-06-01T00:00:00.000000Z", "2027-01-01T00:00:00.000000Z"}
@@ -221,7 +234,7 @@ func (g gen) policy() map[string]any {
 		"deny":   g.list(1, pattern.Env, func() string { return g.glob(g.pick(envs...)) })}
 	secrets := []any{}
 	for range g.r.IntN(3) {
-		secrets = append(secrets, map[string]any{"namespace": g.glob(g.pick(ns...)), "exposure": g.pick("forbid", "reference_only", "inject")})
+		secrets = append(secrets, map[string]any{"namespace": g.nsPattern(), "exposure": g.pick("forbid", "reference_only", "inject")})
 	}
 	p["secrets"] = secrets
 	if g.chance(0.3) {
@@ -350,7 +363,7 @@ func (g gen) request() *executor.Normalized {
 		r.Env = append(r.Env, g.pick(envs...))
 	}
 	if g.chance(0.3) {
-		r.Secrets = append(r.Secrets, g.pick(ns...))
+		r.Secrets = append(r.Secrets, g.pick(slices.Concat(ns, nsDeep[3:])...))
 	}
 	if g.chance(0.4) {
 		m := &executor.MCPTarget{Server: g.pick(servers...), Tool: g.pick(tools...)}

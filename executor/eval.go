@@ -226,9 +226,9 @@ var accessIndex = map[string]int{"read": 0, "write": 1, "execute": 2}
 func Compile(s *snapshot.Snapshot) (*Policy, error) {
 	p := &Policy{Snapshot: s, defaultIdx: -1}
 	// The grammars of pattern.Match: "**" is a whole-segment wildcard in
-	// paths and in an MCP resource past its server, nowhere else.
+	// paths, secret namespaces and an MCP resource past its server; not in
+	// MCP tools.
 	p.mcpTool.dstarFrom, p.mcpDeny.dstarFrom = noDStar, noDStar
-	p.secretAllow.dstarFrom, p.secretForbid.dstarFrom = noDStar, noDStar
 	p.mcpRes.dstarFrom = 1
 	n := len(s.CompiledRules)
 	p.ruleIDs = make([]string, n)

@@ -173,10 +173,10 @@ type segTrie struct {
 	root  segNode
 	count int
 	// dstarFrom is the first segment (0-based) where "**" stands for zero
-	// or more whole segments, as in pattern.Match: 0 for paths (the zero
-	// value), 1 for MCP resources (the server is one glob segment) and
-	// noDStar for MCP tools and secret namespaces, whose grammars have no
-	// "**". Before it, "**" is a glob within one segment, like "*".
+	// or more whole segments, as in pattern.Match: 0 for paths and secret
+	// namespaces (the zero value), 1 for MCP resources (the server is one
+	// glob segment) and noDStar for MCP tools, whose grammar has no "**".
+	// Before it, "**" is a glob within one segment, like "*".
 	dstarFrom int
 }
 

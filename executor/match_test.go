@@ -21,7 +21,7 @@ func randPattern(r *rand.Rand, alpha []string, n int) string {
 // evaluator (globSet, segTrie in each grammar's "**" mode, cmdTrie,
 // hostSet) against pattern.Match, the reference, on random patterns and
 // values (non-ASCII and U+FFFD included). It found the leading "**" of an
-// MCP server or a secret namespace matching several segments.
+// MCP server matching several segments.
 func TestMatchersAgreeWithPattern(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 9))
 	segA := []string{"a", "b", "*", "?", "/", "**", "é", "\uFFFD"}
@@ -57,7 +57,7 @@ func TestMatchersAgreeWithPattern(t *testing.T) {
 			}
 			var tr segTrie
 			switch k {
-			case pattern.MCP, pattern.Namespace:
+			case pattern.MCP:
 				tr.dstarFrom = noDStar
 			case pattern.MCPResource:
 				tr.dstarFrom = 1

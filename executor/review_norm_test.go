@@ -168,17 +168,19 @@ func TestReviewMCPResourceServerGlob(t *testing.T) {
 	}
 }
 
-// TestReviewNamespaceHasNoDoubleStar: secret namespaces (and MCP tools)
-// have no "**" segment; "ci/**" is "ci/" and one segment, as
-// pattern.Match and the Rego bundle read it. The native matcher granted
-// "ci/prod/deploy" and "ci".
-func TestReviewNamespaceHasNoDoubleStar(t *testing.T) {
+// TestNamespaceDoubleStar: in a secret namespace, as in a path, "**" as a
+// whole segment is zero or more segments, in pattern.Match, the Rego
+// bundle and the native matcher alike ("ci/**" grants "ci", "ci/a" and
+// "ci/prod/deploy"; a forbid of "prod/**" reaches every depth). The
+// native matcher once read it so while the reference read one segment.
+func TestNamespaceDoubleStar(t *testing.T) {
 	p := reviewPolicy(t, `
 	actions: allow: ["search"]
-	secrets: [{namespace: "ci/**", exposure: "inject"}]`)
-	for ns, want := range map[string]string{"ci/a": executor.Allow, "ci/prod/deploy": executor.Deny, "ci": executor.Deny} {
-		if ref := pattern.Match(pattern.Namespace, "ci/**", ns); ref != (want == executor.Allow) {
-			t.Fatalf("reference: %q %v", ns, ref)
+	secrets: [{namespace: "ci/**", exposure: "inject"}, {namespace: "**", exposure: "reference_only"}, {namespace: "prod/**", exposure: "forbid"}]`)
+	for ns, want := range map[string]string{"ci/a": executor.Allow, "ci/prod/deploy": executor.Allow, "ci": executor.Allow,
+		"cd/a": executor.Allow, "prod": executor.Deny, "prod/db/password": executor.Deny} {
+		if ref := pattern.Match(pattern.Namespace, "prod/**", ns); ref != (want == executor.Deny) {
+			t.Fatalf("reference: prod/** on %q: %v", ns, ref)
 		}
 		n := &executor.Normalized{Principal: "agent:a", Tenant: "acme", Action: "search", Workspace: "/ws",
 			Time: "2026-01-01T00:00:00.000000Z", Paths: []executor.PathAccess{}, Commands: [][]string{},
@@ -186,5 +188,11 @@ func TestReviewNamespaceHasNoDoubleStar(t *testing.T) {
 		if d, _ := p.Evaluate(n); d.Disposition != want {
 			t.Errorf("%q: %s (%s), want %s", ns, d.Disposition, strings.Join(d.Reasons, ","), want)
 		}
+	}
+	if !pattern.Match(pattern.Namespace, "ci/**", "ci/prod/deploy") || pattern.Match(pattern.Namespace, "ci/*", "ci/prod/deploy") {
+		t.Fatal("reference: ci/** must match every depth below ci, ci/* one")
+	}
+	if pattern.Validate(pattern.Namespace, "ci/a**") == nil {
+		t.Fatal(`"a**" in a namespace segment must be refused, as in paths`)
 	}
 }

@@ -29,8 +29,10 @@ func Covers(k Kind, parent, child string) bool {
 		ps, pr, _ := strings.Cut(parent, "/")
 		cs, cr, _ := strings.Cut(child, "/")
 		return coverGlob(ps, cs) && coverSegments(strings.Split(pr, "/"), strings.Split(cr, "/"), true)
-	case MCP, Namespace:
+	case MCP:
 		return coverSegments(strings.Split(parent, "/"), strings.Split(child, "/"), false)
+	case Namespace:
+		return coverSegments(strings.Split(parent, "/"), strings.Split(child, "/"), true)
 	default: // Action, Env, Principal: one segment.
 		return coverGlob(parent, child)
 	}

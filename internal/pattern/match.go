@@ -30,8 +30,10 @@ func Match(k Kind, p, s string) bool {
 		return matchTokens(strings.Split(p, " "), strings.Split(s, ArgvSep))
 	case Host:
 		return matchHost(p, s)
-	case MCP, Namespace:
+	case MCP:
 		return matchSegments(strings.Split(p, "/"), strings.Split(s, "/"), false)
+	case Namespace:
+		return matchSegments(strings.Split(p, "/"), strings.Split(s, "/"), true)
 	case MCPResource:
 		ps, pr, _ := strings.Cut(p, "/")
 		ss, sr, ok := strings.Cut(s, "/")
@@ -182,7 +184,9 @@ func Regexp(k Kind, p string) string {
 		}
 		b.WriteString("$")
 		return b.String()
-	case MCP, Namespace:
+	case Namespace:
+		return "^" + segmentsRegexp(strings.Split(p, "/"), "[^/]*", false) + "$"
+	case MCP:
 		segs := strings.Split(p, "/")
 		parts := make([]string, len(segs))
 		for i, s := range segs {

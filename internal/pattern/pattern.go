@@ -18,7 +18,8 @@
 //   - MCPResource: server/resource, the resource a '/'-separated URI
 //     path whose segments may be empty; '**' as in paths.
 //   - Env:       environment variable name glob.
-//   - Namespace: secret namespace, '/'-separated glob segments.
+//   - Namespace: secret namespace, '/'-separated glob segments; "**" as a
+//     whole segment matches zero or more segments (as in paths).
 //   - Principal: principal or tenant id glob (no whitespace).
 //   - Qualified: <action>:<target>, the target in the grammar of the
 //     action's target kind (TargetKindOf).
@@ -118,6 +119,9 @@ func Validate(k Kind, p string) error {
 			}
 			if err := validChars(seg, isNameChar, "a secret namespace pattern"); err != nil {
 				return err
+			}
+			if seg != "**" && strings.Contains(seg, "**") {
+				return errors.New("'**' must be a whole namespace segment")
 			}
 		}
 		return nil
