@@ -104,12 +104,24 @@ func callables(o Options) (map[string]executor.Callable, error) {
 }
 
 // path resolves a path argument against the workspace, refusing escapes
-// the normalizer would refuse (a second check at the point of use).
+// the normalizer would refuse (a second check at the point of use), and
+// refusing a path that goes through a symlink inside the workspace
+// (symlink_refused): the normalizer judged where the link pointed then,
+// and a link retargeted before the call would lead elsewhere. With no link
+// on the way, the path opened (without following any, openNoFollow) is the
+// path judged.
 func (o Options) path(args map[string]any) (string, error) {
 	p, _ := args["path"].(string)
 	abs, nerr := executor.NormalizePath(o.Workspace, p)
 	if nerr != nil {
 		return "", fail(nerr.Reason, nerr)
+	}
+	asWritten := p
+	if !filepath.IsAbs(p) {
+		asWritten = o.Workspace + "/" + p
+	}
+	if asWritten = filepath.Clean(asWritten); abs != asWritten {
+		return "", fail("symlink_refused", fmt.Errorf("%s resolves through a symlink to %s", asWritten, abs))
 	}
 	return abs, nil
 }

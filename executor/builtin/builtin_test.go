@@ -36,9 +36,10 @@ func class(err error) string {
 }
 
 // TestFilesAreNotReachedThroughSymlinks: inside the workspace a path is
-// resolved before the policy sees it, and the callables access what was
-// resolved (a link escaping the workspace is path_escape; one to another
-// file inside reads that file, the path the policy judged). Outside the
+// resolved before the policy sees it (a link escaping the workspace is
+// path_escape); the callables refuse a path through a link inside it too
+// (symlink_refused): retargeted between the decision and the call, it
+// would lead to a path nobody judged. Outside the
 // workspace the policy judges the path as written, so read_file,
 // write_file and edit_file refuse one with a symlink in it
 // (symlink_refused) and write nothing through it; a write over a link
@@ -59,8 +60,13 @@ func TestFilesAreNotReachedThroughSymlinks(t *testing.T) {
 	if _, err := fns["read_file"](ctx, map[string]any{"path": "escape"}); class(err) != executor.ReasonPathEscape {
 		t.Errorf("read_file through a link out of the workspace: %v", err)
 	}
-	if res, err := fns["read_file"](ctx, map[string]any{"path": "inside"}); err != nil || res.(map[string]any)["content"] != "hello" {
-		t.Errorf("read_file through a link inside the workspace: %v %v", res, err)
+	for name, fn := range map[string]executor.Callable{"read_file": fns["read_file"], "write_file": fns["write_file"], "edit_file": fns["edit_file"]} {
+		if res, err := fn(ctx, map[string]any{"path": "inside", "content": "x", "old": "hello", "new": "x"}); class(err) != "symlink_refused" {
+			t.Errorf("%s through a link inside the workspace: %v %v", name, res, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "plain")); string(b) != "hello" {
+		t.Fatalf("written through a link inside the workspace: %q", b)
 	}
 	for _, p := range []string{filepath.Join(links, "file"), filepath.Join(links, "dir", "secret")} {
 		if res, err := fns["read_file"](ctx, map[string]any{"path": p}); class(err) != "symlink_refused" {
