@@ -147,7 +147,10 @@ type CloseResult struct {
 
 // CloseBoundary waits for in-flight operations, appends task_closed once
 // and, for a certifiable boundary, mints the certificate at that head. A
-// second close is ErrBoundaryClosed. b must have been opened by e.
+// second close is ErrBoundaryClosed. A close whose task_closed could not
+// be appended at all (a cancelled ctx, a store refusing it) leaves the
+// boundary open, to be closed again; one appended but not made durable
+// leaves it closed. b must have been opened by e.
 func (e *Executor) CloseBoundary(ctx context.Context, b *TaskBoundary) (*CloseResult, error) {
 	if b == nil || b.owner != e {
 		return nil, errors.New("close boundary: the task boundary was not opened by this executor")
@@ -163,11 +166,22 @@ func (e *Executor) CloseBoundary(ctx context.Context, b *TaskBoundary) (*CloseRe
 	started := b.started
 	b.mu.Unlock()
 	closedAt := e.now()
-	_, rc, err := b.writer.Append(ctx, chain.Draft{
+	_, rc, wait, err := b.writer.AppendAsync(ctx, chain.Draft{
 		RecordID: e.cfg.IDs(), PolicyID: b.policy.PolicyID, PolicyVersion: b.policy.Version, CreatedAt: closedAt,
 		Payload: chain.TaskClosedPayload{TaskBoundaryID: b.id, OpenedAt: chain.FormatTime(b.openedAt), ClosedAt: chain.FormatTime(closedAt), OperationCount: started},
 	})
 	if err != nil {
+		// task_closed is not in the chain (a cancelled context, a store
+		// that refused it): the task is still open, and a later close may
+		// succeed. (ops is still held: no operation ran meanwhile.)
+		b.mu.Lock()
+		b.closed = false
+		b.mu.Unlock()
+		return nil, &GovernanceEvidenceError{RecordType: string(chain.TaskClosed), Err: err}
+	}
+	if err := wait(); err != nil {
+		// Linked but not known durable: a second task_closed could follow
+		// it in the chain, so the boundary stays closed.
 		return nil, &GovernanceEvidenceError{RecordType: string(chain.TaskClosed), Err: err}
 	}
 	res := &CloseResult{Head: rc.HeadHash, Records: rc.Sequence + 1}

@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -237,5 +238,44 @@ func TestNoOperationIDWithoutOperationStarted(t *testing.T) {
 	// Other profiles: set once the attempt passed preflight.
 	if out := r.exec.Execute(context.Background(), req("4", "nothing", nil), r.ctx(executor.ProfileMinimal, nil)); out.Base().OperationID == nil {
 		t.Fatal("minimal: no operation id")
+	}
+}
+
+// TestCloseRetryAfterRefusedTaskClosed: a close whose task_closed never
+// reached the chain (here the caller's context was already cancelled)
+// leaves the task open: it used to mark the boundary closed, so no close
+// could ever succeed and the chain stayed unclosed and uncertifiable. The
+// retry closes it with exactly one task_closed and mints the certificate.
+func TestCloseRetryAfterRefusedTaskClosed(t *testing.T) {
+	store := chain.NewMemStore()
+	r := newRig(t, store, nil)
+	b, err := r.exec.OpenBoundary(r.ref(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := r.ctx(executor.ProfileCertifiable, b)
+	if out := r.exec.Execute(context.Background(), req("1", "nothing", nil), ec); out.Kind() != executor.KindSucceeded {
+		t.Fatal(out.Kind(), out.Base().ReasonCode)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	var ge *executor.GovernanceEvidenceError
+	if _, err := r.exec.CloseBoundary(cancelled, b); !errors.As(err, &ge) || ge.RecordType != "task_closed" {
+		t.Fatalf("close with a cancelled context: %v", err)
+	}
+	// Still open: an operation runs, and the close succeeds.
+	if out := r.exec.Execute(context.Background(), req("2", "nothing", nil), ec); out.Kind() != executor.KindSucceeded {
+		t.Fatalf("after the failed close: %s %s", out.Kind(), out.Base().ReasonCode)
+	}
+	res, err := r.exec.CloseBoundary(context.Background(), b)
+	if err != nil || res.Certificate == nil {
+		t.Fatalf("retried close: %+v %v", res, err)
+	}
+	vr, err := store.Verify(context.Background(), b.ChainID(), res.Head)
+	if err != nil || !vr.OK() || vr.Close == nil || vr.Close.OperationCount != 2 {
+		t.Fatalf("chain: %v %+v", err, vr)
+	}
+	if _, err := r.exec.CloseBoundary(context.Background(), b); !errors.Is(err, executor.ErrBoundaryClosed) {
+		t.Fatalf("third close: %v", err)
 	}
 }
