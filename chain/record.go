@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"polc.dev/polc/internal/jcs"
@@ -297,7 +298,13 @@ func prepare(d Draft) (*prepared, error) {
 		SupersedesRecordID: d.SupersedesRecordID,
 		HashAlgorithm:      HashAlgorithm,
 	}
+	// created_at is checked too: appendTime writes years 0 and beyond
+	// 9999, which the format has no spelling for; and policy_version must
+	// be valid UTF-8, which appendMember does not check. The file store
+	// writes what link returns without parsing it back, so anything let
+	// through here would be acknowledged and then fail every read.
 	ok := IsUUID(r.RecordID) && IsUUID(r.ChainID) && IsUUID(r.PolicyID) && r.PolicyVersion != "" &&
+		utf8.ValidString(r.PolicyVersion) && isTime(b[n+64:ns]) &&
 		(r.OperationID == nil || IsUUID(*r.OperationID)) && (r.SupersedesRecordID == nil || IsUUID(*r.SupersedesRecordID)) &&
 		(r.OperationID != nil) == r.RecordType.HasOperation()
 	if !ok {
@@ -318,6 +325,15 @@ func prepare(d Draft) (*prepared, error) {
 	r.PayloadDigest = unsafe.String(&b[n], 64)
 	r.CreatedAt = unsafe.String(&b[n+64], ns-n-64)
 	b = r.appendCheckedHead(b)
+	// The line must fit MaxRecordBytes wherever it is linked. Its length
+	// depends on the sequence and the previous hash, which are not known
+	// yet: the bound is taken for the longest link (a previous hash and
+	// the widest sequence), so a record within linkedLen bytes of the
+	// limit is refused even where ParseRecord would still read it.
+	if len(b)-lineAt+r.linkedLen() > MaxRecordBytes {
+		encBufs.Put(bp)
+		return nil, &RecordError{Code: CodeMalformedRecord, Msg: fmt.Sprintf("record exceeds %d bytes", MaxRecordBytes)}
+	}
 	b = slices.Grow(b, r.linkedLen())
 	buf := make([]byte, lineAt)
 	copy(buf, b)

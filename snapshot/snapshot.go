@@ -32,7 +32,9 @@
 // Every rule has kind, rule_id, order, effect and provenance
 // ([{policy, field}], sorted). The closed set of kinds and their other
 // members is given by the Go types in rules.go; a rule with a member its
-// kind does not declare, or without one it does, is rejected.
+// kind does not declare, or without one it does, is rejected. Integer
+// members (limit, window_microseconds, expires_after_microseconds) are at
+// most 2^53-1, the largest integer canonical JSON carries exactly.
 //
 // # Digest (sha256-v1)
 //

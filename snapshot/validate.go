@@ -271,8 +271,8 @@ func validateRule(r Rule) error {
 		if r.ApproverClass != nil && *r.ApproverClass == "" {
 			return fmt.Errorf("empty approver_class")
 		}
-		if r.ExpiresAfterMicroseconds != nil && *r.ExpiresAfterMicroseconds <= 0 {
-			return fmt.Errorf("expires_after_microseconds must be positive")
+		if r.ExpiresAfterMicroseconds != nil && (*r.ExpiresAfterMicroseconds <= 0 || *r.ExpiresAfterMicroseconds > maxSafeInt) {
+			return fmt.Errorf("expires_after_microseconds must be in [1, 2^53-1]")
 		}
 		return checkAction(r.Action, r.TargetKind, r.Target, true)
 	case *FilesystemRule:
@@ -351,11 +351,13 @@ func validateRule(r Rule) error {
 		if err := oneOf(r.BudgetKind, BudgetKinds...); err != nil {
 			return err
 		}
-		if r.Limit < 0 {
-			return fmt.Errorf("negative limit")
+		// Integers beyond 2^53-1 have no exact canonical form: JCS writes
+		// the nearest double, so 2^53 and 2^53+1 would share a digest.
+		if r.Limit < 0 || r.Limit > maxSafeInt {
+			return fmt.Errorf("limit must be in [0, 2^53-1]")
 		}
-		if r.WindowMicroseconds != nil && *r.WindowMicroseconds <= 0 {
-			return fmt.Errorf("window_microseconds must be positive")
+		if r.WindowMicroseconds != nil && (*r.WindowMicroseconds <= 0 || *r.WindowMicroseconds > maxSafeInt) {
+			return fmt.Errorf("window_microseconds must be in [1, 2^53-1]")
 		}
 		return nil
 	case *ExpiryRule:

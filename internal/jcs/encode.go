@@ -68,11 +68,7 @@ func appendAny(dst []byte, v any, depth int) ([]byte, error) {
 		}
 		return AppendNumber(dst, v)
 	case json.Number:
-		f, err := strconv.ParseFloat(string(v), 64)
-		if err != nil {
-			return nil, fmt.Errorf("jcs: invalid json.Number %q", string(v))
-		}
-		return AppendNumber(dst, f)
+		return appendJSONNumber(dst, string(v))
 	case []any:
 		if v == nil {
 			return append(dst, "null"...), nil
@@ -124,6 +120,62 @@ func appendAny(dst []byte, v any, depth int) ([]byte, error) {
 	return appendValue(dst, reflect.ValueOf(v), depth)
 }
 
+// appendJSONNumber appends the canonical form of a json.Number. Like
+// json.Marshal it writes the empty Number as 0 and refuses text that is not
+// a JSON number: strconv.ParseFloat alone would also read "+1", "01",
+// "1_0", "0x10" and "Inf".
+func appendJSONNumber(dst []byte, s string) ([]byte, error) {
+	if s == "" {
+		return append(dst, '0'), nil
+	}
+	if !isJSONNumber(s) {
+		return nil, fmt.Errorf("jcs: invalid json.Number %q", s)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, fmt.Errorf("jcs: json.Number %q is not representable as a finite IEEE 754 double", s)
+	}
+	return AppendNumber(dst, f)
+}
+
+// isJSONNumber reports whether s matches RFC 8259's number grammar:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func isJSONNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	start := i
+	switch n := digits(); {
+	case n == 0, n > 1 && s[start] == '0':
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
 // errTooDeep refuses values nested deeper than MaxDepth, which is also
 // what a cyclic value (a map or slice that contains itself) looks like:
 // without the bound its encoding would never end.
@@ -168,11 +220,7 @@ func appendValue(dst []byte, v reflect.Value, depth int) ([]byte, error) {
 		return v.Interface().(Appender).AppendCanonical(dst)
 	}
 	if t == numberType {
-		f, err := strconv.ParseFloat(v.String(), 64)
-		if err != nil {
-			return nil, fmt.Errorf("jcs: invalid json.Number %q", v.String())
-		}
-		return AppendNumber(dst, f)
+		return appendJSONNumber(dst, v.String())
 	}
 	if t.Implements(marshalerType) && (v.Kind() != reflect.Pointer || !v.IsNil()) {
 		b, err := v.Interface().(json.Marshaler).MarshalJSON()
@@ -212,6 +260,13 @@ func appendValue(dst []byte, v reflect.Value, depth int) ([]byte, error) {
 		f := v.Float()
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return nil, fmt.Errorf("jcs: %v is not a JSON number", f)
+		}
+		if v.Kind() == reflect.Float32 {
+			// encoding/json writes a float32 with the shortest digits
+			// that round-trip at 32 bits ("0.1", not the float64
+			// 0.10000000149011612); the canonical form is that text
+			// read as a double.
+			f, _ = strconv.ParseFloat(strconv.FormatFloat(f, 'g', -1, 32), 64)
 		}
 		return AppendNumber(dst, f)
 	case reflect.Slice:
@@ -261,9 +316,11 @@ func appendValue(dst []byte, v reflect.Value, depth int) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = AppendString(dst, k)
-			dst = append(dst, ':')
 			var err error
+			if dst, err = AppendValidString(dst, k); err != nil {
+				return nil, err
+			}
+			dst = append(dst, ':')
 			if dst, err = appendValue(dst, v.MapIndex(reflect.ValueOf(k).Convert(t.Key())), depth); err != nil {
 				return nil, err
 			}
@@ -311,58 +368,125 @@ type encField struct {
 var fieldCache sync.Map // reflect.Type → []encField
 
 // structFields lists t's JSON fields sorted canonically, with embedded
-// structs flattened (outer fields win, as in encoding/json).
+// structs flattened by encoding/json's rules (typeFields): embedded structs
+// are explored breadth first; of the fields sharing a name, those at the
+// shallowest depth win, a tagged one over untagged ones, and when that
+// leaves more than one, the name is dropped altogether.
 func structFields(t reflect.Type) []encField {
 	if f, ok := fieldCache.Load(t); ok {
 		return f.([]encField)
 	}
-	var out []encField
-	seen := map[string]bool{}
-	var collect func(t reflect.Type, index []int, depth int)
+	type candidate struct {
+		encField
+		tagged bool
+	}
 	type pending struct {
 		t     reflect.Type
 		index []int
 	}
-	collect = func(t reflect.Type, index []int, depth int) {
-		var embedded []pending
-		for i := range t.NumField() {
-			sf := t.Field(i)
-			tag := sf.Tag.Get("json")
-			name, opts, _ := strings.Cut(tag, ",")
-			if name == "-" && opts == "" {
+	var fields []candidate
+	var current []pending
+	next := []pending{{t, nil}}
+	count, nextCount := map[reflect.Type]int{}, map[reflect.Type]int{}
+	visited := map[reflect.Type]bool{}
+	for len(next) > 0 {
+		current, next = next, current[:0]
+		count, nextCount = nextCount, map[reflect.Type]int{}
+		for _, p := range current {
+			if visited[p.t] {
 				continue
 			}
-			idx := append(slices.Clone(index), i)
-			ft := sf.Type
-			if sf.Anonymous && name == "" {
-				if ft.Kind() == reflect.Pointer {
-					ft = ft.Elem()
-				}
-				if ft.Kind() == reflect.Struct {
-					embedded = append(embedded, pending{ft, idx})
+			visited[p.t] = true
+			for i := range p.t.NumField() {
+				sf := p.t.Field(i)
+				if sf.Anonymous {
+					ft := sf.Type
+					if ft.Kind() == reflect.Pointer {
+						ft = ft.Elem()
+					}
+					if !sf.IsExported() && ft.Kind() != reflect.Struct {
+						continue
+					}
+				} else if !sf.IsExported() {
 					continue
 				}
+				tag := sf.Tag.Get("json")
+				if tag == "-" {
+					continue
+				}
+				name, opts, _ := strings.Cut(tag, ",")
+				if !isValidTag(name) {
+					name = ""
+				}
+				index := append(slices.Clone(p.index), i)
+				ft := sf.Type
+				if ft.Name() == "" && ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
+					tagged := name != ""
+					if name == "" {
+						name = sf.Name
+					}
+					f := candidate{encField{name: name, index: index, omitEmpty: hasOption(opts, "omitempty")}, tagged}
+					fields = append(fields, f)
+					if count[p.t] > 1 {
+						// The struct is embedded twice at this depth:
+						// its fields collide with themselves.
+						fields = append(fields, f)
+					}
+					continue
+				}
+				nextCount[ft]++
+				if nextCount[ft] == 1 {
+					next = append(next, pending{ft, index})
+				}
 			}
-			if !sf.IsExported() {
-				continue
-			}
-			if !isValidTag(name) {
-				name = sf.Name
-			}
-			if seen[name] {
-				continue
-			}
-			seen[name] = true
-			out = append(out, encField{name: name, index: idx, omitEmpty: strings.Contains(opts, "omitempty")})
-		}
-		for _, e := range embedded {
-			collect(e.t, e.index, depth+1)
 		}
 	}
-	collect(t, nil, 0)
+	slices.SortStableFunc(fields, func(a, b candidate) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		if c := len(a.index) - len(b.index); c != 0 {
+			return c
+		}
+		if a.tagged != b.tagged {
+			if a.tagged {
+				return -1
+			}
+			return 1
+		}
+		return slices.Compare(a.index, b.index)
+	})
+	var out []encField
+	for i := 0; i < len(fields); {
+		j := i + 1
+		for j < len(fields) && fields[j].name == fields[i].name {
+			j++
+		}
+		// fields[i] dominates unless another field ties with it in depth
+		// and taggedness.
+		if j == i+1 || len(fields[i+1].index) > len(fields[i].index) || fields[i+1].tagged != fields[i].tagged {
+			out = append(out, fields[i].encField)
+		}
+		i = j
+	}
 	slices.SortFunc(out, func(a, b encField) int { return CompareKeys(a.name, b.name) })
 	fieldCache.Store(t, out)
 	return out
+}
+
+// hasOption reports whether the comma-separated tag options contain opt.
+func hasOption(opts, opt string) bool {
+	for opts != "" {
+		var o string
+		o, opts, _ = strings.Cut(opts, ",")
+		if o == opt {
+			return true
+		}
+	}
+	return false
 }
 
 // fieldByIndex follows index through embedded pointers; ok is false when a

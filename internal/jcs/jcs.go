@@ -54,17 +54,28 @@ func (e *SyntaxError) Error() string {
 // Transform returns the RFC 8785 canonical form of the JSON text in.
 // Leading and trailing whitespace around the single top-level value is
 // allowed; anything else that is not I-JSON yields a *SyntaxError.
+//
+// It works in two passes, each linear in the input: the first checks the
+// input and records every object's members, sorted; the second writes the
+// output, each value once, in that order. (Encoding each member into its
+// own buffer and copying it into its parent instead copies a value once per
+// enclosing object: MaxDepth times for a value at the bottom of a deep
+// nest.)
 func Transform(in []byte) ([]byte, error) {
 	p := parser{in: in}
 	p.skipWS()
-	out := make([]byte, 0, len(in))
-	out, err := p.value(out, 0)
-	if err != nil {
+	start := p.pos
+	if _, err := p.value(nil, 0); err != nil {
 		return nil, err
 	}
 	p.skipWS()
 	if p.pos != len(p.in) {
 		return nil, p.errf("unexpected data after the top-level value")
+	}
+	p.pos, p.emit = start, true
+	out, err := p.value(make([]byte, 0, len(in)), 0)
+	if err != nil { // cannot happen: the first pass accepted the input
+		return nil, err
 	}
 	return out, nil
 }
@@ -82,8 +93,21 @@ func IsCanonical(in []byte) bool {
 }
 
 type parser struct {
-	in  []byte
-	pos int
+	in   []byte
+	pos  int
+	emit bool // second pass: write the output
+
+	// objects holds each object's members sorted canonically, recorded by
+	// the first pass; objectAt maps an object's offset to its index.
+	objects  []object
+	objectAt map[int]int
+}
+
+// object is one object of the input: its members, sorted, each with the
+// span of its value in the input, and the offset just past its '}'.
+type object struct {
+	members []member
+	end     int
 }
 
 func (p *parser) errf(format string, args ...any) error {
@@ -121,8 +145,8 @@ func (p *parser) value(out []byte, depth int) ([]byte, error) {
 		return p.array(out, depth+1)
 	case c == '"':
 		s, err := p.str()
-		if err != nil {
-			return nil, err
+		if err != nil || !p.emit {
+			return out, err
 		}
 		return AppendString(out, s), nil
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -143,24 +167,47 @@ func (p *parser) literal(out []byte, lit string) ([]byte, error) {
 		return nil, p.errf("invalid literal")
 	}
 	p.pos += len(lit)
+	if !p.emit {
+		return out, nil
+	}
 	return append(out, lit...), nil
 }
 
 type member struct {
-	key   string
-	value []byte
+	key        string
+	start, end int // the value's span in the input
 }
 
 func (p *parser) object(out []byte, depth int) ([]byte, error) {
+	if p.emit {
+		o := p.objects[p.objectAt[p.pos]]
+		out = append(out, '{')
+		for i, m := range o.members {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = AppendString(out, m.key)
+			out = append(out, ':')
+			p.pos = m.start
+			var err error
+			if out, err = p.value(out, depth); err != nil {
+				return nil, err
+			}
+		}
+		p.pos = o.end
+		return append(out, '}'), nil
+	}
 	if depth > MaxDepth {
 		return nil, p.errf("nesting deeper than %d", MaxDepth)
 	}
+	at := p.pos
 	p.pos++ // '{'
 	p.skipWS()
 	var members []member
 	if p.pos < len(p.in) && p.in[p.pos] == '}' {
 		p.pos++
-		return append(out, '{', '}'), nil
+		p.record(at, members)
+		return out, nil
 	}
 	seen := make(map[string]struct{})
 	for {
@@ -184,11 +231,11 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 		}
 		p.pos++
 		p.skipWS()
-		v, err := p.value(nil, depth)
-		if err != nil {
+		start := p.pos
+		if _, err := p.value(nil, depth); err != nil {
 			return nil, err
 		}
-		members = append(members, member{key, v})
+		members = append(members, member{key, start, p.pos})
 		p.skipWS()
 		if p.pos >= len(p.in) {
 			return nil, p.errf("unexpected end of input in object")
@@ -204,16 +251,17 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 		return nil, p.errf("expected ',' or '}' in object")
 	}
 	slices.SortFunc(members, func(a, b member) int { return CompareKeys(a.key, b.key) })
-	out = append(out, '{')
-	for i, m := range members {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = AppendString(out, m.key)
-		out = append(out, ':')
-		out = append(out, m.value...)
+	p.record(at, members)
+	return out, nil
+}
+
+// record notes the object at offset at, which ends at p.pos.
+func (p *parser) record(at int, members []member) {
+	if p.objectAt == nil {
+		p.objectAt = make(map[int]int)
 	}
-	return append(out, '}'), nil
+	p.objectAt[at] = len(p.objects)
+	p.objects = append(p.objects, object{members, p.pos})
 }
 
 func (p *parser) array(out []byte, depth int) ([]byte, error) {
@@ -222,14 +270,14 @@ func (p *parser) array(out []byte, depth int) ([]byte, error) {
 	}
 	p.pos++ // '['
 	p.skipWS()
-	out = append(out, '[')
+	out = p.put(out, '[')
 	if p.pos < len(p.in) && p.in[p.pos] == ']' {
 		p.pos++
-		return append(out, ']'), nil
+		return p.put(out, ']'), nil
 	}
 	for i := 0; ; i++ {
 		if i > 0 {
-			out = append(out, ',')
+			out = p.put(out, ',')
 		}
 		p.skipWS()
 		var err error
@@ -247,10 +295,18 @@ func (p *parser) array(out []byte, depth int) ([]byte, error) {
 		}
 		if p.in[p.pos] == ']' {
 			p.pos++
-			return append(out, ']'), nil
+			return p.put(out, ']'), nil
 		}
 		return nil, p.errf("expected ',' or ']' in array")
 	}
+}
+
+// put appends c in the second pass; the first pass writes nothing.
+func (p *parser) put(out []byte, c byte) []byte {
+	if !p.emit {
+		return out
+	}
+	return append(out, c)
 }
 
 // str parses a JSON string starting at the opening quote.
@@ -387,6 +443,9 @@ func (p *parser) number(out []byte) ([]byte, error) {
 		return nil, p.errf("number %s is not representable as a finite IEEE 754 double", p.in[start:i])
 	}
 	p.pos = i
+	if !p.emit {
+		return out, nil
+	}
 	return AppendNumber(out, f)
 }
 
