@@ -2,10 +2,15 @@ package compiler
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/x509"
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,10 +35,12 @@ const BundleRoot = "polc"
 // SigningConfig signs a bundle in OPA's format (.signatures.json, a JWT
 // over the file hashes) so that `opa run --verification-key` accepts it.
 type SigningConfig struct {
-	// Key is a PEM private key (RSA or EC) or an HMAC secret.
+	// Key is a PEM private key (RSA, EC or Ed25519; PKCS #1, SEC 1 or
+	// PKCS #8) or an HMAC secret.
 	Key []byte
-	// Algorithm is the JWT algorithm: RS256 (default for RSA keys), ES256,
-	// HS256 (default for non-PEM secrets), …
+	// Algorithm is the JWT algorithm: RS256 (default for RSA keys), ES256
+	// (default for EC keys), EdDSA (default for Ed25519 keys), HS256
+	// (default for non-PEM secrets), …
 	Algorithm string
 	// KeyID is the key id OPA looks up (default "default").
 	KeyID string
@@ -97,21 +104,15 @@ func WriteBundle(snaps []*snapshot.Snapshot, sc *SigningConfig) ([]byte, error) 
 	}
 	b.Manifest.SetRegoVersion(ast.RegoV1)
 	if sc != nil {
-		alg := sc.Algorithm
-		if alg == "" {
-			alg = "HS256"
-			if bytes.Contains(sc.Key, []byte("-----BEGIN")) {
-				alg = "RS256"
-				if bytes.Contains(sc.Key, []byte("EC PRIVATE KEY")) {
-					alg = "ES256"
-				}
-			}
+		key, alg, err := signingKey(sc)
+		if err != nil {
+			return nil, fmt.Errorf("signing bundle: %w", err)
 		}
 		keyID := sc.KeyID
 		if keyID == "" {
 			keyID = "default"
 		}
-		if err := b.GenerateSignature(bundle.NewSigningConfig(string(sc.Key), alg, ""), keyID, false); err != nil {
+		if err := b.GenerateSignature(bundle.NewSigningConfig(key, alg, ""), keyID, false); err != nil {
 			return nil, fmt.Errorf("signing bundle: %w", err)
 		}
 	}
@@ -120,6 +121,72 @@ func WriteBundle(snaps []*snapshot.Snapshot, sc *SigningConfig) ([]byte, error) 
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// CheckSigningConfig reports whether sc can sign a bundle (a readable
+// private key or secret, an algorithm OPA knows that fits the key), by
+// signing an empty one, so that a bad key is refused before compiling.
+func CheckSigningConfig(sc *SigningConfig) error {
+	_, err := WriteBundle(nil, sc)
+	return err
+}
+
+// privateKeyBlocks are the PEM block types OPA's signer parses.
+var privateKeyBlocks = []string{"RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KEY"}
+
+// signingKey returns the key text and JWT algorithm to give OPA's signer.
+// A key with a PEM header is a private key: the first private-key block
+// (OPA decodes only the first block, and openssl writes EC keys after an
+// "EC PARAMETERS" block), its algorithm by default from the key's type —
+// RS256 for RSA, ES256 for ECDSA, EdDSA for Ed25519, whichever the
+// encoding (PKCS #1, SEC 1 or PKCS #8, the form `openssl genpkey` and
+// x509.MarshalPKCS8PrivateKey write). Anything else, or any key with an
+// HS* algorithm, is an HMAC secret, used as is.
+func signingKey(sc *SigningConfig) (key, alg string, err error) {
+	if !bytes.Contains(sc.Key, []byte("-----BEGIN")) || strings.HasPrefix(sc.Algorithm, "HS") {
+		alg = sc.Algorithm
+		if alg == "" {
+			alg = "HS256"
+		}
+		return string(sc.Key), alg, nil
+	}
+	rest := sc.Key
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return "", "", fmt.Errorf("no private key in the PEM data (want a %s block)", strings.Join(privateKeyBlocks, ", "))
+		}
+		if !slices.Contains(privateKeyBlocks, block.Type) {
+			continue
+		}
+		var k any
+		switch block.Type {
+		case "RSA PRIVATE KEY":
+			k, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+		case "EC PRIVATE KEY":
+			k, err = x509.ParseECPrivateKey(block.Bytes)
+		default:
+			k, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("%s: %w", block.Type, err)
+		}
+		alg = sc.Algorithm
+		if alg == "" {
+			switch k.(type) {
+			case *rsa.PrivateKey:
+				alg = "RS256"
+			case *ecdsa.PrivateKey:
+				alg = "ES256"
+			case ed25519.PrivateKey:
+				alg = "EdDSA"
+			default:
+				return "", "", fmt.Errorf("unsupported private key type %T", k)
+			}
+		}
+		return string(pem.EncodeToMemory(block)), alg, nil
+	}
 }
 
 // matcher is the bundle form of a set of patterns.
@@ -151,6 +218,13 @@ func (m *matcher) add(k pattern.Kind, p, id string) {
 		m.Exact[v] = append(m.Exact[v], id)
 		return
 	}
+	// (?s): pattern.Regexp lowers the '*' and '?' of action, environment,
+	// principal and tenant globs to '.', which in RE2 (Go's regexp and
+	// OPA's regex.match alike) does not match a newline unless the s flag
+	// is set; pattern.Match and the native evaluator match any character.
+	// Those request values are not checked for newlines, so without the
+	// flag the engines disagreed (an "agent:*" scope denied "agent:a\nb"
+	// in OPA only). The other grammars' expressions have no bare '.'.
 	m.Re = append(m.Re, reRule{ID: id, Re: pattern.Regexp(k, p)})
 }
 

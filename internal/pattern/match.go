@@ -133,7 +133,14 @@ func allDigits(s string) bool {
 
 // Regexp lowers a valid pattern of grammar k to an anchored RE2 expression
 // with the semantics of Match (Go's regexp and OPA's regex.match share RE2).
+// The (?s) flag lets '.' match a newline as Match's '*' and '?' do: a
+// value holding one (a principal, an environment name) must not be judged
+// otherwise by the Rego bundle.
 func Regexp(k Kind, p string) string {
+	return "(?s)" + regexpBody(k, p)
+}
+
+func regexpBody(k Kind, p string) string {
 	switch k {
 	case Path:
 		if strings.HasPrefix(p, "/") {

@@ -236,7 +236,9 @@ func TestRegexpMatchesReference(t *testing.T) {
 		}
 	}
 	gens := []gen{
-		{Action, []string{"a", "b", "*", "?", "."}, universe("ab.", 4)},
+		{Action, []string{"a", "b", "*", "?", "."}, universe("ab.\n", 4)},
+		{Env, []string{"A", "*", "?"}, universe("A\n", 3)},
+		{Principal, []string{"a", ":", "*", "?"}, universe("a:\n", 3)},
 		{Path, []string{"a", "b", "*", "?", "/", "/**"}, pathUniverse()},
 		{Command, []string{"a", "b", "*", " ", " *"}, cmdVals},
 		{MCP, []string{"a", "b", "*", "?"}, []string{"a/b", "ab/ba", "a/", "b/aa", "aa/b"}},

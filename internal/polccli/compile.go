@@ -49,7 +49,7 @@ one stage (load, validate, resolve, lower, emit) as JSON.`,
 	c.Flags().StringVar(&p.dump, "dump", "", "print one stage's output: "+strings.Join(compiler.Stages, ", "))
 	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json or github")
 	c.Flags().StringVar(&p.signKey, "sign-key", "", "sign bundle.tar.gz with this PEM private key (RSA/EC) or HMAC secret file, in OPA's format")
-	c.Flags().StringVar(&p.signAlg, "sign-alg", "", "JWT algorithm for --sign-key (default RS256 for RSA, ES256 for EC, HS256 otherwise)")
+	c.Flags().StringVar(&p.signAlg, "sign-alg", "", "JWT algorithm for --sign-key (default RS256 for RSA, ES256 for EC, EdDSA for Ed25519 keys, HS256 otherwise)")
 	c.Flags().StringVar(&p.signKeyID, "sign-key-id", "default", "key id recorded in the bundle signature")
 	return c
 }
@@ -81,6 +81,12 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 			return report(e, diags, f)
 		}
 		cfg.Sign = &compiler.SigningConfig{Key: key, Algorithm: p.signAlg, KeyID: p.signKeyID}
+		// A key that cannot sign is an input error at the key file (exit
+		// 2), found before compiling, not an unpositioned finding after.
+		if err := compiler.CheckSigningConfig(cfg.Sign); err != nil {
+			diags.Add(diag.Pos{File: name}, diag.CodeInvalidInput, "cannot sign with this key: %v", err)
+			return report(e, diags, f)
+		}
 	}
 	res := compiler.Compile(cfg, p.paths)
 	diags = append(diags, res.Diagnostics...)
@@ -103,11 +109,7 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 			files[rest] = b
 		}
 	}
-	err = atomicfile.ReplaceDir(out, "snapshots", files)
-	if err == nil {
-		err = atomicfile.WriteFile(filepath.Join(out, compiler.BundleFile), res.Files[compiler.BundleFile], 0o644)
-	}
-	if err != nil {
+	if err := writeCompileOutput(out, files, res.Files[compiler.BundleFile]); err != nil {
 		diags.Add(diag.Pos{File: diag.Rel(e.dir, out)}, diag.CodeIO, "cannot write output: %v", err)
 		return report(e, diags, f)
 	}
@@ -120,6 +122,48 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 		}
 	}
 	return nil
+}
+
+// writeCompileOutput writes DIR/snapshots and DIR/bundle.tar.gz. The bundle is
+// staged (written and synced under a temporary name) before the snapshots
+// directory is replaced, and renamed into place after: whatever fails
+// before the swap (a full disk, a directory in the bundle's place) leaves
+// the old output as it was, rather than new snapshots next to an old or
+// missing bundle.
+func writeCompileOutput(out string, snapshots map[string][]byte, bundle []byte) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	target := filepath.Join(out, compiler.BundleFile)
+	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory", diag.Rel(out, target))
+	}
+	f, err := os.CreateTemp(out, "."+compiler.BundleFile+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op once renamed
+	_, err = f.Write(bundle)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = atomicfile.ReplaceDir(out, "snapshots", snapshots)
+	}
+	if err == nil {
+		err = os.Rename(tmp, target)
+	}
+	if err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(out)
 }
 
 // readParents parses --parent snapshot files.
