@@ -29,6 +29,9 @@ never overwritten.`,
 }
 
 func runKeygen(_ context.Context, e *env, name, dir string) error {
+	if !keys.ValidName(name) {
+		return usagef("keygen NAME: %q is not a key name (no spaces, '+', '/' or '\\', not . or ..)", name)
+	}
 	dir = e.abs(dir)
 	err := os.MkdirAll(dir, 0o700)
 	var files keys.Files
