@@ -2,15 +2,10 @@ package jcs
 
 import (
 	"bytes"
-	"fmt"
-	"math"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
 // transformNaive is the original one-pass Transform, kept as the reference
@@ -18,7 +13,7 @@ import (
 // into their own buffers, sorted and copied into the parent (which copies a
 // value once per enclosing object).
 func transformNaive(in []byte) ([]byte, error) {
-	p := naiveParser{in: in}
+	p := naiveParser{parser{in: in, emit: true}}
 	p.skipWS()
 	out := make([]byte, 0, len(in))
 	out, err := p.value(out, 0)
@@ -32,33 +27,12 @@ func transformNaive(in []byte) ([]byte, error) {
 	return out, nil
 }
 
+// naiveParser shares the package parser's lexer (strings, escapes,
+// numbers, literals, whitespace, errors: emit set, so they write as they
+// go); what it keeps apart is the structure under test, value, object and
+// array in one pass.
 type naiveParser struct {
-	in  []byte
-	pos int
-}
-
-func (p *naiveParser) errf(format string, args ...any) error {
-	line, col := 1, 1
-	for _, b := range p.in[:min(p.pos, len(p.in))] {
-		if b == '\n' {
-			line++
-			col = 1
-		} else {
-			col++
-		}
-	}
-	return &SyntaxError{Offset: p.pos, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
-}
-
-func (p *naiveParser) skipWS() {
-	for p.pos < len(p.in) {
-		switch p.in[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
-		}
-	}
+	parser
 }
 
 func (p *naiveParser) value(out []byte, depth int) ([]byte, error) {
@@ -87,14 +61,6 @@ func (p *naiveParser) value(out []byte, depth int) ([]byte, error) {
 	default:
 		return nil, p.errf("invalid character %q looking for a value", c)
 	}
-}
-
-func (p *naiveParser) literal(out []byte, lit string) ([]byte, error) {
-	if !bytes.HasPrefix(p.in[p.pos:], []byte(lit)) {
-		return nil, p.errf("invalid literal")
-	}
-	p.pos += len(lit)
-	return append(out, lit...), nil
 }
 
 type naiveMember struct {
@@ -204,142 +170,7 @@ func (p *naiveParser) array(out []byte, depth int) ([]byte, error) {
 	}
 }
 
-// str parses a JSON string starting at the opening quote.
-func (p *naiveParser) str() (string, error) {
-	p.pos++ // opening quote
-	var b []byte
-	start := p.pos
-	for {
-		if p.pos >= len(p.in) {
-			return "", p.errf("unterminated string")
-		}
-		c := p.in[p.pos]
-		switch {
-		case c == '"':
-			b = append(b, p.in[start:p.pos]...)
-			p.pos++
-			return string(b), nil
-		case c == '\\':
-			b = append(b, p.in[start:p.pos]...)
-			r, err := p.escape()
-			if err != nil {
-				return "", err
-			}
-			b = utf8.AppendRune(b, r)
-			start = p.pos
-		case c < 0x20:
-			return "", p.errf("control character %#02x in string", c)
-		case c < utf8.RuneSelf:
-			p.pos++
-		default:
-			r, size := utf8.DecodeRune(p.in[p.pos:])
-			if r == utf8.RuneError && size <= 1 {
-				return "", p.errf("invalid UTF-8 in string")
-			}
-			p.pos += size
-		}
-	}
-}
-
 var naiveSimpleEscapes = map[byte]rune{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
-
-// escape parses one escape sequence starting at the backslash.
-func (p *naiveParser) escape() (rune, error) {
-	if p.pos+1 >= len(p.in) {
-		return 0, p.errf("unterminated escape")
-	}
-	c := p.in[p.pos+1]
-	if r, ok := naiveSimpleEscapes[c]; ok {
-		p.pos += 2
-		return r, nil
-	}
-	if c != 'u' {
-		return 0, p.errf("invalid escape \\%c", c)
-	}
-	r1, err := p.hex4()
-	if err != nil {
-		return 0, err
-	}
-	if !utf16.IsSurrogate(r1) {
-		return r1, nil
-	}
-	if r1 >= 0xDC00 {
-		return 0, p.errf("lone low surrogate \\u%04x", r1)
-	}
-	if !bytes.HasPrefix(p.in[p.pos:], []byte(`\u`)) {
-		return 0, p.errf("lone high surrogate \\u%04x", r1)
-	}
-	r2, err := p.hex4()
-	if err != nil {
-		return 0, err
-	}
-	r := utf16.DecodeRune(r1, r2)
-	if r == utf8.RuneError {
-		return 0, p.errf("invalid surrogate pair \\u%04x\\u%04x", r1, r2)
-	}
-	return r, nil
-}
-
-// hex4 parses `\uXXXX` at p.pos.
-func (p *naiveParser) hex4() (rune, error) {
-	if p.pos+6 > len(p.in) {
-		return 0, p.errf("truncated \\u escape")
-	}
-	v, err := strconv.ParseUint(string(p.in[p.pos+2:p.pos+6]), 16, 16)
-	if err != nil {
-		return 0, p.errf("invalid \\u escape")
-	}
-	p.pos += 6
-	return rune(v), nil
-}
-
-func (p *naiveParser) number(out []byte) ([]byte, error) {
-	start := p.pos
-	i := p.pos
-	if p.in[i] == '-' {
-		i++
-	}
-	digits := func() int {
-		n := 0
-		for i < len(p.in) && p.in[i] >= '0' && p.in[i] <= '9' {
-			i++
-			n++
-		}
-		return n
-	}
-	intStart := i
-	if n := digits(); n == 0 {
-		p.pos = i
-		return nil, p.errf("invalid number")
-	} else if n > 1 && p.in[intStart] == '0' {
-		p.pos = intStart
-		return nil, p.errf("number with a leading zero")
-	}
-	if i < len(p.in) && p.in[i] == '.' {
-		i++
-		if digits() == 0 {
-			p.pos = i
-			return nil, p.errf("invalid number: no digits after '.'")
-		}
-	}
-	if i < len(p.in) && (p.in[i] == 'e' || p.in[i] == 'E') {
-		i++
-		if i < len(p.in) && (p.in[i] == '+' || p.in[i] == '-') {
-			i++
-		}
-		if digits() == 0 {
-			p.pos = i
-			return nil, p.errf("invalid number: no digits in exponent")
-		}
-	}
-	f, err := strconv.ParseFloat(string(p.in[start:i]), 64)
-	if err != nil || math.IsInf(f, 0) {
-		p.pos = start
-		return nil, p.errf("number %s is not representable as a finite IEEE 754 double", p.in[start:i])
-	}
-	p.pos = i
-	return AppendNumber(out, f)
-}
 
 // checkTransform compares Transform with the reference on in: the same
 // output, or errors at the same place.
