@@ -328,14 +328,21 @@ func TestEvidenceFaultAtEveryWait(t *testing.T) {
 	}
 }
 
-func TestGovernedCertificate(t *testing.T) {
-	store := chain.NewMemStore()
-	r := newRig(t, store, nil)
+// openCertifiable opens a certifiable boundary on r's policy and returns
+// it with a context bound to it.
+func (r *rig) openCertifiable(t *testing.T) (*executor.TaskBoundary, executor.ExecutionContext) {
+	t.Helper()
 	b, err := r.exec.OpenBoundary(r.ref(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ec := r.ctx(executor.ProfileCertifiable, b)
+	return b, r.ctx(executor.ProfileCertifiable, b)
+}
+
+func TestGovernedCertificate(t *testing.T) {
+	store := chain.NewMemStore()
+	r := newRig(t, store, nil)
+	b, ec := r.openCertifiable(t)
 	kinds := []executor.OutcomeKind{}
 	for i, a := range []string{"nothing", "echo", "fail", "write_note", "ambiguous"} {
 		kinds = append(kinds, r.exec.Execute(context.Background(), req(fmt.Sprint(i), a, map[string]any{}), ec).Kind())

@@ -249,11 +249,7 @@ func TestNoOperationIDWithoutOperationStarted(t *testing.T) {
 func TestCloseRetryAfterRefusedTaskClosed(t *testing.T) {
 	store := chain.NewMemStore()
 	r := newRig(t, store, nil)
-	b, err := r.exec.OpenBoundary(r.ref(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec := r.ctx(executor.ProfileCertifiable, b)
+	b, ec := r.openCertifiable(t)
 	if out := r.exec.Execute(context.Background(), req("1", "nothing", nil), ec); out.Kind() != executor.KindSucceeded {
 		t.Fatal(out.Kind(), out.Base().ReasonCode)
 	}
