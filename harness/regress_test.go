@@ -136,16 +136,12 @@ harnesses: h: {
 // the parse silently nor leaves the provider blocked on a full pipe until
 // the wall clock kills it.
 func TestSpawnOversizedLine(t *testing.T) {
-	dir := t.TempDir()
-	os.Mkdir(filepath.Join(dir, "ws"), 0o755)
-	script := filepath.Join(dir, "fake-codex")
-	os.WriteFile(script, []byte(`#!/bin/sh
-echo '{"type":"thread.started","thread_id":"t1"}'
+	dir, script := fakeProvider(t, `echo '{"type":"thread.started","thread_id":"t1"}'
 head -c 17000000 /dev/zero | tr '\0' 'x'
 echo
 echo '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"after"}}'
 echo '{"type":"turn.completed"}'
-`), 0o755)
+`)
 	s := specFrom(t, dir, `package h
 harnesses: h: {
 	provider: "codex"
@@ -262,14 +258,10 @@ func TestSecretMayNotReplaceHarnessVariables(t *testing.T) {
 // that event (it used to be flagged only after the provider had finished,
 // its tools run).
 func TestSpawnToolBeforeInitStops(t *testing.T) {
-	dir := t.TempDir()
-	os.Mkdir(filepath.Join(dir, "ws"), 0o755)
-	script := filepath.Join(dir, "fake-claude")
-	os.WriteFile(script, []byte(`#!/bin/sh
-echo '{"type":"assistant","message":{"content":[{"id":"toolu_1","input":{"command":"ls"},"name":"Bash","type":"tool_use"}],"id":"m","role":"assistant","type":"message"},"session_id":"s","uuid":"u1"}'
+	dir, script := fakeProvider(t, `echo '{"type":"assistant","message":{"content":[{"id":"toolu_1","input":{"command":"ls"},"name":"Bash","type":"tool_use"}],"id":"m","role":"assistant","type":"message"},"session_id":"s","uuid":"u1"}'
 sleep 10
 echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s","uuid":"u2"}'
-`), 0o755)
+`)
 	s := specFrom(t, dir, `package h
 harnesses: h: {
 	provider: "claude-code"
@@ -296,4 +288,19 @@ harnesses: h: {
 	if el := time.Since(start); el > 8*time.Second {
 		t.Errorf("stopped after %v: the provider ran on after its tool event", el)
 	}
+}
+
+// fakeProvider makes a directory with a workspace "ws" and an executable
+// shell script of body standing in for a provider CLI.
+func fakeProvider(t *testing.T, body string) (dir, script string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script = filepath.Join(dir, "fake-provider")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, script
 }
