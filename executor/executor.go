@@ -55,7 +55,10 @@ type Transformer struct {
 	Transform func(ctx context.Context, action string, args map[string]any) (map[string]any, error)
 }
 
-// Guard is an intrinsic check on the normalized request.
+// Guard is an intrinsic check on the normalized request (stage 6). Check
+// gets its own shallow copy of the request, valid during the call: it must
+// not modify the slices it shares with the request the policy judges, nor
+// keep the copy. A non-nil error refuses the attempt (guard:<ID>).
 type Guard struct {
 	ID    string
 	Check func(ctx context.Context, req *Normalized) error
