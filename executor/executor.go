@@ -56,9 +56,9 @@ type Transformer struct {
 }
 
 // Guard is an intrinsic check on the normalized request (stage 6). Check
-// gets its own shallow copy of the request, valid during the call: it must
-// not modify the slices it shares with the request the policy judges, nor
-// keep the copy. A non-nil error refuses the attempt (guard:<ID>).
+// gets its own shallow copy of the request: it must not modify the slices
+// that copy shares with the request the policy judges. A non-nil error
+// refuses the attempt (guard:<ID>).
 type Guard struct {
 	ID    string
 	Check func(ctx context.Context, req *Normalized) error
