@@ -49,6 +49,7 @@ const (
 	CodeInvalidInput          = "invalid_input"
 	CodeIO                    = "io_error"
 	CodeNoPolicies            = "no_policies"
+	CodeNoTests               = "no_tests"
 	CodeLegacyUnrepresentable = "legacy_unrepresentable"
 	CodeTestFailed            = "test_failed"
 )

@@ -50,7 +50,7 @@ one stage (load, validate, resolve, lower, emit) as JSON.`,
 	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json or github")
 	c.Flags().StringVar(&p.signKey, "sign-key", "", "sign bundle.tar.gz with this PEM private key (RSA/EC) or HMAC secret file, in OPA's format")
 	c.Flags().StringVar(&p.signAlg, "sign-alg", "", "JWT algorithm for --sign-key (default RS256 for RSA, ES256 for EC, EdDSA for Ed25519 keys, HS256 otherwise)")
-	c.Flags().StringVar(&p.signKeyID, "sign-key-id", "default", "key id recorded in the bundle signature")
+	c.Flags().StringVar(&p.signKeyID, "sign-key-id", "", `key id recorded in the bundle signature (default "default")`)
 	return c
 }
 
@@ -65,7 +65,7 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 	if p.dump != "" && !slices.Contains(compiler.Stages, p.dump) {
 		return usagef("--dump %q: want one of %s", p.dump, strings.Join(compiler.Stages, ", "))
 	}
-	if p.signKey == "" && (p.signAlg != "" || p.signKeyID != "default") {
+	if p.signKey == "" && (p.signAlg != "" || p.signKeyID != "") {
 		// Refused, not ignored: the bundle would go out unsigned.
 		return usagef("--sign-alg and --sign-key-id need --sign-key")
 	}

@@ -53,7 +53,8 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 		return report(e, diags, f)
 	}
 	if len(res.Tests) == 0 {
-		diags.Add(diag.Pos{}, diag.CodeNoPolicies, "no tests declared (tests: [{policy, request, want}])")
+		// At the first input: a test run that tests nothing is not a pass.
+		diags.Add(diag.Pos{File: diag.Rel(e.dir, e.abs(p.paths[0]))}, diag.CodeNoTests, "no tests declared (tests: [{policy, request, want}])")
 		return report(e, diags, f)
 	}
 	pols := map[string]*executor.Policy{}
