@@ -160,18 +160,28 @@ policies: a: {version: "1", actions: allow: ["bash"]}
 		t.Fatal(err)
 	}
 	ed8, _ := x509.MarshalPKCS8PrivateKey(ed)
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p384der, _ := x509.MarshalPKCS8PrivateKey(p384)
 	params := pemOf("EC PARAMETERS", []byte{0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07}) // prime256v1
 	for _, tc := range []struct {
 		name, alg string
 		key       []byte
 		pub       string
+		explicit  bool // alg given with --sign-alg
 	}{
-		{"ec pkcs8", "ES256", pemOf("PRIVATE KEY", ec8), publicPEM(t, &ec.PublicKey)},
-		{"ec after parameters", "ES256", append(params, pemOf("EC PRIVATE KEY", ecSEC1)...), publicPEM(t, &ec.PublicKey)},
-		{"ed25519 pkcs8", "EdDSA", pemOf("PRIVATE KEY", ed8), publicPEM(t, ed.Public())},
+		{"ec pkcs8", "ES256", pemOf("PRIVATE KEY", ec8), publicPEM(t, &ec.PublicKey), false},
+		{"ec after parameters", "ES256", append(params, pemOf("EC PRIVATE KEY", ecSEC1)...), publicPEM(t, &ec.PublicKey), false},
+		{"ed25519 pkcs8", "EdDSA", pemOf("PRIVATE KEY", ed8), publicPEM(t, ed.Public()), false},
+		{"p-384 with ES384", "ES384", pemOf("PRIVATE KEY", p384der), publicPEM(t, &p384.PublicKey), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := &compiler.SigningConfig{Key: tc.key}
+			if tc.explicit {
+				sc.Algorithm = tc.alg
+			}
 			if err := compiler.CheckSigningConfig(sc); err != nil {
 				t.Fatalf("CheckSigningConfig: %v", err)
 			}
