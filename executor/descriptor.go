@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -136,10 +137,13 @@ func BuiltinRegistry() *Registry {
 const argsSchemaURL = "polc:///descriptor/arguments.json"
 
 // Register adds an action. The id and aliases must be new (collisions are
-// errors), the id must be a valid action id, and Arguments must be a JSON
-// Schema for an object, self-contained (a $ref outside it is an error:
-// nothing is loaded from files or the network). fn may be nil for
-// descriptor-only registries.
+// errors, a name given twice in one descriptor too), the id must be a
+// valid action id, an alias must be non-empty and must not start with
+// "mcp:" (the mcp shorthand), Arguments must be a JSON Schema for an
+// object, self-contained (a $ref outside it is an error: nothing is loaded
+// from files or the network), and the descriptor must have a canonical
+// form (its digest). The registry keeps a deep copy of d. fn may be nil
+// for descriptor-only registries.
 func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 	if d.ID == "" || d.Version == "" {
 		return fmt.Errorf("register: descriptor needs an id and a version")
@@ -147,6 +151,10 @@ func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 	if err := validActionID(d.ID); err != nil {
 		return fmt.Errorf("register %s: %v", d.ID, err)
 	}
+	// The registry keeps its own copy: a caller writing to what it passed
+	// (or to what Resolve returned) must not change the hints, schema or
+	// containment the executor applies under the digest computed below.
+	d = cloneDescriptor(d)
 	c := jsonschema.NewCompiler()
 	c.Draft = jsonschema.Draft2020
 	// A schema is self-contained: descriptors may come from MCP servers,
@@ -164,8 +172,26 @@ func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 	if err != nil {
 		return fmt.Errorf("register %s: argument schema: %v", d.ID, err)
 	}
-	d.Aliases = slices.Clone(d.Aliases)
-	d.Containment = slices.Clone(d.Containment)
+	for i, a := range d.Aliases {
+		switch {
+		case a == "":
+			return fmt.Errorf("register %s: empty alias", d.ID)
+		case strings.HasPrefix(a, "mcp:"):
+			// Execute and the normalizer read every "mcp:" reference as
+			// the mcp shorthand: such an alias would resolve here to one
+			// action and run another.
+			return fmt.Errorf("register %s: alias %q: \"mcp:\" references name the mcp action", d.ID, a)
+		case a == d.ID || slices.Contains(d.Aliases[:i], a):
+			return fmt.Errorf("register %s: %q is named twice", d.ID, a)
+		}
+	}
+	digest := d.Digest()
+	if digest == "" {
+		// No canonical form (a number beyond float64, a duplicate key,
+		// invalid UTF-8 in the schema): the preflight report would bind
+		// an empty descriptor digest.
+		return fmt.Errorf("register %s: descriptor has no canonical JSON form (see the argument schema)", d.ID)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, name := range append([]string{d.ID}, d.Aliases...) {
@@ -177,7 +203,7 @@ func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 		}
 	}
 	e := &entry{desc: d, schema: sch, fn: fn, ref: d.ID + "@" + d.Version, fast: compileFastSchema(d.Arguments)}
-	e.digest = e.desc.Digest()
+	e.digest = digest
 	r.entries[d.ID] = e
 	for _, a := range d.Aliases {
 		r.aliases[a] = d.ID
@@ -186,12 +212,33 @@ func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 }
 
 // Resolve returns a copy of the descriptor a reference (id or alias) names.
+// The copy shares no memory with the registry.
 func (r *Registry) Resolve(ref string) (ActionDescriptor, bool) {
 	e := r.lookup(ref)
 	if e == nil {
 		return ActionDescriptor{}, false
 	}
-	return e.desc, true
+	return cloneDescriptor(e.desc), true
+}
+
+// cloneDescriptor returns a deep copy of d: every slice, the schema bytes
+// and the MCP hint are its own (nil stays nil, so the digest is unchanged).
+func cloneDescriptor(d ActionDescriptor) ActionDescriptor {
+	d.Aliases = slices.Clone(d.Aliases)
+	d.Containment = slices.Clone(d.Containment)
+	d.Arguments = slices.Clone(d.Arguments)
+	if d.Hints.Paths != nil {
+		ps := make([]PathHint, len(d.Hints.Paths))
+		for i, p := range d.Hints.Paths {
+			ps[i] = PathHint{Arg: p.Arg, Access: slices.Clone(p.Access)}
+		}
+		d.Hints.Paths = ps
+	}
+	if d.Hints.MCP != nil {
+		m := *d.Hints.MCP
+		d.Hints.MCP = &m
+	}
+	return d
 }
 
 func (r *Registry) lookup(ref string) *entry {

@@ -41,7 +41,8 @@ type Config struct {
 	// (stage 6); an error denies with reason "guard:<id>".
 	Guards []Guard
 	// Authorize is the principal/tenant authorization of stage 5 (beyond
-	// the policy's scopes, which stage 7 evaluates); an error denies.
+	// the policy's scopes, which stage 7 evaluates); an error denies. It
+	// gets a copy of the descriptor: what it changes reaches nothing.
 	Authorize func(ctx context.Context, ec ExecutionContext, d ActionDescriptor) error
 	// Now and IDs make runs deterministic in tests; defaults are the clock
 	// and random UUIDs.
@@ -822,7 +823,9 @@ func (a *attempt) authorize() Outcome {
 		a.note(5, TrailOK, "no authorizer configured; scopes are checked by the policy")
 		return nil
 	}
-	if err := recovered(errUserPanic, func() error { return a.e.cfg.Authorize(a.ctx, a.ec, a.en.desc) }); err != nil {
+	// A copy of its own: the descriptor's slices belong to the registry.
+	desc := cloneDescriptor(a.en.desc)
+	if err := recovered(errUserPanic, func() error { return a.e.cfg.Authorize(a.ctx, a.ec, desc) }); err != nil {
 		return a.deny(5, "unauthorized", "authorization refused")
 	}
 	a.note(5, TrailOK, "authorized")

@@ -91,6 +91,8 @@ func validateAttempt(a *executor.AttemptRecord) error {
 		return &InputError{What: what, Reason: "empty Outcome"}
 	case a.Profile == "":
 		return &InputError{What: what, Reason: "empty Profile"}
+	case !storableTime(a.StartedAt) || !storableTime(a.FinishedAt):
+		return &InputError{What: what, Reason: fmt.Sprintf("StartedAt %v or FinishedAt %v is outside years 0-9999", a.StartedAt, a.FinishedAt)}
 	}
 	for i, m := range a.Outbox {
 		switch {
@@ -248,9 +250,20 @@ func queryStrings(ctx context.Context, tx *sql.Tx, query string, args ...any) ([
 	return out, rows.Err()
 }
 
-// Times are stored as RFC 3339 text in UTC with nanoseconds: sortable,
-// readable in the sqlite3 shell, and lossless for Go times.
-func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+// Times are stored as RFC 3339 text in UTC with all nine fraction digits:
+// fixed width, so that text order is time order (time.RFC3339Nano drops
+// trailing zeros, and "…:05Z" sorted after "…:05.5Z"), readable in the
+// sqlite3 shell, and lossless for Go times of years 0-9999 (the others
+// have no RFC 3339 form and are refused by validateAttempt).
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// storableTime reports whether t has an RFC 3339 form (a four-digit year).
+func storableTime(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= 0 && y <= 9999
+}
 
 func parseTime(s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)

@@ -1,0 +1,162 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"polc.dev/polc/executor"
+	"polc.dev/polc/snapshot"
+)
+
+func writeDescriptor() executor.ActionDescriptor {
+	return executor.ActionDescriptor{
+		ID: "put", Version: "1", Aliases: []string{"store"},
+		Source:      executor.Source{Kind: "sdk", Ref: "example"},
+		Arguments:   json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
+		Hints:       executor.NormalizationHints{Paths: []executor.PathHint{{Arg: "path", Access: []string{"write"}}}, MCP: &executor.MCPHint{Server: "srv", Tool: "tl"}},
+		Containment: []string{"filesystem"},
+	}
+}
+
+// paths normalizes a "put" of /ws/secret and returns the path accesses
+// the policy would see.
+func paths(t *testing.T, reg *executor.Registry) []executor.PathAccess {
+	t.Helper()
+	n := &executor.Normalizer{Registry: reg}
+	out, nerr := n.Normalize(executor.ActionRequest{
+		Action: "put", Arguments: map[string]any{"path": "/ws/secret", "srv": "s", "tl": "t"},
+		Principal: "user:u", Tenant: "t", Workspace: "/ws",
+	})
+	if nerr != nil {
+		t.Fatalf("normalize: %v", nerr)
+	}
+	return out.Paths
+}
+
+// Resolve returns a copy, and Register keeps one: writing to the
+// descriptor a caller registered, or to one Resolve returned, changes
+// neither what Resolve returns next nor the facets the policy is shown
+// (a path hint renamed through a shared slice made the write to
+// /ws/secret invisible to every path rule, under an unchanged digest).
+func TestRegistryDescriptorIsNotShared(t *testing.T) {
+	reg := executor.NewRegistry()
+	d := writeDescriptor()
+	if err := reg.Register(d, nil); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := reg.Resolve("put")
+	wantDigest := want.Digest()
+	before := paths(t, reg)
+	if len(before) != 1 || before[0].Path != "/ws/secret" || before[0].Access != "write" {
+		t.Fatalf("paths before = %+v", before)
+	}
+
+	// The caller's own descriptor, written after Register.
+	d.Hints.Paths[0].Access[0] = "read"
+	d.Hints.MCP.Server = "tl"
+	d.Arguments[1] = ' '
+	// A resolved copy, written.
+	got, _ := reg.Resolve("store")
+	got.Hints.Paths[0].Arg = "unused"
+	got.Hints.MCP.Tool = "server"
+	got.Arguments[len(got.Arguments)-1] = ' '
+	got.Aliases[0] = "x"
+	got.Containment[0] = "none"
+
+	again, ok := reg.Resolve("put")
+	if !ok {
+		t.Fatal("put no longer resolves")
+	}
+	if again.Digest() != wantDigest {
+		t.Errorf("the registry's descriptor changed through a copy: digest %s, registered %s; hints %+v, containment %v, aliases %v",
+			again.Digest(), wantDigest, again.Hints.Paths, again.Containment, again.Aliases)
+	}
+	if after := paths(t, reg); !slices.Equal(after, before) {
+		t.Errorf("paths after writing to copies = %+v, want %+v", after, before)
+	}
+}
+
+// A descriptor without a canonical form has no digest; it was registered
+// with digest "", so the preflight report bound no descriptor at all.
+// Aliases that can never be reached as written, or that name the action
+// twice, are collisions too.
+func TestRegisterRefusesUnbindableDescriptors(t *testing.T) {
+	for name, mod := range map[string]func(*executor.ActionDescriptor){
+		"number beyond float64": func(d *executor.ActionDescriptor) {
+			d.Arguments = json.RawMessage(`{"type":"object","maxProperties":1e400}`)
+		},
+		"duplicate schema key": func(d *executor.ActionDescriptor) {
+			d.Arguments = json.RawMessage(`{"type":"object","maxProperties":1,"maxProperties":5}`)
+		},
+		"lone surrogate in schema": func(d *executor.ActionDescriptor) {
+			d.Arguments = json.RawMessage(`{"type":"object","properties":{"a":{"const":"\ud800"}}}`)
+		},
+		"empty alias":         func(d *executor.ActionDescriptor) { d.Aliases = []string{""} },
+		"mcp shorthand alias": func(d *executor.ActionDescriptor) { d.Aliases = []string{"mcp:s/t"} },
+		"alias equal to id":   func(d *executor.ActionDescriptor) { d.Aliases = []string{"put"} },
+		"alias given twice":   func(d *executor.ActionDescriptor) { d.Aliases = []string{"a", "a"} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			reg := executor.NewRegistry()
+			d := writeDescriptor()
+			mod(&d)
+			if err := reg.Register(d, nil); err == nil {
+				got, _ := reg.Resolve("put")
+				t.Fatalf("registered; digest %q", got.Digest())
+			}
+			if _, ok := reg.Resolve("put"); ok {
+				t.Error("a refused descriptor resolves")
+			}
+		})
+	}
+	// The same descriptor with a canonical schema and distinct aliases
+	// registers.
+	if err := executor.NewRegistry().Register(writeDescriptor(), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAuthorizerGetsItsOwnDescriptor: an authorizer that writes into the
+// descriptor it is given (its path hints) changes nothing the executor
+// uses: the next request is normalized as the registry says.
+func TestAuthorizerGetsItsOwnDescriptor(t *testing.T) {
+	reg := executor.NewRegistry()
+	desc := executor.ActionDescriptor{ID: "touch", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+		Arguments: []byte(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
+		Hints:     executor.NormalizationHints{Paths: []executor.PathHint{{Arg: "path", Access: []string{"write"}}}}}
+	if err := reg.Register(desc, func(context.Context, map[string]any) (any, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	snap := compilePolicy(t, `package p
+policies: p: {
+	version: "1"
+	principals: ["agent:*"]
+	tenants: ["acme"]
+	actions: allow: ["touch"]
+	filesystem: write: ["/ws/ok/**"]
+}
+`)
+	e, err := executor.New(executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{snap},
+		Authorize: func(_ context.Context, _ executor.ExecutionContext, d executor.ActionDescriptor) error {
+			if len(d.Hints.Paths) > 0 {
+				d.Hints.Paths[0].Arg = "unused" // would hide the path from every rule
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := executor.ExecutionContext{ContextID: "c", Scope: executor.EphemeralScope{ID: "s"}, Principal: executor.Principal{Kind: "agent", ID: "a"},
+		Tenant: "acme", Workspace: "/ws", Policy: executor.SnapshotRef{PolicyID: snap.PolicyID, Version: snap.Version, Digest: snap.Digest},
+		Backend: "inprocess", Profile: executor.ProfileMinimal}
+	for i := range 2 {
+		out := e.Execute(context.Background(), executor.ExecutionRequest{RequestID: fmt.Sprint(i), Action: "touch",
+			Arguments: map[string]any{"path": "/etc/passwd"}, Scope: executor.EphemeralScope{ID: "s"}}, ec)
+		if out.Kind() != executor.KindDenied {
+			t.Fatalf("request %d: %s %s, want denied (a write outside /ws/ok)", i, out.Kind(), out.Base().ReasonCode)
+		}
+	}
+}
