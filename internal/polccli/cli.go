@@ -79,18 +79,28 @@ func Run(ctx context.Context, args []string, e *env) int {
 	var ee *exitError
 	var ue *usageError
 	switch {
+	case err == nil, errors.As(err, &ee):
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "polc: %s\n", ue.msg)
+	default:
+		// Cobra's own argument errors ("unknown command", "accepts 1 arg").
+		fmt.Fprintf(e.stderr, "polc: %v\n", err)
+	}
+	return exitCode(err)
+}
+
+// exitCode is the exit code of a subcommand's error: ExitOK for nil, an
+// exitError's own code, ExitUsage for anything else (usage errors and
+// cobra's argument errors).
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &ue):
-		fmt.Fprintf(e.stderr, "polc: %s\n", ue.msg)
-		return ExitUsage
-	default:
-		// Cobra's own argument errors ("unknown command", "accepts 1 arg").
-		fmt.Fprintf(e.stderr, "polc: %v\n", err)
-		return ExitUsage
 	}
+	return ExitUsage
 }
 
 // diagFormat validates a --format value for diagnostics.

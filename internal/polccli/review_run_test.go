@@ -3,7 +3,6 @@ package polccli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -140,21 +139,6 @@ func TestServeSignKeyCheckedAtStart(t *testing.T) {
 	if started || exitCode(err) != 2 {
 		t.Fatalf("serve with a missing --sign-key: started %v, %v (exit %d)\n%s", started, err, exitCode(err), e.stderr.(*lockedBuffer).String())
 	}
-}
-
-// exitCode is the exit code Run gives err.
-func exitCode(err error) int {
-	var ee *exitError
-	var ue *usageError
-	switch {
-	case err == nil:
-		return ExitOK
-	case errors.As(err, &ee):
-		return ee.code
-	case errors.As(err, &ue):
-		return ExitUsage
-	}
-	return ExitUsage
 }
 
 // TestRunUnknownProfileRefused: a scenario (or session) whose profile is

@@ -43,15 +43,8 @@ func (l *lockedBuffer) String() string {
 // verifies closed; the socket is gone afterwards.
 func TestServe(t *testing.T) {
 	dir := t.TempDir()
-	var stdout, stderr lockedBuffer
-	e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, dir: dir}
-	examples, err := filepath.Abs("../../examples")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := Run(context.Background(), []string{"compile", examples, "-o", "out"}, e); code != 0 {
-		t.Fatalf("compile: %d\n%s", code, stderr.String())
-	}
+	e := compileDemo(t, dir)
+	stderr := e.stderr.(*lockedBuffer)
 	os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(
 		"snapshot: out/snapshots/demo-agent.json\nprofile: certifiable\nworkspace: ws\nprincipal: agent:demo\ntenant: acme\n"), 0o644)
 	sock := filepath.Join(dir, "polc.sock")
@@ -197,12 +190,7 @@ func TestServeListen(t *testing.T) {
 // the governed chain ends with task_closed.
 func TestServeClosesOnSignal(t *testing.T) {
 	dir := t.TempDir()
-	var stdout, stderr lockedBuffer
-	e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, dir: dir}
-	examples, _ := filepath.Abs("../../examples")
-	if code := Run(context.Background(), []string{"compile", examples, "-o", "out"}, e); code != 0 {
-		t.Fatalf("compile: %s", stderr.String())
-	}
+	e := compileDemo(t, dir)
 	os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(
 		"snapshot: out/snapshots/demo-agent.json\nprofile: governed\nworkspace: ws\nprincipal: agent:demo\ntenant: acme\n"), 0o644)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -219,7 +207,7 @@ func TestServeClosesOnSignal(t *testing.T) {
 	resp.Body.Close()
 	cancel()
 	if err := <-done; err != nil {
-		t.Fatalf("serve: %v\n%s", err, stderr.String())
+		t.Fatalf("serve: %v\n%s", err, e.stderr.(*lockedBuffer).String())
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "ev", "*.jsonl"))
 	if len(files) != 1 {
