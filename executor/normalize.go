@@ -566,8 +566,28 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			hide(n, n.Slice != nil && (!constArithm(n.Slice.Offset) || !constArithm(n.Slice.Length)))
 			hide(n, n.Excl && n.Names == 0 && (n.Index == nil || !allIndex(n.Index))) // ${!name}: indirect
 			hide(n, n.Exp != nil && n.Exp.Op == syntax.OtherParamOps && (n.Exp.Word == nil || !literalWord(n.Exp.Word) || strings.Contains(wordSource(n.Exp.Word), "P")))
+			if n.Exp != nil && (n.Exp.Op == syntax.AssignUnset || n.Exp.Op == syntax.AssignUnsetOrNull) && n.Param != nil {
+				// ${NAME=word}, ${NAME:=word}: an assignment
+				env[n.Param.Value] = true
+				hide(n, !specialValueSafe(n.Param.Value, n.Exp.Word, true))
+			}
+		case *syntax.Redirect:
+			if n.N == nil {
+				break
+			}
+			if v, ok := strings.CutPrefix(n.N.Value, "{"); ok {
+				// {NAME}>file assigns the descriptor's number to NAME
+				v = strings.TrimSuffix(v, "}")
+				hide(n, !safeName(v))
+				if name, _, _ := strings.Cut(v, "["); syntax.ValidName(name) {
+					env[name] = true
+				}
+			}
 		case *syntax.Assign:
 			hide(n, n.Index != nil && !constArithm(n.Index))
+			if n.Name != nil && !n.Naked {
+				hide(n, n.Array != nil && specialVars[n.Name.Value] || !specialValueSafe(n.Name.Value, n.Value, true))
+			}
 		case *syntax.ArrayElem:
 			hide(n, n.Index != nil && !constArithm(n.Index))
 		case *syntax.BinaryTest:
@@ -575,7 +595,7 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
 				x, xok := n.X.(*syntax.Word)
 				y, yok := n.Y.(*syntax.Word)
-				hide(n, !xok || !yok || !constArithm(x) || !constArithm(y))
+				hide(n, !xok || !yok || !testConst(x) || !testConst(y))
 			}
 		case *syntax.UnaryTest:
 			if n.Op == syntax.TsVarSet || n.Op == syntax.TsRefVar {
@@ -585,18 +605,21 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 		case *syntax.WordIter:
 			if n.Name != nil {
 				env[n.Name.Value] = true // for NAME in …: an assignment
+				hide(n, !specialValueSafe(n.Name.Value, nil, false))
 			}
 		case *syntax.DeclClause:
 			// declare, export, local, readonly, typeset: assignments
-			// (their names are env like NAME=value's); -i makes later
-			// assignments arithmetic and -n makes a name a reference,
+			// (their names are env like NAME=value's); declare's (and
+			// local's, typeset's) -i makes later assignments arithmetic
+			// and -n makes a name a reference (export -n only unexports),
 			// and a name computed at run time is unknown.
+			intRef := n.Variant.Value != "export" && n.Variant.Value != "readonly"
 			for _, a := range n.Args {
 				switch {
 				case a.Name != nil:
 					env[a.Name.Value] = true
 				case a.Naked && a.Value != nil && literalWord(a.Value) && strings.HasPrefix(wordSource(a.Value), "-"):
-					hide(n, strings.ContainsAny(wordSource(a.Value), "in"))
+					hide(n, intRef && strings.ContainsAny(wordSource(a.Value), "in"))
 				default:
 					hide(n, true)
 				}
@@ -662,7 +685,12 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 	}
 	if shell {
 		for _, call := range builtins {
-			hide(call, !builtinNamesSafe(call))
+			names, ok := builtinNames(call)
+			hide(call, !ok)
+			for _, name := range names {
+				env[name] = true // read NAME, printf -v NAME, …: assignments
+				hide(call, !specialValueSafe(name, nil, false))
+			}
 		}
 	}
 	if hidden != nil {
@@ -763,6 +791,18 @@ func numericConst(s string) bool {
 	return digits(s)
 }
 
+// testConst reports whether a [[ ]] arithmetic operand is a numeric
+// constant, signed or not ("-1").
+func testConst(w *syntax.Word) bool {
+	if len(w.Parts) == 1 {
+		if l, ok := w.Parts[0].(*syntax.Lit); ok {
+			v := strings.TrimLeft(l.Value, "+-")
+			return len(l.Value)-len(v) <= 1 && numericConst(v)
+		}
+	}
+	return false
+}
+
 // allIndex reports whether a subscript is "@" or "*" (every element).
 func allIndex(x syntax.ArithmExpr) bool {
 	w, ok := x.(*syntax.Word)
@@ -797,63 +837,222 @@ func safeName(v string) bool {
 	return syntax.ValidName(name)
 }
 
-// nameBuiltins are bash builtins that take variable names as arguments
-// (with shell control a name is bash's: "read 'a[$(id)]'" runs id), with
-// the options whose next argument is a name ("" : every operand is one).
-var nameBuiltins = map[string]string{
-	"printf": "-v", "read": "", "unset": "", "mapfile": "", "readarray": "",
-	"getopts": "", "wait": "-p", "test": "-v-R", "[": "-v-R", "declare": "",
-	"typeset": "", "local": "", "export": "", "readonly": "", "let": "",
+// nameSpec says where a bash builtin takes variable names (with shell
+// control a name is bash's: "read 'a[$(id)]'" runs id).
+type nameSpec struct {
+	nameOpts string // options whose argument is a name (printf -v)
+	argOpts  string // options whose argument is something else (read -d)
+	codeOpts string // options whose argument bash runs as code (mapfile -C)
+	operands int    // which operands are names: -1 all, 0 none, k the k-th
+	assigns  bool   // the names are assigned (environment facets)
+	decl     bool   // declare family: NAME=value operands, +x options
+	intRef   bool   // -i (arithmetic) and -n (a reference) are refused
+	test     bool   // test/[: the argument after -v or -R is a name
 }
 
-// builtinNamesSafe reports whether a command's name arguments, if it is
-// (or wraps through builtin/command) a builtin of nameBuiltins, are
-// literal names with constant subscripts. A builtin called through
-// anything else (a non-literal word) is not checked here: its argv is
-// the source text, which allow patterns judge.
-func builtinNamesSafe(call *syntax.CallExpr) bool {
+// nameBuiltins are the bash builtins that take variable names, with the
+// options of each that take an argument (bash's internal_getopt).
+var nameBuiltins = map[string]nameSpec{
+	"read":      {nameOpts: "a", argOpts: "dinNptu", operands: -1, assigns: true},
+	"mapfile":   {argOpts: "dnOsuc", codeOpts: "C", operands: -1, assigns: true},
+	"readarray": {argOpts: "dnOsuc", codeOpts: "C", operands: -1, assigns: true},
+	"printf":    {nameOpts: "v", assigns: true},
+	"wait":      {nameOpts: "p", assigns: true},
+	"getopts":   {operands: 2, assigns: true},
+	"unset":     {operands: -1},
+	"declare":   {operands: -1, assigns: true, decl: true, intRef: true},
+	"typeset":   {operands: -1, assigns: true, decl: true, intRef: true},
+	"local":     {operands: -1, assigns: true, decl: true, intRef: true},
+	"export":    {operands: -1, assigns: true, decl: true},
+	"readonly":  {operands: -1, assigns: true, decl: true},
+	"test":      {test: true},
+	"[":         {test: true},
+}
+
+// builtinNames reports whether a command's name arguments, if it is (or
+// wraps through builtin/command) a builtin of nameBuiltins, are literal
+// names with constant subscripts (safeName), and returns the names it
+// assigns. A word bash could read as an option or a name whose text is
+// known only at run time is unsafe too (printf "$o" x, with
+// o='-va[$(id)]'). A builtin called through anything else (a non-literal
+// word) is not checked here: its argv is the source text, which allow
+// patterns judge.
+func builtinNames(call *syntax.CallExpr) (assigned []string, ok bool) {
 	args := call.Args
-	for len(args) > 0 && literalWord(args[0]) {
+	var spec nameSpec
+	for {
+		if len(args) == 0 || !literalWord(args[0]) {
+			return nil, true
+		}
 		v, _ := expand.Literal(nil, args[0])
+		args = args[1:]
 		if v == "builtin" || v == "command" {
-			args = args[1:]
+			// Their own options: "command -p read", "builtin -- read".
+			for len(args) > 0 && literalWord(args[0]) && strings.HasPrefix(wordSource(args[0]), "-") {
+				args = args[1:]
+			}
 			continue
 		}
-		opts, ok := nameBuiltins[v]
-		if !ok {
-			return true
-		}
 		if v == "let" {
-			return false // arithmetic on its arguments
+			return nil, false // arithmetic on its arguments
 		}
-		args = args[1:]
-		for i, a := range args {
-			if !literalWord(a) {
-				if opts == "" {
-					return false
-				}
-				continue
-			}
-			s, _ := expand.Literal(nil, a)
-			if opts != "" {
-				if i > 0 {
-					prev, _ := expand.Literal(nil, args[i-1])
-					if literalWord(args[i-1]) && strings.HasPrefix(prev, "-") && strings.Contains(opts, prev[len(prev)-1:]) && !safeName(s) {
-						return false
-					}
-				}
-				continue
-			}
-			if strings.HasPrefix(s, "-") {
-				continue
-			}
-			if n, _, _ := strings.Cut(s, "="); !safeName(n) {
-				return false
-			}
+		var found bool
+		if spec, found = nameBuiltins[v]; !found {
+			return nil, true
 		}
+		break
+	}
+	var names []string
+	name := func(s string) bool {
+		if !safeName(s) {
+			return false
+		}
+		n, _, _ := strings.Cut(s, "[")
+		names = append(names, n)
 		return true
 	}
-	return true
+	if spec.test {
+		// test has no options: "-v NAME" and "-R NAME" anywhere.
+		for i := 1; i < len(args); i++ {
+			if prev := args[i-1]; literalWord(prev) {
+				if p, _ := expand.Literal(nil, prev); p == "-v" || p == "-R" {
+					s, err := expand.Literal(nil, args[i])
+					if !literalWord(args[i]) || err != nil || !safeName(s) {
+						return nil, false
+					}
+				}
+			}
+		}
+		return nil, true
+	}
+	// Options, as bash's internal_getopt reads them: words starting with
+	// '-' (not "-" alone; '+' too for declare) up to "--" or the first
+	// operand; a letter taking an argument takes the rest of its word or
+	// the next word.
+opts:
+	for len(args) > 0 {
+		w := args[0]
+		if !literalWord(w) {
+			if lead := leadText(w); lead == "" || lead[0] == '-' || spec.decl && lead[0] == '+' {
+				return nil, false // an option or a name known only at run time
+			}
+			break
+		}
+		s, _ := expand.Literal(nil, w)
+		if s == "--" {
+			args = args[1:]
+			break
+		}
+		if len(s) < 2 || s[0] != '-' && !(spec.decl && s[0] == '+') {
+			break
+		}
+		args = args[1:]
+		if spec.intRef && s[0] == '-' && strings.ContainsAny(s, "in") {
+			return nil, false // declare -i: arithmetic; -n: a reference
+		}
+		for j := 1; j < len(s); j++ {
+			c := s[j : j+1]
+			isName, isCode := strings.Contains(spec.nameOpts, c), strings.Contains(spec.codeOpts, c)
+			if !isName && !isCode && !strings.Contains(spec.argOpts, c) {
+				continue
+			}
+			arg := s[j+1:]
+			if arg == "" {
+				if len(args) == 0 {
+					break opts
+				}
+				next := args[0]
+				args = args[1:]
+				if !literalWord(next) {
+					if isName || isCode {
+						return nil, false
+					}
+					continue opts
+				}
+				arg, _ = expand.Literal(nil, next)
+			}
+			if isName && !name(arg) {
+				return nil, false
+			}
+			continue opts
+		}
+	}
+	for i, w := range args {
+		if spec.operands != -1 && spec.operands != i+1 {
+			continue
+		}
+		if !literalWord(w) {
+			return nil, false
+		}
+		s, _ := expand.Literal(nil, w)
+		if spec.decl {
+			s, _, _ = strings.Cut(s, "=") // NAME=value
+		}
+		if !name(s) {
+			return nil, false
+		}
+	}
+	if !spec.assigns {
+		names = nil
+	}
+	return names, true
+}
+
+// leadText is the literal text a word starts with, "" when it starts
+// with an expansion — which decides whether bash could read the word as
+// an option. A word that is only a numeric special parameter ($!, $?,
+// $#, $$: "wait $!") reads as "0".
+func leadText(w *syntax.Word) string {
+	if len(w.Parts) == 0 {
+		return ""
+	}
+	first := w.Parts[0]
+	if q, ok := first.(*syntax.DblQuoted); ok && len(q.Parts) > 0 {
+		first = q.Parts[0]
+	}
+	switch p := first.(type) {
+	case *syntax.Lit:
+		return p.Value
+	case *syntax.SglQuoted:
+		return p.Value
+	case *syntax.ParamExp:
+		if len(w.Parts) == 1 && numericParam(p) {
+			return "0"
+		}
+	}
+	return ""
+}
+
+// numericParam reports whether p expands to a number or nothing: $!, $?,
+// $#, $$ without any operation.
+func numericParam(p *syntax.ParamExp) bool {
+	return p.Param != nil && strings.Contains("!?#$", p.Param.Value) && len(p.Param.Value) == 1 &&
+		!p.Excl && !p.Length && !p.Width && !p.IsSet && p.Index == nil && p.Slice == nil && p.Repl == nil && p.Names == 0 && p.Exp == nil
+}
+
+// specialVars are the variables bash evaluates a value assigned to as
+// code: the integer-typed ones evaluate it as arithmetic (an array
+// subscript in it runs its command substitutions), and PS4 is
+// prompt-expanded ($(…) included) for every command under set -x.
+var specialVars = map[string]bool{"RANDOM": true, "SRANDOM": true, "OPTIND": true, "HISTCMD": true, "PS4": true}
+
+// specialValueSafe reports whether assigning value (nil: none; known:
+// the value is the word) to the variable name runs no code unseen.
+func specialValueSafe(name string, value *syntax.Word, known bool) bool {
+	if !specialVars[name] || known && value == nil {
+		return true
+	}
+	if !known || !literalWord(value) {
+		return false
+	}
+	v, err := expand.Literal(nil, value)
+	if err != nil {
+		return false
+	}
+	if name == "PS4" {
+		return !strings.ContainsAny(v, "$`")
+	}
+	return v == "" || numericConst(v)
 }
 
 // nodeSource is n's source text for a message, shortened.

@@ -196,3 +196,88 @@ func TestNamespaceDoubleStar(t *testing.T) {
 		t.Fatal(`"a**" in a namespace segment must be refused, as in paths`)
 	}
 }
+
+// TestReviewShellHiddenCodeGaps: more text bash runs as code unseen, each
+// checked against bash 5.2 (a "touch pwned" in the subscript ran): a
+// name known only at run time after printf -v or test -v, a name glued to
+// its option, a builtin reached through "command -p" or "builtin --",
+// declare -i/-n through builtin/command, an option that is a variable's
+// value, the integer-typed variables (RANDOM, SRANDOM, OPTIND, HISTCMD:
+// an assignment is arithmetic) and PS4 (prompt-expanded under set -x),
+// and a {NAME} redirection's computed subscript.
+func TestReviewShellHiddenCodeGaps(t *testing.T) {
+	p := reviewPolicy(t, `
+	actions: allow: ["bash"]
+	subprocess: {mode: "allowlist", allow: ["echo *", "printf *", "read *", "test *", "[ *", "wait *", "command *", "builtin *", "mapfile *", "set *", ": *", "exec *", "unset *"], shell: "allow"}
+	environment: read: ["*"]`)
+	for _, cmd := range []string{
+		`n='a[$(id)]'; printf -v "$n" %s x`,
+		`echo; printf '-va[$(id)]' %s x`,
+		`f='-va[$(id)]'; printf "$f" x`,
+		`n='a[$(id)]'; [ -v "$n" ]`,
+		`n='a[$(id)]'; test -v "$n"`,
+		`echo & wait -n '-pa[$(id)]'`,
+		`command -p read 'a[$(id)]' <<< x`,
+		`builtin -- read 'a[$(id)]' <<< x`,
+		`echo; builtin declare -i x='a[$(id)]'`,
+		`echo; command declare -n r='a[$(id)]'; echo $r`,
+		`cb=id; mapfile -C "$cb" -c 1 arr < f`,
+		`RANDOM='a[$(id)]'`,
+		`x='a[$(id)]'; OPTIND=$x; echo`,
+		`for HISTCMD in 'a[$(id)]'; do echo; done`,
+		`read SRANDOM <<< 'a[$(id)]'`,
+		`PS4='$(id)'; set -x; echo`,
+		`read PS4 <<< '$(id)'; set -x; echo`,
+		`unset PS4; : ${PS4='$(id)'}; set -x; echo`,
+		`x='a[$(id)]'; exec {b[x]}>/dev/null`,
+	} {
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != executor.ReasonInvalidCommand {
+			t.Errorf("%q: %s, want %s", cmd, got, executor.ReasonInvalidCommand)
+		}
+	}
+	// Literal names, option arguments that are not names, and constants
+	// stay allowed.
+	for _, cmd := range []string{
+		`read -r -d '' line < f; echo "$line"`,
+		`while IFS= read -r -d '' f; do echo "$f"; done < <(echo)`,
+		`read -p "Continue? " ans; echo $ans`,
+		`read -t 5 -n 1 x; echo`,
+		`mapfile -t -n 10 lines < f; echo`,
+		`printf "%s\n" "$x"; printf "Hello $x\n"`,
+		`echo & wait $!`,
+		`export -n FOO; echo`,
+		`[[ 5 -gt -1 ]] && echo`,
+		`OPTIND=1; PS4='+ '; set -x; echo`,
+		`exec {fd}>/dev/null; echo`,
+	} {
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != executor.Allow {
+			t.Errorf("%q: %s, want allow", cmd, got)
+		}
+	}
+}
+
+// TestReviewShellBuiltinAssignmentsAreEnv: read, printf -v, mapfile,
+// getopts, wait -p and ${NAME:=word} assign a name as NAME=value does
+// ("read PATH <<< /ws/evil; git status" ran /ws/evil/git with no env
+// facet, as export did).
+func TestReviewShellBuiltinAssignmentsAreEnv(t *testing.T) {
+	p := reviewPolicy(t, `
+	actions: allow: ["bash"]
+	subprocess: {mode: "allowlist", allow: ["git *", "read *", "printf *", "mapfile *", "getopts *", ": *", "unset *"], shell: "allow"}
+	environment: {read: ["GIT_*"], deny: ["PATH"]}`)
+	for _, cmd := range []string{
+		`read PATH <<< /ws/evil; git status`,
+		`read -r -a PATH <<< /ws/evil; git status`,
+		`printf -v PATH %s /ws/evil; git status`,
+		`mapfile -t PATH < f; git status`,
+		`getopts a PATH; git status`,
+		`unset PATH; : ${PATH:=/ws/evil}; git status`,
+	} {
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got == executor.Allow {
+			t.Errorf("%q: allowed", cmd)
+		}
+	}
+	if got := decide(t, p, "bash", map[string]any{"command": "read GIT_DIR < f; git status"}); got != executor.Allow {
+		t.Errorf("granted read: %s", got)
+	}
+}
