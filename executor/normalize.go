@@ -912,6 +912,9 @@ func builtinNames(call *syntax.CallExpr) (assigned []string, ok bool) {
 		return true
 	}
 	if spec.test {
+		if !testShapeSafe(call.Args[len(call.Args)-len(args)-1], args) {
+			return nil, false
+		}
 		// test has no options: "-v NAME" and "-R NAME" anywhere.
 		for i := 1; i < len(args); i++ {
 			if prev := args[i-1]; literalWord(prev) {
@@ -1071,3 +1074,89 @@ func wordSource(w *syntax.Word) string {
 	syntax.NewPrinter().Print(&b, w)
 	return b.String()
 }
+
+// testShapeSafe reports whether a test or [ command (cmd, then args), run
+// by bash with shell control, can only read its run-time words as
+// operands. Bash's test decides by the number of words and the values of
+// some of them whether a word is an operator, and "-v NAME" (or "-R")
+// evaluates NAME's subscript as arithmetic: o=-v; [ "$o" "$n" ] runs
+// whatever $(…) $n holds. So a word known only at run time must be one
+// quoted word (an unquoted expansion, glob or brace may become several, or
+// none) in a position where the grammar takes an operand whatever its value:
+// [ W ], [ OP W ] and [ ! W ], [ W BINOP W ], [ ! OP W ], [ ( W ) ],
+// [ ! W BINOP W ], OP a unary operator other than -v and -R. Anything else
+// with a run-time word is refused (fail closed: [ -f $f ] must quote $f).
+func testShapeSafe(cmd *syntax.Word, args []*syntax.Word) bool {
+	if c, _ := expand.Literal(nil, cmd); c == "[" && len(args) > 0 {
+		if last, _ := expand.Literal(nil, args[len(args)-1]); literalWord(args[len(args)-1]) && last == "]" {
+			args = args[:len(args)-1]
+		}
+	}
+	lits := make([]string, len(args)) // "" with isLit false: known at run time
+	isLit := make([]bool, len(args))
+	runtime := false
+	for i, w := range args {
+		if !oneWord(w) {
+			return false
+		}
+		if literalWord(w) {
+			lits[i], _ = expand.Literal(nil, w)
+			isLit[i] = true
+		} else {
+			runtime = true
+		}
+	}
+	if !runtime {
+		return true
+	}
+	lit := func(i int, set map[string]bool) bool { return isLit[i] && set[lits[i]] }
+	bang := map[string]bool{"!": true}
+	switch len(args) {
+	case 1:
+		return true
+	case 2:
+		return lit(0, bang) || lit(0, testUnary)
+	case 3:
+		return lit(1, testBinary) || (lit(0, bang) && lit(1, testUnary)) ||
+			(lit(0, map[string]bool{"(": true}) && lit(2, map[string]bool{")": true}))
+	case 4:
+		return lit(0, bang) && lit(2, testBinary)
+	}
+	return false
+}
+
+// oneWord reports whether bash expands w to exactly one word: only
+// literal text without glob or brace characters, and quoted parts.
+func oneWord(w *syntax.Word) bool {
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			if strings.ContainsAny(p.Value, "*?[{") {
+				return false
+			}
+		case *syntax.SglQuoted:
+		case *syntax.DblQuoted:
+			// "$@", "${a[@]}" and "${!prefix@}" are a word per element.
+			for _, q := range p.Parts {
+				if pe, ok := q.(*syntax.ParamExp); ok && (pe.Param != nil && pe.Param.Value == "@" || pe.Names != 0 ||
+					pe.Index != nil && allIndex(pe.Index)) {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// testUnary and testBinary are bash test's operators that take operands
+// as values (-v and -R, which take a variable name, are left out).
+var (
+	testUnary = map[string]bool{"-a": true, "-b": true, "-c": true, "-d": true, "-e": true, "-f": true, "-g": true, "-h": true,
+		"-k": true, "-p": true, "-r": true, "-s": true, "-t": true, "-u": true, "-w": true, "-x": true, "-G": true, "-L": true,
+		"-N": true, "-O": true, "-S": true, "-z": true, "-n": true, "-o": true}
+	testBinary = map[string]bool{"=": true, "==": true, "!=": true, "<": true, ">": true, "-eq": true, "-ne": true, "-lt": true,
+		"-le": true, "-gt": true, "-ge": true, "-nt": true, "-ot": true, "-ef": true, "-a": true, "-o": true}
+)
+

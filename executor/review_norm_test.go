@@ -230,6 +230,16 @@ func TestReviewShellHiddenCodeGaps(t *testing.T) {
 		`read PS4 <<< '$(id)'; set -x; echo`,
 		`unset PS4; : ${PS4='$(id)'}; set -x; echo`,
 		`x='a[$(id)]'; exec {b[x]}>/dev/null`,
+		// test/[: a run-time word where bash's test grammar may read it
+		// as an operator (-v), one that may split into several words, or
+		// any run-time word beyond the shapes known safe (five words).
+		`o=-v; n='a[$(id)]'; [ "$o" "$n" ]`,
+		`x='-v a[$(id)]'; [ ! $x ]`,
+		`x='-v a[$(id)]'; echo; test $x`,
+		`x='a[$(id)]'; [ -n 1 -a "$x" ]`,
+		`echo; [ * ]`,
+		`echo; [ "$@" ]`,
+		`o=-v; n='a[$(id)]'; [ ! "$o" "$n" ]`,
 	} {
 		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != executor.ReasonInvalidCommand {
 			t.Errorf("%q: %s, want %s", cmd, got, executor.ReasonInvalidCommand)
@@ -249,6 +259,16 @@ func TestReviewShellHiddenCodeGaps(t *testing.T) {
 		`[[ 5 -gt -1 ]] && echo`,
 		`OPTIND=1; PS4='+ '; set -x; echo`,
 		`exec {fd}>/dev/null; echo`,
+		// test/[ with quoted run-time words where they can only be
+		// operands.
+		`f=x; [ -f "$f" ] && echo`,
+		`[ "$a" = "$b" ] || echo`,
+		`[ -n "$x" ]; echo`,
+		`[ "$x" ]; echo`,
+		`[ ! -d "$d" ]; echo`,
+		`test "$x" -eq 1; echo`,
+		`[ ! "$a" != "$b" ]; echo`,
+		`[ "$x" -nt "$y" ]; echo`,
 	} {
 		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != executor.Allow {
 			t.Errorf("%q: %s, want allow", cmd, got)
