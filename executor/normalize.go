@@ -757,8 +757,17 @@ func constArithm(x syntax.ArithmExpr) bool {
 		if len(x.Parts) != 1 {
 			return false
 		}
-		l, ok := x.Parts[0].(*syntax.Lit)
-		return ok && numericConst(l.Value)
+		switch p := x.Parts[0].(type) {
+		case *syntax.Lit:
+			return numericConst(p.Value)
+		case *syntax.ParamExp:
+			// $?, $#, $$ and $! expand to numbers (or nothing), and so
+			// does a length ${#name} (${#a[@]}, ${#a[2]}: the index is
+			// checked like any subscript), never to text bash evaluates.
+			return numericParam(p) || p.Length && p.Param != nil && syntax.ValidName(p.Param.Value) &&
+				!p.Excl && p.Slice == nil && p.Repl == nil && p.Names == 0 && p.Exp == nil &&
+				(p.Index == nil || allIndex(p.Index) || constArithm(p.Index))
+		}
 	}
 	return false
 }
@@ -795,9 +804,12 @@ func numericConst(s string) bool {
 // constant, signed or not ("-1").
 func testConst(w *syntax.Word) bool {
 	if len(w.Parts) == 1 {
-		if l, ok := w.Parts[0].(*syntax.Lit); ok {
-			v := strings.TrimLeft(l.Value, "+-")
-			return len(l.Value)-len(v) <= 1 && numericConst(v)
+		switch p := w.Parts[0].(type) {
+		case *syntax.Lit:
+			v := strings.TrimLeft(p.Value, "+-")
+			return len(p.Value)-len(v) <= 1 && numericConst(v)
+		case *syntax.ParamExp:
+			return constArithm(w) // $?, $#, ${#name}: numbers
 		}
 	}
 	return false

@@ -240,6 +240,9 @@ func TestReviewShellHiddenCodeGaps(t *testing.T) {
 		`echo; [ * ]`,
 		`echo; [ "$@" ]`,
 		`o=-v; n='a[$(id)]'; [ ! "$o" "$n" ]`,
+		// A length whose index is text: the index is arithmetic.
+		`x='a[$(id)]'; [[ ${#b[x]} -gt 1 ]]`,
+		`x='a[$(id)]'; echo $(( ${#x} + x ))`,
 	} {
 		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != executor.ReasonInvalidCommand {
 			t.Errorf("%q: %s, want %s", cmd, got, executor.ReasonInvalidCommand)
@@ -269,6 +272,11 @@ func TestReviewShellHiddenCodeGaps(t *testing.T) {
 		`test "$x" -eq 1; echo`,
 		`[ ! "$a" != "$b" ]; echo`,
 		`[ "$x" -nt "$y" ]; echo`,
+		// Parameters that always expand to numbers, in arithmetic.
+		`[[ $? -ne 0 ]] && echo`,
+		`(( $# > 0 )) && echo`,
+		`[[ ${#x} -gt 3 ]] && echo`,
+		`echo $(( $$ + ${#a[@]} ))`,
 	} {
 		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != executor.Allow {
 			t.Errorf("%q: %s, want allow", cmd, got)
