@@ -72,11 +72,13 @@ type ExecutionRequest struct {
 	Scope ExecutionScope
 	// Timeout bounds the callable (0: no per-action deadline).
 	Timeout time.Duration
-	// IdempotencyKey is passed to the callable's transport, never used to
-	// retry within an attempt.
+	// IdempotencyKey is the caller's key for the request: covered by the
+	// request digest (so it is in the evidence), never used to retry
+	// within an attempt. The callable does not receive it: one that needs
+	// it for its transport takes it as an argument.
 	IdempotencyKey string
-	// Approval names an approval granted for an earlier escalation (a new
-	// attempt). It is recorded, not trusted: the exception store decides.
+	// Metadata is the caller's annotations (JSON values): covered by the
+	// request digest, never policy input and never trusted.
 	Metadata map[string]any
 }
 
