@@ -510,10 +510,6 @@ func orNone(list []string) string {
 	return strings.Join(list, ", ")
 }
 
-// maxSafeInt is 2^53-1, the largest integer that canonical JSON (RFC 8785,
-// IEEE doubles) carries exactly; the schema's #SafeInt.
-const maxSafeInt = 1<<53 - 1
-
 // microseconds parses a Go duration that is a positive whole number of
 // microseconds.
 func microseconds(s string) (int64, error) {
@@ -524,8 +520,8 @@ func microseconds(s string) (int64, error) {
 	if d <= 0 || d%time.Microsecond != 0 {
 		return 0, fmt.Errorf("%q must be a positive whole number of microseconds", s)
 	}
-	if d.Microseconds() > maxSafeInt {
-		return 0, fmt.Errorf("%q is more than %d microseconds, the largest integer a snapshot holds exactly", s, int64(maxSafeInt))
+	if d.Microseconds() > snapshot.MaxSafeInt {
+		return 0, fmt.Errorf("%q is more than %d microseconds, the largest integer a snapshot holds exactly", s, int64(snapshot.MaxSafeInt))
 	}
 	return d.Microseconds(), nil
 }

@@ -271,7 +271,7 @@ func validateRule(r Rule) error {
 		if r.ApproverClass != nil && *r.ApproverClass == "" {
 			return fmt.Errorf("empty approver_class")
 		}
-		if r.ExpiresAfterMicroseconds != nil && (*r.ExpiresAfterMicroseconds <= 0 || *r.ExpiresAfterMicroseconds > maxSafeInt) {
+		if r.ExpiresAfterMicroseconds != nil && (*r.ExpiresAfterMicroseconds <= 0 || *r.ExpiresAfterMicroseconds > MaxSafeInt) {
 			return fmt.Errorf("expires_after_microseconds must be in [1, 2^53-1]")
 		}
 		return checkAction(r.Action, r.TargetKind, r.Target, true)
@@ -353,10 +353,10 @@ func validateRule(r Rule) error {
 		}
 		// Integers beyond 2^53-1 have no exact canonical form: JCS writes
 		// the nearest double, so 2^53 and 2^53+1 would share a digest.
-		if r.Limit < 0 || r.Limit > maxSafeInt {
+		if r.Limit < 0 || r.Limit > MaxSafeInt {
 			return fmt.Errorf("limit must be in [0, 2^53-1]")
 		}
-		if r.WindowMicroseconds != nil && (*r.WindowMicroseconds <= 0 || *r.WindowMicroseconds > maxSafeInt) {
+		if r.WindowMicroseconds != nil && (*r.WindowMicroseconds <= 0 || *r.WindowMicroseconds > MaxSafeInt) {
 			return fmt.Errorf("window_microseconds must be in [1, 2^53-1]")
 		}
 		return nil
@@ -375,8 +375,10 @@ func validateRule(r Rule) error {
 	return fmt.Errorf("unknown rule type %T", r)
 }
 
-// maxSafeInt is 2^53-1: canonical JSON numbers are doubles, exact up to it.
-const maxSafeInt = 1<<53 - 1
+// MaxSafeInt is the largest integer a snapshot holds (2^53-1): canonical
+// JSON numbers are doubles, exact up to it. Limits, durations and
+// expansion values beyond it are refused.
+const MaxSafeInt = 1<<53 - 1
 
 // expansionValue reports whether v is what a declaration's expansion may
 // list (the schema's string | #SafeInt): Parse gives numbers as
@@ -390,13 +392,13 @@ func expansionValue(v any) bool {
 			return false
 		}
 		n, err := x.Int64()
-		return err == nil && n >= -maxSafeInt && n <= maxSafeInt
+		return err == nil && n >= -MaxSafeInt && n <= MaxSafeInt
 	case int:
-		return x >= -maxSafeInt && x <= maxSafeInt
+		return x >= -MaxSafeInt && x <= MaxSafeInt
 	case int64:
-		return x >= -maxSafeInt && x <= maxSafeInt
+		return x >= -MaxSafeInt && x <= MaxSafeInt
 	case float64:
-		return x == float64(int64(x)) && x >= -maxSafeInt && x <= maxSafeInt
+		return x == float64(int64(x)) && x >= -MaxSafeInt && x <= MaxSafeInt
 	}
 	return false
 }
