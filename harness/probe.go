@@ -291,10 +291,8 @@ func lookPath(name, path string) string {
 func packageJSONSHA256(script string) string {
 	dir := filepath.Dir(script)
 	for range 4 {
-		data, err := os.ReadFile(filepath.Join(dir, "package.json"))
-		if err == nil {
-			sum := sha256.Sum256(data)
-			return hex.EncodeToString(sum[:])
+		if h, err := fileSHA256(filepath.Join(dir, "package.json")); err == nil {
+			return h
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir || filepath.Base(dir) == "node_modules" {
