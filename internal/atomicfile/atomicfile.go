@@ -13,6 +13,14 @@ import (
 // WriteFile writes data to path via a temporary file in the same directory,
 // fsync and rename.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return WriteFileThen(path, data, perm, nil)
+}
+
+// WriteFileThen is WriteFile, running then (when not nil) once data is
+// durable under its temporary name and before it replaces path: a failure
+// of then, or before it, leaves path as it was, and only a failed rename
+// after it can part the two.
+func WriteFileThen(path string, data []byte, perm os.FileMode, then func() error) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -33,6 +41,11 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	}
 	if err := os.Chmod(tmp, perm); err != nil {
 		return err
+	}
+	if then != nil {
+		if err := then(); err != nil {
+			return err
+		}
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return err

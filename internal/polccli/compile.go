@@ -138,32 +138,9 @@ func writeCompileOutput(out string, snapshots map[string][]byte, bundle []byte) 
 	if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
 		return fmt.Errorf("%s is a directory", diag.Rel(out, target))
 	}
-	f, err := os.CreateTemp(out, "."+compiler.BundleFile+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op once renamed
-	_, err = f.Write(bundle)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = atomicfile.ReplaceDir(out, "snapshots", snapshots)
-	}
-	if err == nil {
-		err = os.Rename(tmp, target)
-	}
-	if err != nil {
-		return err
-	}
-	return atomicfile.SyncDir(out)
+	return atomicfile.WriteFileThen(target, bundle, 0o644, func() error {
+		return atomicfile.ReplaceDir(out, "snapshots", snapshots)
+	})
 }
 
 // readParents parses --parent snapshot files.
