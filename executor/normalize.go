@@ -498,16 +498,84 @@ func mcpFacets(args map[string]string, _ string, out *Normalized) *NormalizeErro
 	return nil
 }
 
-// bashFacets puts the command's facets (ParseCommand) in out.
-func bashFacets(args map[string]string, _ string, out *Normalized) *NormalizeError {
+// bashFacets puts the command's facets (ParseCommand) in out: its argvs
+// and environment names, and the files and connections its redirections
+// open (redirectFacets).
+func bashFacets(args map[string]string, ws string, out *Normalized) *NormalizeError {
 	c, err := ParseCommand(args["command"])
 	if err != nil {
 		return err
+	}
+	for _, r := range c.Redirects {
+		if err := redirectFacets(r, c.ChangesDir, ws, out); err != nil {
+			return err
+		}
 	}
 	out.Commands = append(out.Commands, c.Argv...)
 	out.Env = append(out.Env, c.Env...)
 	slices.Sort(out.Env)
 	out.ShellControl = c.ShellControl
+	return nil
+}
+
+// redirectFacets adds what redirection r opens to out. Bash itself opens
+// a redirection's file, whatever program the command runs, so an
+// allowlist of read-only programs with shell allowed would otherwise
+// write anywhere ("echo x > /etc/cron.d/x"), and bash connects to
+// /dev/tcp/HOST/PORT and /dev/udp/HOST/PORT itself, files or no files.
+// The descriptor files bash handles itself (/dev/stdin, /dev/stdout,
+// /dev/stderr, /dev/fd/N) and /dev/null open nothing to judge. A relative
+// target is judged against the workspace, where the command starts; one
+// in a command that may change directory (changesDir) names no file the
+// policy can judge and is refused.
+func redirectFacets(r Redirect, changesDir bool, ws string, out *Normalized) *NormalizeError {
+	t := r.Target
+	if t == "/dev/null" || t == "/dev/stdin" || t == "/dev/stdout" || t == "/dev/stderr" ||
+		strings.HasPrefix(t, "/dev/fd/") && digits(t[len("/dev/fd/"):]) {
+		return nil
+	}
+	if rest, ok := strings.CutPrefix(t, "/dev/tcp/"); ok || strings.HasPrefix(t, "/dev/udp/") {
+		if !ok {
+			rest = t[len("/dev/udp/"):]
+		}
+		// bash splits HOST at the first '/' and resolves it and PORT with
+		// getaddrinfo: a service name, a percent sign or a second '/'
+		// would be read differently here than there.
+		host, port, _ := strings.Cut(rest, "/")
+		if host == "" || !digits(port) || strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:") != "" {
+			return nerr(ReasonInvalidCommand, "%s: bash connects to %q: the host must be a name or address and the port a number", r.Pos, t)
+		}
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+		hp, err := URLHost("tcp://" + host + ":" + port)
+		if err != nil {
+			return nerr(ReasonInvalidCommand, "%s: bash connects to %q: %s", r.Pos, t, err.Detail)
+		}
+		if !slices.Contains(out.Hosts, hp) {
+			out.Hosts = append(out.Hosts, hp)
+		}
+		return nil
+	}
+	if changesDir && !filepath.IsAbs(t) {
+		return nerr(ReasonInvalidCommand, "%s: relative redirection target %q in a command that may change directory: use an absolute path", r.Pos, t)
+	}
+	p, err := NormalizePath(ws, t)
+	if err != nil {
+		return err
+	}
+	add := func(access string) {
+		pa := PathAccess{Path: p, Access: access}
+		if !slices.Contains(out.Paths, pa) {
+			out.Paths = append(out.Paths, pa)
+		}
+	}
+	if r.Read {
+		add("read")
+	}
+	if r.Write {
+		add("write")
+	}
 	return nil
 }
 
@@ -529,6 +597,83 @@ type Command struct {
 	// Assign in its environment — a glob in it is the literal text the
 	// policy saw — and a runner must run it so, not through a shell.
 	ShellControl bool
+	// Redirects are the command's redirections that open a file, in
+	// source order. Descriptor duplications (2>&1, <&-) and here-documents
+	// open none; a target known only at run time (a variable, a glob, a
+	// brace, a tilde, >&$fd) is refused.
+	Redirects []Redirect
+	// ChangesDir is set when a command may change bash's working
+	// directory: cd, pushd, popd, eval, source or ., also behind builtin or
+	// command, or a command word known only at run time.
+	ChangesDir bool
+}
+
+// Redirect is a redirection that opens a file.
+type Redirect struct {
+	// Target is the file as bash names it (quotes removed), relative to
+	// the working directory when not absolute.
+	Target string
+	// Read and Write are the accesses it opens the file with (<> both).
+	Read, Write bool
+	// Pos is the redirection's "line:col" in the command.
+	Pos string
+}
+
+// dirCommands are the commands that may change bash's working directory
+// or run text as code that may (ChangesDir).
+var dirCommands = map[string]bool{"cd": true, "pushd": true, "popd": true, "eval": true, "source": true, ".": true}
+
+// redirection is what n opens: nil for a here-document or a descriptor
+// duplication, ok false for a target known only at run time.
+func redirection(n *syntax.Redirect) (r *Redirect, ok bool) {
+	var read, write bool
+	switch n.Op {
+	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
+		return nil, true
+	case syntax.RdrIn:
+		read = true
+	case syntax.RdrInOut:
+		read, write = true, true
+	case syntax.DplIn, syntax.DplOut:
+		// N>&M and N>&- duplicate or close a descriptor; N>&$x does too
+		// when x holds a number, and opens the file x names otherwise
+		// (and >&file is &>file). <&file is an error in bash: judged
+		// as a read, it fails closed either way.
+		if !literalWord(n.Word) {
+			return nil, false
+		}
+		v, err := expand.Literal(nil, n.Word)
+		if err != nil {
+			return nil, false
+		}
+		if digits(strings.TrimSuffix(v, "-")) || v == "-" {
+			return nil, true
+		}
+		read, write = n.Op == syntax.DplIn, n.Op == syntax.DplOut
+	default: // >, >>, >|, &>, &>>
+		write = true
+	}
+	if len(n.Word.Parts) == 1 {
+		if _, ok := n.Word.Parts[0].(*syntax.ProcSubst); ok {
+			return nil, true // >(cmd), <(cmd): a pipe to commands judged themselves
+		}
+	}
+	if !literalWord(n.Word) {
+		return nil, false
+	}
+	for i, p := range n.Word.Parts {
+		// bash expands a redirection's word: an unquoted glob names the
+		// one file it matches, a brace (a{b..b}) or a leading tilde
+		// another text than the one written.
+		if l, isLit := p.(*syntax.Lit); isLit && (strings.ContainsAny(l.Value, "*?[{") || i == 0 && strings.HasPrefix(l.Value, "~")) {
+			return nil, false
+		}
+	}
+	v, err := expand.Literal(nil, n.Word)
+	if err != nil || v == "" {
+		return nil, false
+	}
+	return &Redirect{Target: v, Read: read, Write: write, Pos: n.Pos().String()}, true
 }
 
 // ParseCommand parses src with a real shell parser (bash) into the
@@ -549,6 +694,7 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 		}
 	}
 	var builtins []*syntax.CallExpr
+	var runtimeRedir *syntax.Redirect // the first redirection opening a file known only at run time
 	syntax.Walk(f, func(node syntax.Node) bool {
 		switch n := node.(type) { // text bash would run as code
 		case *syntax.ArithmExp:
@@ -572,6 +718,11 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 				hide(n, !specialValueSafe(n.Param.Value, n.Exp.Word, true))
 			}
 		case *syntax.Redirect:
+			if r, ok := redirection(n); !ok && runtimeRedir == nil {
+				runtimeRedir = n
+			} else if r != nil {
+				c.Redirects = append(c.Redirects, *r)
+			}
 			if n.N == nil {
 				break
 			}
@@ -654,6 +805,18 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 				shell = true // a bare assignment only means something to a shell
 				return true
 			}
+			for i, w := range n.Args {
+				// builtin and command (options aside) run the command
+				// their next word names.
+				v, _ := expand.Literal(nil, w)
+				if !literalWord(w) || dirCommands[v] {
+					c.ChangesDir = true
+					break
+				}
+				if v != "builtin" && v != "command" && (i == 0 || !strings.HasPrefix(v, "-")) {
+					break
+				}
+			}
 			argv := make([]string, 0, len(n.Args))
 			for _, w := range n.Args {
 				if !literalWord(w) {
@@ -701,6 +864,11 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 		// no command of it says so. The policy cannot judge what it
 		// cannot see: refuse.
 		return Command{}, nerr(ReasonInvalidCommand, "%s: bash may run text known only at run time as code: %s", hidden.Pos(), nodeSource(hidden))
+	}
+	if runtimeRedir != nil {
+		// The policy judges the file a redirection opens; a name bash
+		// only knows when it runs (a variable, a glob, a tilde) is none.
+		return Command{}, nerr(ReasonInvalidCommand, "%s: redirection to a file known only at run time: %s", runtimeRedir.Pos(), nodeSource(runtimeRedir))
 	}
 	for name := range env {
 		c.Env = append(c.Env, name)

@@ -209,7 +209,8 @@ func TestReviewShellHiddenCodeGaps(t *testing.T) {
 	p := reviewPolicy(t, `
 	actions: allow: ["bash"]
 	subprocess: {mode: "allowlist", allow: ["echo *", "printf *", "read *", "test *", "[ *", "wait *", "command *", "builtin *", "mapfile *", "set *", ": *", "exec *", "unset *"], shell: "allow"}
-	environment: read: ["*"]`)
+	environment: read: ["*"]
+	filesystem: read: ["/ws/**"]`)
 	for _, cmd := range []string{
 		`n='a[$(id)]'; printf -v "$n" %s x`,
 		`echo; printf '-va[$(id)]' %s x`,
@@ -292,7 +293,8 @@ func TestReviewShellBuiltinAssignmentsAreEnv(t *testing.T) {
 	p := reviewPolicy(t, `
 	actions: allow: ["bash"]
 	subprocess: {mode: "allowlist", allow: ["git *", "read *", "printf *", "mapfile *", "getopts *", ": *", "unset *"], shell: "allow"}
-	environment: {read: ["GIT_*"], deny: ["PATH"]}`)
+	environment: {read: ["GIT_*"], deny: ["PATH"]}
+	filesystem: read: ["/ws/**"]`)
 	for _, cmd := range []string{
 		`read PATH <<< /ws/evil; git status`,
 		`read -r -a PATH <<< /ws/evil; git status`,

