@@ -808,8 +808,12 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			for i, w := range n.Args {
 				// builtin and command (options aside) run the command
 				// their next word names.
+				if !literalWord(w) {
+					c.ChangesDir = true
+					break
+				}
 				v, _ := expand.Literal(nil, w)
-				if !literalWord(w) || dirCommands[v] {
+				if dirCommands[v] {
 					c.ChangesDir = true
 					break
 				}

@@ -3,6 +3,7 @@ package executor
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,7 +166,8 @@ func TestNormalizeRejects(t *testing.T) {
 }
 
 func FuzzNormalizeBash(f *testing.F) {
-	for _, s := range []string{"ls -la", "a && b | c", "echo $(x) `y` <<EOF\nz\nEOF", "for i in 1; do x; done"} {
+	for _, s := range []string{"ls -la", "a && b | c", "echo $(x) `y` <<EOF\nz\nEOF", "for i in 1; do x; done",
+		"cat < a <> b >> /c/../d 2>&1 >&e >/dev/tcp/h/1", "exec 3>&- {x}<f; cd d; echo >/abs"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) {
@@ -175,6 +177,19 @@ func FuzzNormalizeBash(f *testing.F) {
 		}
 		if len(n.Commands) > 1 && !n.ShellControl {
 			t.Fatalf("%q: several commands without shell_control", cmd)
+		}
+		if (len(n.Paths) > 0 || len(n.Hosts) > 0) && !n.ShellControl {
+			t.Fatalf("%q: redirection facets without shell_control", cmd)
+		}
+		for _, pa := range n.Paths {
+			if !filepath.IsAbs(pa.Path) || filepath.Clean(pa.Path) != pa.Path || pa.Access != "read" && pa.Access != "write" {
+				t.Fatalf("%q: path facet %+v", cmd, pa)
+			}
+		}
+		for _, h := range n.Hosts {
+			if _, err := URLHost("tcp://" + h); err != nil || strings.ToLower(h) != h {
+				t.Fatalf("%q: host facet %q", cmd, h)
+			}
 		}
 	})
 }
