@@ -221,14 +221,7 @@ func approvedBy(snaps []*snapshot.Snapshot, path string, value any) *snapshot.Ex
 // diffSecrets compares exposures: a grant NEW has that OLD does not cover
 // (at that exposure or above) widens; a forbid OLD had and NEW lacks widens.
 func diffSecrets(o, n *resolved, add func(kind, path string, value any, note string)) {
-	covered := func(in *resolved, s *secret) bool {
-		for _, x := range in.secrets {
-			if x.exposure != "forbid" && exposureRank[x.exposure] >= exposureRank[s.exposure] && coversNS(x.namespace, s.namespace) {
-				return true
-			}
-		}
-		return false
-	}
+	covered := func(in *resolved, s *secret) bool { return grants(in.secrets, s) }
 	for _, k := range sortedKeys(n.secrets) {
 		s := n.secrets[k]
 		if s.exposure == "forbid" {
@@ -249,6 +242,46 @@ func diffSecrets(o, n *resolved, add func(kind, path string, value any, note str
 			add("narrowed", "secrets."+s.exposure, s.namespace, "")
 		}
 	}
+	// The most restrictive matching entry wins: a narrower entry OLD had
+	// inside a wider grant ("a/x: reference_only" in "a/*: inject") that
+	// NEW drops widens its namespaces, though every NEW grant is covered
+	// by OLD's (a NEW grant OLD does not cover is reported above).
+	for _, k := range sortedKeys(o.secrets) {
+		r := o.secrets[k]
+		if r.exposure == "forbid" || restricts(n.secrets, r) {
+			continue
+		}
+		for _, gk := range sortedKeys(n.secrets) {
+			g := n.secrets[gk]
+			if g.exposure != "forbid" && exposureRank[g.exposure] > exposureRank[r.exposure] && covered(o, g) &&
+				pattern.Overlaps(pattern.Namespace, g.namespace, r.namespace) {
+				add("widened", "secrets."+g.exposure, r.namespace, "was "+r.exposure+" inside "+g.namespace)
+				break
+			}
+		}
+	}
+}
+
+// grants reports whether an entry of secrets grants every namespace of s
+// at s's exposure or above.
+func grants(secrets map[string]*secret, s *secret) bool {
+	for _, x := range secrets {
+		if x.exposure != "forbid" && exposureRank[x.exposure] >= exposureRank[s.exposure] && coversNS(x.namespace, s.namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+// restricts reports whether an entry of secrets keeps every namespace of
+// s at s's exposure or below.
+func restricts(secrets map[string]*secret, s *secret) bool {
+	for _, x := range secrets {
+		if exposureRank[x.exposure] <= exposureRank[s.exposure] && coversNS(x.namespace, s.namespace) {
+			return true
+		}
+	}
+	return false
 }
 
 func coversNS(parent, child string) bool { return pattern.Covers(pattern.Namespace, parent, child) }

@@ -361,7 +361,54 @@ func (r *resolver) secrets() {
 			r.expand("secrets."+sd.Exposure, ns, s.pos, "parent grants "+orNone(grants))
 		}
 	}
+	if r.parent != nil {
+		r.keepRestrictions(next)
+	}
 	r.out.secrets = next
+}
+
+// keepRestrictions keeps the parent's narrower exposures inside the
+// child's wider grants. The most restrictive matching entry wins, so a
+// parent with "a/*: inject" and "a/x: reference_only" gives a/x
+// reference_only; a child listing only "a/*: inject" would silently give
+// it inject. A parent entry that a wider child grant may match
+// (Overlaps) is kept when that grant covers it (keeping it then only
+// lowers exposures, like a forbid entry kept); when a grant the parent
+// covers only overlaps it, keeping it would grant its other namespaces,
+// so that grant is an expansion unless the child restricts the parent
+// entry's whole namespace itself.
+func (r *resolver) keepRestrictions(next map[string]*secret) {
+	keys := sortedKeys(next)
+	for _, pk := range sortedKeys(r.parent.secrets) {
+		ps := r.parent.secrets[pk]
+		if ps.exposure == "forbid" || next[pk] != nil {
+			continue // forbids are kept already; the child lists it itself
+		}
+		if restricts(next, ps) {
+			continue
+		}
+		var partial []*secret
+		for _, k := range keys {
+			c := next[k]
+			if c.exposure == "forbid" || exposureRank[c.exposure] <= exposureRank[ps.exposure] || !pattern.Overlaps(pattern.Namespace, c.namespace, ps.namespace) {
+				continue
+			}
+			if pattern.Covers(pattern.Namespace, c.namespace, ps.namespace) {
+				next[pk] = ps
+				partial = nil
+				break
+			}
+			if grants(r.parent.secrets, c) {
+				// (a grant the parent does not cover is an expansion
+				// already, reported or authorized as such)
+				partial = append(partial, c)
+			}
+		}
+		for _, c := range partial {
+			r.expand("secrets."+c.exposure, c.namespace, c.pos,
+				fmt.Sprintf("parent restricts %s to %s there; list that entry here to keep it", ps.namespace, ps.exposure))
+		}
+	}
 }
 
 var budgetFields = []struct {
