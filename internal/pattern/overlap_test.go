@@ -108,3 +108,25 @@ func TestOverlapsAgreesWithMatch(t *testing.T) {
 		t.Errorf("%d of 300 pairs overlap: the generator no longer tests both answers", found)
 	}
 }
+
+// FuzzOverlapsNamespace: Overlaps is symmetric and never says disjoint
+// when a namespace matches both.
+func FuzzOverlapsNamespace(f *testing.F) {
+	f.Add("a/*/x", "a/b/*", "a/b/x")
+	f.Add("**", "a/**/b", "a/b")
+	f.Fuzz(func(t *testing.T, a, b, s string) {
+		if Validate(Namespace, a) != nil || Validate(Namespace, b) != nil || len(a)+len(b) > 64 {
+			return
+		}
+		got := Overlaps(Namespace, a, b)
+		if got != Overlaps(Namespace, b, a) {
+			t.Fatalf("Overlaps(%q, %q) is not symmetric", a, b)
+		}
+		if !got && Match(Namespace, a, s) && Match(Namespace, b, s) {
+			t.Fatalf("Overlaps(%q, %q) = false, but both match %q", a, b, s)
+		}
+		if Covers(Namespace, a, b) && !got {
+			t.Fatalf("%q covers %q but Overlaps is false", a, b)
+		}
+	})
+}
