@@ -36,6 +36,9 @@ type Result struct {
 	Files map[string][]byte
 	// Tests are the declared decision tests.
 	Tests []*TestCase
+	// Harnesses are the declared HarnessSpecs (schema-checked only: the
+	// harness package checks the rest, harness.Check).
+	Harnesses []*Harness
 	// Dumps holds the dump of each stage that ran, by stage name.
 	Dumps map[string]any
 	// Diagnostics are every error and warning, sorted.
@@ -109,6 +112,7 @@ func (s *state) load() diag.List {
 func (s *state) validate() diag.List {
 	diags := s.decls.validate()
 	s.res.Tests = s.decls.Tests
+	s.res.Harnesses = s.decls.Harnesses
 	if !diags.HasErrors() && len(s.decls.Policies) == 0 && len(s.decls.Harnesses) == 0 {
 		diags.Add(diag.Pos{}, diag.CodeNoPolicies, "no policies declared (declare them under `policies: <name>: {...}` or `harnesses: <name>: {...}`)")
 	}

@@ -161,6 +161,18 @@ type specDecl struct {
 // against dir. Problems are returned as positioned diagnostics; the Spec is
 // nil when there is an error.
 func FromDeclaration(h *compiler.Harness, dir string) (*Spec, diag.List) {
+	return fromDeclaration(h, dir, true)
+}
+
+// Check runs FromDeclaration's checks of a harness declaration except the
+// policy snapshot it names, which is not read: polc vet and compile check
+// harnesses before (or while) that snapshot is compiled.
+func Check(h *compiler.Harness, dir string) diag.List {
+	_, diags := fromDeclaration(h, dir, false)
+	return diags
+}
+
+func fromDeclaration(h *compiler.Harness, dir string, withPolicy bool) (*Spec, diag.List) {
 	var diags diag.List
 	var d specDecl
 	dec := json.NewDecoder(bytes.NewReader(h.JSON))
@@ -270,6 +282,11 @@ func FromDeclaration(h *compiler.Harness, dir string) (*Spec, diag.List) {
 			if strings.Contains(name, "_") {
 				errf("mcp.servers."+name, diag.CodeInvalidValue, "mcp server name %q: '_' is not allowed (providers split tool names on it)", name)
 			}
+			if strings.Contains(name, ".") && d.Provider == "codex" {
+				// -c mcp_servers.NAME.command=… is a dotted TOML key path:
+				// "a.b" would configure server "a".
+				errf("mcp.servers."+name, diag.CodeInvalidValue, "mcp server name %q: '.' is not allowed for codex (its config keys split on it)", name)
+			}
 			s.MCP = append(s.MCP, m)
 		}
 		slices.SortFunc(s.MCP, func(a, b MCPServer) int { return strings.Compare(a.Name, b.Name) })
@@ -329,7 +346,9 @@ func FromDeclaration(h *compiler.Harness, dir string) (*Spec, diag.List) {
 				errf(sec, diag.CodeHarnessPolicyConflict, "%s comes from the policy snapshot; do not declare it too", sec)
 			}
 		}
-		s.importPolicy(abs(d.Policy.Snapshot), d.Policy.Digest, &diags)
+		if withPolicy {
+			s.importPolicy(abs(d.Policy.Snapshot), d.Policy.Digest, &diags)
+		}
 	}
 	if diags.HasErrors() {
 		return nil, diags

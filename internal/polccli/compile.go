@@ -89,7 +89,7 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 		}
 	}
 	res := compiler.Compile(cfg, p.paths)
-	diags = append(diags, res.Diagnostics...)
+	diags = append(append(diags, res.Diagnostics...), checkHarnesses(e, res)...).Sorted()
 	if p.dump != "" {
 		if d, ok := res.Dumps[p.dump]; ok {
 			b, err := json.MarshalIndent(d, "", "  ")

@@ -6,6 +6,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"polc.dev/polc/compiler"
+	"polc.dev/polc/harness"
+	"polc.dev/polc/internal/diag"
 )
 
 type vetParams struct {
@@ -44,5 +46,16 @@ func runVet(_ context.Context, e *env, p *vetParams) error {
 		return report(e, diags, f)
 	}
 	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents}, p.paths)
-	return report(e, append(diags, res.Diagnostics...), f)
+	return report(e, append(append(diags, res.Diagnostics...), checkHarnesses(e, res)...).Sorted(), f)
+}
+
+// checkHarnesses runs the harness package's checks of the declared
+// harnesses (the compiler checks them against the schema only), so that
+// vet and compile report what harness plan would refuse.
+func checkHarnesses(e *env, res *compiler.Result) diag.List {
+	var diags diag.List
+	for _, h := range res.Harnesses { // only those the schema accepted
+		diags = append(diags, harness.Check(h, e.dir)...)
+	}
+	return diags
 }
