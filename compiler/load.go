@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -252,6 +253,16 @@ func (l *loader) userPos(e cueerrors.Error) diag.Pos {
 }
 
 func (l *loader) addCUEErrors(err error, file, code string) {
+	var ce cueerrors.Error
+	if !errors.As(err, &ce) {
+		// The YAML decoder's errors are plain "file:line: message".
+		line, msg, ok := SplitLineError(err, file)
+		if !ok {
+			msg = err.Error()
+		}
+		l.diags.Add(diag.Pos{File: file, Line: line}, code, "%s", msg)
+		return
+	}
 	for _, e := range cueerrors.Errors(err) {
 		pos := l.userPos(e)
 		if pos.File == "" {
@@ -264,6 +275,21 @@ func (l *loader) addCUEErrors(err error, file, code string) {
 		}
 		l.diags.Add(pos, code, "%s", msg)
 	}
+}
+
+// SplitLineError splits an error of the form "file:line: message" (the
+// YAML decoder's) into its line and message; ok is false for any other.
+func SplitLineError(err error, file string) (line int, msg string, ok bool) {
+	rest, found := strings.CutPrefix(err.Error(), file+":")
+	if !found {
+		return 0, "", false
+	}
+	n, msg, found := strings.Cut(rest, ": ")
+	line, perr := strconv.Atoi(n)
+	if !found || perr != nil || line <= 0 {
+		return 0, "", false
+	}
+	return line, msg, true
 }
 
 // declarations checks the top level of one source and validates each

@@ -8,7 +8,6 @@ import (
 	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"polc.dev/polc/certificate"
+	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/strictjson"
 )
@@ -211,12 +211,8 @@ func checkMembers(v cue.Value) error {
 // diagnostic prints once. The YAML decoder's errors are plain text,
 // "FILE:LINE: message", with no column.
 func cueError(path string, err error) error {
-	if rest, ok := strings.CutPrefix(err.Error(), path+":"); ok {
-		if n, msg, ok := strings.Cut(rest, ": "); ok {
-			if line, perr := strconv.Atoi(n); perr == nil && line > 0 {
-				return &posError{line, 0, msg}
-			}
-		}
+	if line, msg, ok := compiler.SplitLineError(err, path); ok {
+		return &posError{line, 0, msg}
 	}
 	for _, e := range cueerrors.Errors(err) {
 		for _, p := range append([]token.Pos{e.Position()}, e.InputPositions()...) {
