@@ -426,8 +426,9 @@ type Explanation struct {
 // Explain evaluates r and also returns the intermediate match sets.
 func (p *Policy) Explain(r *Normalized) (Decision, Explanation, Diagnostics) {
 	s := p.NewScratch()
-	d := Decision{RuleIDs: []string{}, Reasons: []string{}}
+	var d Decision
 	diags := p.EvaluateInto(r, s, &d)
+	d.fillEmpty() // as Evaluate's: a gate without rules has [], not null
 	ids := func(b bits) []string {
 		out := []string{}
 		for i := range p.ruleIDs {
