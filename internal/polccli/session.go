@@ -2,7 +2,9 @@ package polccli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,7 +167,12 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 // inputErr reports err as a positioned invalid_input diagnostic on file.
 func (s *session) inputErr(file string, err error) error {
 	var d diag.List
-	d.Add(posIn(diag.Rel(s.e.dir, file), err), diag.CodeInvalidInput, "%v", err)
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		// Unreadable, as every other command reports it.
+		d.Add(diag.Pos{File: diag.Rel(s.e.dir, file)}, diag.CodeIO, "cannot read: %v", pe.Err)
+	} else {
+		d.Add(posIn(diag.Rel(s.e.dir, file), err), diag.CodeInvalidInput, "%v", err)
+	}
 	return report(s.e, d, diag.FormatText)
 }
 
