@@ -250,7 +250,6 @@ const (
 	CodeHarnessPolicyUnmappable = "harness_policy_unmappable"
 	CodeLegacyYolo              = "legacy_yolo"
 	CodeHarnessMissing          = "harness_missing"
-	CodeCapabilityNotEnforced   = "capability_not_enforced"
 	CodeHarnessCompile          = "harness_compile_error"
 	CodeNoEffect                = "no_effect"
 	CodePolicyExpired           = "policy_expired"
