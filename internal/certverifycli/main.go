@@ -98,6 +98,15 @@ func Run(ctx context.Context, args []string, env Env) int {
 	default:
 		err = &usageError{fmt.Sprintf("unknown command %q", cmd)}
 	}
+	if hr := (*helpRequest)(nil); errors.As(err, &hr) {
+		// certverify CMD -h: the usage and CMD's flags, exit 0 like
+		// certverify -h.
+		fmt.Fprint(env.Stderr, usage)
+		hr.fs.SetOutput(env.Stderr)
+		fmt.Fprintf(env.Stderr, "\nflags of %s:\n", cmd)
+		hr.fs.PrintDefaults()
+		return ExitVerified
+	}
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -147,7 +156,9 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return nil, &helpRequest{fs}
+		} else if err != nil {
 			return nil, &usageError{err.Error()}
 		}
 		rest := fs.Args()
@@ -161,6 +172,11 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		args = rest[1:]
 	}
 }
+
+// helpRequest is -h or --help after a command.
+type helpRequest struct{ fs *flag.FlagSet }
+
+func (h *helpRequest) Error() string { return "help requested" }
 
 // multiFlag collects a repeatable string flag.
 type multiFlag []string
