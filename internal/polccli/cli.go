@@ -59,6 +59,7 @@ func Main() int {
 
 // Run runs polc with args and returns the exit code.
 func Run(ctx context.Context, args []string, e *env) int {
+	groups := map[*cobra.Command]func(*cobra.Command, []string) error{}
 	root := &cobra.Command{
 		Use:           "polc",
 		Short:         "polc compiles permission policies into canonical snapshots",
@@ -75,6 +76,17 @@ func Run(ctx context.Context, args []string, e *env) int {
 		newImportCmd(e), newSchemaCmd(e), newEvalCmd(e), newNormalizeCmd(e), newTestCmd(e),
 		newDiffCmd(e), newKeygenCmd(e), newHarnessCmd(e), newRunCmd(e), newServeCmd(e), newEvidenceCmd(e),
 	)
+	defaultHelp := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if g, ok := groups[c]; ok {
+			// A group's help shows no "polc [flags]" line: the group
+			// alone does nothing (needSubcommand).
+			c.RunE = nil
+			defer func() { c.RunE = g }()
+		}
+		defaultHelp(c, args)
+	})
+	needSubcommand(root, groups)
 	err := root.ExecuteContext(ctx)
 	var ee *exitError
 	var ue *usageError
@@ -87,6 +99,27 @@ func Run(ctx context.Context, args []string, e *env) int {
 		fmt.Fprintf(e.stderr, "polc: %v\n", err)
 	}
 	return exitCode(err)
+}
+
+// needSubcommand makes c and every command under it that only groups
+// subcommands (polc, polc harness, …) a usage error when run without one:
+// their help on stderr, exit 2. Cobra would print the help and exit 0,
+// which a CI script would take for success. groups records them.
+func needSubcommand(c *cobra.Command, groups map[*cobra.Command]func(*cobra.Command, []string) error) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for %q", args[0], c.CommandPath())
+			}
+			c.SetOut(c.ErrOrStderr())
+			_ = c.Help()
+			return usagef("%s needs a command", c.CommandPath())
+		}
+		groups[c] = c.RunE
+	}
+	for _, sub := range c.Commands() {
+		needSubcommand(sub, groups)
+	}
 }
 
 // exitCode is the exit code of a subcommand's error: ExitOK for nil, an
