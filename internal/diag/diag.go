@@ -179,15 +179,29 @@ const (
 	FormatText   Format = "text"
 	FormatJSON   Format = "json"
 	FormatGitHub Format = "github"
+	// FormatSARIF is a SARIF 2.1.0 log (OASIS), for code-scanning uploads.
+	FormatSARIF Format = "sarif"
 )
+
+// Document reports whether f prints one document (JSON, SARIF), which a
+// command writes to stdout even when the list is empty, rather than lines.
+func (f Format) Document() bool { return f == FormatJSON || f == FormatSARIF }
 
 // Print writes the sorted list in the given format. Text prints
 // "file:line:col: code: message", prefixing warnings with "warning: " after
 // the position; JSON prints {"diagnostics":[...]}; GitHub prints workflow
-// commands (::error file=…,line=…,col=…::code: message).
+// commands (::error file=…,line=…,col=…::code: message); SARIF prints one
+// run of the tool "polc" whose rules are the codes (sarif.go).
 func Print(w io.Writer, l List, f Format) error {
 	l = l.Sorted()
 	switch f {
+	case FormatSARIF:
+		b, err := json.MarshalIndent(sarifLog(l), "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
 	case FormatJSON:
 		if l == nil {
 			l = List{}

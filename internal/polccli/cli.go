@@ -139,20 +139,20 @@ func exitCode(err error) int {
 // diagFormat validates a --format value for diagnostics.
 func diagFormat(s string) (diag.Format, error) {
 	switch f := diag.Format(s); f {
-	case diag.FormatText, diag.FormatJSON, diag.FormatGitHub:
+	case diag.FormatText, diag.FormatJSON, diag.FormatGitHub, diag.FormatSARIF:
 		return f, nil
 	}
-	return "", usagef("--format %q: want text, json or github", s)
+	return "", usagef("--format %q: want text, json, github or sarif", s)
 }
 
 // report prints diagnostics and returns the exit error they imply: 2 when
 // an input could not be read, 1 for other errors, nil for none.
 func report(e *env, l diag.List, f diag.Format) error {
 	w := e.stderr
-	if f == diag.FormatJSON {
+	if f.Document() {
 		w = e.stdout
 	}
-	if len(l) > 0 || f == diag.FormatJSON {
+	if len(l) > 0 || f.Document() {
 		if err := diag.Print(w, l, f); err != nil {
 			return err
 		}

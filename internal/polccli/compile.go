@@ -47,7 +47,7 @@ one stage (load, validate, resolve, lower, emit) as JSON.`,
 	c.Flags().StringVarP(&p.out, "out", "o", "", "output directory")
 	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
 	c.Flags().StringVar(&p.dump, "dump", "", "print one stage's output: "+strings.Join(compiler.Stages, ", "))
-	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json or github")
+	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
 	c.Flags().StringVar(&p.signKey, "sign-key", "", "sign bundle.tar.gz with this PEM private key (RSA/EC) or HMAC secret file, in OPA's format")
 	c.Flags().StringVar(&p.signAlg, "sign-alg", "", "JWT algorithm for --sign-key (default RS256 for RSA, ES256 for EC, EdDSA for Ed25519 keys, HS256 otherwise)")
 	c.Flags().StringVar(&p.signKeyID, "sign-key-id", "", `key id recorded in the bundle signature (default "default")`)
@@ -116,7 +116,7 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 	if err := report(e, diags, f); err != nil {
 		return err
 	}
-	if f != diag.FormatJSON {
+	if !f.Document() {
 		for _, s := range res.Snapshots {
 			fmt.Fprintf(e.stdout, "%s %s %s\n", s.Name, s.Version, s.Digest)
 		}

@@ -44,7 +44,7 @@ compiling the output gives the same digests as compiling the input.`,
 	c.Flags().StringVar(&p.format, "format", "json", "output format: json, yaml or cue")
 	c.Flags().StringVar(&p.pkg, "package", "policies", "CUE package name (--format cue)")
 	c.Flags().StringVarP(&p.out, "out", "o", "", "write to this file instead of standard output")
-	c.Flags().StringVar(&p.diagFmt, "diagnostics", "text", "diagnostics format: text, json or github")
+	c.Flags().StringVar(&p.diagFmt, "diagnostics", "text", "diagnostics format: text, json, github or sarif")
 	return c
 }
 
@@ -87,7 +87,7 @@ for --approval-expires. See docs/legacy.md.`,
 	c.Flags().StringVar(&lp.version, "version", "1", "version of the imported policy (--legacy)")
 	c.Flags().StringVar(&p.pkg, "package", "policies", "CUE package name")
 	c.Flags().StringVarP(&p.out, "out", "o", "", "write to this file instead of standard output")
-	c.Flags().StringVar(&p.diagFmt, "diagnostics", "text", "diagnostics format: text, json or github")
+	c.Flags().StringVar(&p.diagFmt, "diagnostics", "text", "diagnostics format: text, json, github or sarif")
 	return c
 }
 

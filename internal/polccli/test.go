@@ -35,7 +35,7 @@ must both pass. Failures are positioned at the test; exit 1 when any fails.`,
 		},
 	}
 	c.Flags().StringVar(&p.engine, "engine", "both", "native, opa or both")
-	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json or github")
+	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
 	return c
 }
 

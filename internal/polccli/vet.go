@@ -32,7 +32,7 @@ findings, 2 when an input cannot be read.`,
 		},
 	}
 	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
-	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json or github")
+	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
 	return c
 }
 

@@ -1,0 +1,100 @@
+package diag
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"testing"
+)
+
+// TestSARIF checks the log against SARIF 2.1.0's requirements for what it
+// uses: version and runs; the driver's name; every result's message, a
+// level of error or warning, a ruleIndex naming the rule with its ruleId;
+// a location only where the file is known, a region only where the line
+// is, and an artifact URI that decodes back to the file.
+func TestSARIF(t *testing.T) {
+	var l List
+	l.Add(Pos{File: "dir/my file.cue", Line: 3, Col: 7}, CodeUnknownField, "unknown field %q", "x")
+	l.Warn(Pos{File: "a.yaml", Line: 2}, CodeNoEffect, "no effect")
+	l.Add(Pos{File: "/abs/p.json"}, CodeIO, "cannot read")
+	l.Add(Pos{}, CodeNoPolicies, "no declarations")
+	l.Add(Pos{File: "dir/my file.cue", Line: 1, Col: 1}, CodeUnknownField, "again")
+	var buf bytes.Buffer
+	if err := Print(&buf, l, FormatSARIF); err != nil {
+		t.Fatal(err)
+	}
+	var log struct {
+		Schema  string `json:"$schema"`
+		Version string `json:"version"`
+		Runs    []struct {
+			Tool struct {
+				Driver struct {
+					Name  string `json:"name"`
+					Rules []struct {
+						ID string `json:"id"`
+					} `json:"rules"`
+				} `json:"driver"`
+			} `json:"tool"`
+			Results []struct {
+				RuleID    string `json:"ruleId"`
+				RuleIndex int    `json:"ruleIndex"`
+				Level     string `json:"level"`
+				Message   struct {
+					Text string `json:"text"`
+				} `json:"message"`
+				Locations []struct {
+					PhysicalLocation struct {
+						ArtifactLocation struct {
+							URI       string `json:"uri"`
+							URIBaseID string `json:"uriBaseId"`
+						} `json:"artifactLocation"`
+						Region *struct {
+							StartLine   int `json:"startLine"`
+							StartColumn int `json:"startColumn"`
+						} `json:"region"`
+					} `json:"physicalLocation"`
+				} `json:"locations"`
+			} `json:"results"`
+		} `json:"runs"`
+	}
+	dec := json.NewDecoder(&buf)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&log); err != nil {
+		t.Fatal(err)
+	}
+	if log.Version != "2.1.0" || len(log.Runs) != 1 || log.Runs[0].Tool.Driver.Name != "polc" {
+		t.Fatalf("log header: %+v", log)
+	}
+	run := log.Runs[0]
+	if got := len(run.Tool.Driver.Rules); got != 4 {
+		t.Errorf("%d rules, want 4 distinct codes", got)
+	}
+	sorted := l.Sorted()
+	if len(run.Results) != len(sorted) {
+		t.Fatalf("%d results for %d diagnostics", len(run.Results), len(sorted))
+	}
+	for i, r := range run.Results {
+		d := sorted[i]
+		if r.RuleID != d.Code || run.Tool.Driver.Rules[r.RuleIndex].ID != d.Code || r.Message.Text != d.Message {
+			t.Errorf("result %d %+v for %v", i, r, d)
+		}
+		if want := map[Severity]string{Error: "error", Warning: "warning"}[d.Severity]; r.Level != want {
+			t.Errorf("result %d level %q, want %q", i, r.Level, want)
+		}
+		if (len(r.Locations) == 1) != (d.Pos.File != "") {
+			t.Errorf("result %d: locations %+v for %v", i, r.Locations, d.Pos)
+			continue
+		}
+		if d.Pos.File == "" {
+			continue
+		}
+		loc := r.Locations[0].PhysicalLocation
+		u, err := url.Parse(loc.ArtifactLocation.URI)
+		if err != nil || u.Path != d.Pos.File || (u.Scheme == "file") == (loc.ArtifactLocation.URIBaseID == "%SRCROOT%") {
+			t.Errorf("result %d: artifact %+v for %q", i, loc.ArtifactLocation, d.Pos.File)
+		}
+		if (loc.Region != nil) != (d.Pos.Line > 0) || loc.Region != nil && (loc.Region.StartLine != d.Pos.Line || loc.Region.StartColumn != d.Pos.Col) {
+			t.Errorf("result %d: region %+v for %v", i, loc.Region, d.Pos)
+		}
+	}
+}
