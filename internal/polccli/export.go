@@ -99,19 +99,32 @@ func runExport(_ context.Context, e *env, p *exportParams) error {
 	if p.format != "json" && p.format != "yaml" && p.format != "cue" {
 		return usagef("--format %q: want json, yaml or cue", p.format)
 	}
+	de := diagEnv(e, p.out)
 	decls, diags := compiler.Load(compiler.Config{Dir: e.dir}, p.paths)
 	if diags.HasErrors() {
-		return report(e, diags, df)
+		return report(de, diags, df)
 	}
 	out, err := encodeDeclarations(decls, p.format, p.pkg)
 	if err != nil {
 		diags.Add(diag.Pos{}, diag.CodeInvalidValue, "export: %v", err)
-		return report(e, diags, df)
+		return report(de, diags, df)
 	}
-	if err := report(e, diags, df); err != nil {
+	if err := report(de, diags, df); err != nil {
 		return err
 	}
 	return writeOutput(e, p.out, out)
+}
+
+// diagEnv is e for the diagnostics of a command whose output goes to out:
+// when that is standard output (out ""), a diagnostics document (JSON,
+// SARIF) goes to standard error instead of into the output.
+func diagEnv(e *env, out string) *env {
+	if out != "" {
+		return e
+	}
+	de := *e
+	de.stdout = e.stderr
+	return &de
 }
 
 // writeOutput writes out to the file -o named (atomically), or to

@@ -26,6 +26,7 @@ type legacyParams struct {
 // writes it as CUE. Refusals are legacy_unrepresentable findings (exit
 // 1) at the key that causes them; malformed input is invalid_input (2).
 func runImportLegacy(e *env, p *exportParams, lp *legacyParams, df diag.Format) error {
+	de := diagEnv(e, p.out)
 	var diags diag.List
 	if len(p.paths) != 1 {
 		return usagef("import --legacy takes one file")
@@ -36,19 +37,19 @@ func runImportLegacy(e *env, p *exportParams, lp *legacyParams, df diag.Format) 
 	rel, data, err := readInput(e, p.paths[0])
 	if err != nil {
 		diags.Add(diag.Pos{File: rel}, diag.CodeIO, "cannot read: %v", err)
-		return report(e, diags, df)
+		return report(de, diags, df)
 	}
 	f, err := cueyaml.Extract(rel, data)
 	if err != nil {
 		err = cueError(rel, err)
 		diags.Add(posIn(rel, err), diag.CodeInvalidInput, "%v", err)
-		return report(e, diags, df)
+		return report(de, diags, df)
 	}
 	v := cuecontext.New().BuildFile(f)
 	if err := v.Err(); err != nil {
 		err = cueError(rel, err)
 		diags.Add(posIn(rel, err), diag.CodeInvalidInput, "%v", err)
-		return report(e, diags, df)
+		return report(de, diags, df)
 	}
 	// An AgentSpec: only its permissions are the policy.
 	root, prefix := v, []string(nil)
@@ -60,7 +61,7 @@ func runImportLegacy(e *env, p *exportParams, lp *legacyParams, df diag.Format) 
 	var raw any
 	if b, err := v.MarshalJSON(); err != nil || json.Unmarshal(b, &raw) != nil {
 		diags.Add(diag.Pos{File: rel}, diag.CodeInvalidInput, "the permissions are not plain data: %v", err)
-		return report(e, diags, df)
+		return report(de, diags, df)
 	}
 	// at positions a legacy error at the deepest key of its path that the
 	// file has (the file itself when none).
@@ -90,14 +91,14 @@ func runImportLegacy(e *env, p *exportParams, lp *legacyParams, df diag.Format) 
 	pol, err := legacy.Parse(raw)
 	if err != nil {
 		diags.Add(at(err), diag.CodeInvalidInput, "%v", err)
-		return report(e, diags, df)
+		return report(de, diags, df)
 	}
 	decl, errs := legacy.Translate(pol, legacy.Escalation{Approver: lp.approver, ExpiresAfter: lp.expires})
 	for _, err := range errs {
 		diags.Add(at(err), diag.CodeLegacyUnrepresentable, "%s%v", preset, err)
 	}
 	if diags.HasErrors() {
-		return report(e, diags, df)
+		return report(de, diags, df)
 	}
 	decl["version"] = lp.version
 	decl["description"] = "imported from the legacy permissions in " + rel
@@ -116,11 +117,11 @@ func runImportLegacy(e *env, p *exportParams, lp *legacyParams, df diag.Format) 
 	}
 	cfg := compiler.Config{Dir: dir}
 	if res := compiler.Compile(cfg, []string{"legacy.json"}); res.Diagnostics.HasErrors() {
-		return report(e, res.Diagnostics, df)
+		return report(de, res.Diagnostics, df)
 	}
 	decls, ds := compiler.Load(cfg, []string{"legacy.json"})
 	if ds.HasErrors() {
-		return report(e, ds, df)
+		return report(de, ds, df)
 	}
 	out, err := encodeDeclarations(decls, p.format, p.pkg)
 	if err != nil {
