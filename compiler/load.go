@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -214,6 +215,12 @@ func (l *loader) loadData(abs string) (cue.Value, bool) {
 		expr, err = cuejson.Extract(name, data)
 		if err == nil {
 			v = l.ctx.BuildExpr(expr)
+		} else if pos, msg, ok := jsonSyntaxError(data); ok {
+			// CUE says only "invalid JSON for file": encoding/json says
+			// what is wrong, and where.
+			pos.File = name
+			l.diags.Add(pos, diag.CodeSyntax, "%s", msg)
+			return cue.Value{}, false
 		}
 	} else {
 		var f *ast.File
@@ -275,6 +282,25 @@ func (l *loader) addCUEErrors(err error, file, code string) {
 		}
 		l.diags.Add(pos, code, "%s", msg)
 	}
+}
+
+// jsonSyntaxError is encoding/json's account of invalid JSON in data: its
+// message and the line and column (in bytes) of the offending byte.
+func jsonSyntaxError(data []byte) (diag.Pos, string, bool) {
+	var v any
+	err := json.Unmarshal(data, &v)
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return diag.Pos{}, "", false
+	}
+	off := int(se.Offset)
+	if off > 0 {
+		off-- // Offset is just past the offending byte
+	}
+	off = min(off, len(data))
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	col := 1 + off - (bytes.LastIndexByte(data[:off], '\n') + 1)
+	return diag.Pos{Line: line, Col: col}, se.Error(), true
 }
 
 // SplitLineError splits an error of the form "file:line: message" (the
