@@ -523,16 +523,17 @@ func bashFacets(args map[string]string, ws string, out *Normalized) *NormalizeEr
 // allowlist of read-only programs with shell allowed would otherwise
 // write anywhere ("echo x > /etc/cron.d/x"), and bash connects to
 // /dev/tcp/HOST/PORT and /dev/udp/HOST/PORT itself, files or no files.
-// The descriptor files bash handles itself (/dev/stdin, /dev/stdout,
-// /dev/stderr, /dev/fd/N) and /dev/null open nothing to judge. A relative
-// target is judged against the workspace, where the command starts; one
-// in a command that may change directory (changesDir) names no file the
-// policy can judge and is refused.
+// /dev/null opens nothing to judge, nor do the descriptor files
+// (/dev/stdin, /dev/stdout, /dev/stderr, /dev/fd/N) themselves: what
+// they may reopen is in the command's Redirects (reopenedFiles). A
+// relative target is judged against the workspace, where the command
+// starts; one in a command that may change directory (changesDir) names
+// no file the policy can judge and is refused. A target through symbolic
+// links is judged as written and as the file they lead to (physicalPath).
 func redirectFacets(r Redirect, changesDir bool, ws string, out *Normalized) *NormalizeError {
 	t := r.Target
-	if t == "/dev/null" || t == "/dev/stdin" || t == "/dev/stdout" || t == "/dev/stderr" ||
-		strings.HasPrefix(t, "/dev/fd/") && digits(t[len("/dev/fd/"):]) {
-		return nil
+	if _, isFD := descriptorFile(t); isFD || t == "/dev/null" {
+		return nil // a file it reopens is in Redirects (reopenedFiles)
 	}
 	if rest, ok := strings.CutPrefix(t, "/dev/tcp/"); ok || strings.HasPrefix(t, "/dev/udp/") {
 		if !ok {
@@ -564,10 +565,26 @@ func redirectFacets(r Redirect, changesDir bool, ws string, out *Normalized) *No
 	if err != nil {
 		return err
 	}
+	// Bash opens the path as written, through whatever links it has:
+	// judged also is the file that leads to, when it is another.
+	abs := t
+	if !filepath.IsAbs(abs) {
+		abs = ws + "/" + abs
+	}
+	phys, ok := physicalPath(abs)
+	if !ok {
+		return nerr(ReasonInvalidCommand, "%s: redirection target %q leads through /proc or a link loop", r.Pos, t)
+	}
+	if realWS, err := filepath.EvalSymlinks(ws); err == nil && within(realWS, phys) {
+		rel, _ := filepath.Rel(realWS, phys)
+		phys = filepath.Join(ws, rel) // the workspace as the policy names it
+	}
 	add := func(access string) {
-		pa := PathAccess{Path: p, Access: access}
-		if !slices.Contains(out.Paths, pa) {
-			out.Paths = append(out.Paths, pa)
+		for _, path := range []string{p, phys} {
+			pa := PathAccess{Path: path, Access: access}
+			if !slices.Contains(out.Paths, pa) {
+				out.Paths = append(out.Paths, pa)
+			}
 		}
 	}
 	if r.Read {
@@ -577,6 +594,173 @@ func redirectFacets(r Redirect, changesDir bool, ws string, out *Normalized) *No
 		add("write")
 	}
 	return nil
+}
+
+// physicalPath is the file the kernel opens for the absolute path p, as
+// bash passes it: each symbolic link followed where it stands, so a ".."
+// after a link leaves the link's target (with notes/l -> /etc/cron.d,
+// "notes/l/../x" is /etc/x, where cleaning p names notes/x), and a link
+// whose target does not exist leads there too (open creates it: "echo x >
+// notes/dangling" writes the file the link names, which NormalizePath
+// judged as notes/dangling). Past a missing component the rest is taken as
+// written (bash's open creates at most the last one). ok is false for a
+// path through /proc — /dev/fd, /dev/stdin and the like are links there,
+// to descriptors of whichever process opens them — and for a link loop.
+func physicalPath(p string) (phys string, ok bool) {
+	cur := "/"
+	rest := strings.Split(p, "/")
+	for hops := 0; len(rest) > 0; {
+		seg := rest[0]
+		rest = rest[1:]
+		switch seg {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, seg)
+		if within("/proc", next) {
+			return "", false
+		}
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return filepath.Join(append([]string{next}, rest...)...), true
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if hops++; err != nil || hops > 40 {
+			return "", false
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return cur, true
+}
+
+// descriptorFile reports whether t names one of bash's descriptors, and
+// which: /dev/stdin, /dev/stdout, /dev/stderr and /dev/fd/N are 0, 1, 2
+// and N (a number too large for a descriptor is 1<<30).
+func descriptorFile(t string) (fd int, ok bool) {
+	switch t {
+	case "/dev/stdin":
+		return 0, true
+	case "/dev/stdout":
+		return 1, true
+	case "/dev/stderr":
+		return 2, true
+	}
+	if n, ok := strings.CutPrefix(t, "/dev/fd/"); ok && digits(n) {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd > 1<<30 {
+			fd = 1 << 30
+		}
+		return fd, true
+	}
+	return 0, false
+}
+
+// socketFile reports whether bash connects for t instead of opening it.
+func socketFile(t string) bool {
+	return strings.HasPrefix(t, "/dev/tcp/") || strings.HasPrefix(t, "/dev/udp/")
+}
+
+// reopenedFiles is what the command's descriptor files reopen. On Linux,
+// opening /dev/fd/N (or /dev/stdin, /dev/stdout, /dev/stderr) opens anew
+// the file descriptor N refers to, with the redirection's own access:
+// "exec 3< src/a.go; echo x > /dev/fd/3" truncates and writes src/a.go,
+// which the policy judged as a read. The descriptors the redirections set
+// (redirFDs), copies of them (N>&M, N<&M) and, once any is set, every
+// descriptor from 10 up (bash's {NAME} descriptors and the copies it
+// saves of the ones a redirection replaces) may hold a file the command
+// opened; for each descriptor file naming one, every file the command
+// opens is opened again with that redirection's access (fail closed:
+// which one the descriptor holds is known only at run time). The
+// descriptors bash starts with, pipes, /dev/null and sockets reopen no
+// file to judge.
+func reopenedFiles(redirs []*syntax.Redirect, opened []Redirect) []Redirect {
+	var files []Redirect
+	for _, r := range opened {
+		if _, isFD := descriptorFile(r.Target); !isFD && r.Target != "/dev/null" && !socketFile(r.Target) {
+			files = append(files, r)
+		}
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	held := map[int]bool{}               // descriptors that may hold a file opened
+	copied := map[*syntax.Redirect]int{} // N>&M, N<&M and N>/dev/fd/M: M
+	for _, n := range redirs {
+		r, _ := redirection(n)
+		switch {
+		case r == nil:
+			if (n.Op == syntax.DplIn || n.Op == syntax.DplOut) && literalWord(n.Word) {
+				if src, err := strconv.Atoi(strings.TrimSuffix(wordText(n.Word), "-")); err == nil {
+					copied[n] = src
+				}
+			}
+		case r.Target == "/dev/null" || socketFile(r.Target):
+		default:
+			if src, isFD := descriptorFile(r.Target); isFD {
+				copied[n] = src
+				continue
+			}
+			for _, fd := range redirFDs(n) {
+				held[fd] = true
+			}
+		}
+	}
+	holds := func(fd int) bool { return held[fd] || fd >= 10 && len(held) > 0 }
+	for changed := true; changed; {
+		changed = false
+		for _, n := range redirs {
+			if src, ok := copied[n]; !ok || !holds(src) {
+				continue
+			}
+			for _, fd := range redirFDs(n) {
+				if !held[fd] {
+					held[fd], changed = true, true
+				}
+			}
+		}
+	}
+	var again []Redirect
+	for _, r := range opened {
+		if fd, isFD := descriptorFile(r.Target); isFD && holds(fd) {
+			for _, f := range files {
+				again = append(again, Redirect{Target: f.Target, Read: r.Read, Write: r.Write, Pos: r.Pos})
+			}
+		}
+	}
+	return again
+}
+
+// redirFDs are the descriptors redirection n sets: its number, or the
+// operator's default (0 for input, 1 for output, 1 and 2 for &> and
+// >&file); a {NAME} descriptor is one from 10 up (10 here).
+func redirFDs(n *syntax.Redirect) []int {
+	if n.N != nil {
+		if fd, err := strconv.Atoi(n.N.Value); err == nil {
+			return []int{fd}
+		}
+		return []int{10}
+	}
+	switch n.Op {
+	case syntax.RdrIn, syntax.RdrInOut, syntax.DplIn, syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
+		return []int{0}
+	case syntax.RdrAll, syntax.AppAll:
+		return []int{1, 2}
+	case syntax.DplOut:
+		if !literalWord(n.Word) || !digits(strings.TrimSuffix(wordText(n.Word), "-")) {
+			return []int{1, 2} // >&file is &>file
+		}
+	}
+	return []int{1}
 }
 
 // Command is a bash command as the policy judges it (ParseCommand).
@@ -600,7 +784,9 @@ type Command struct {
 	// Redirects are the command's redirections that open a file, in
 	// source order. Descriptor duplications (2>&1, <&-) and here-documents
 	// open none; a target known only at run time (a variable, a glob, a
-	// brace, a tilde, >&$fd) is refused.
+	// brace, a tilde, >&$fd) is refused. Then, for each descriptor file
+	// (/dev/fd/N, /dev/stdout, …) that may reopen a file the command
+	// opened, every such file again with its access (reopenedFiles).
 	Redirects []Redirect
 	// ChangesDir is set when a command may change bash's working
 	// directory: cd, pushd, popd, eval, source or ., also behind builtin or
@@ -620,8 +806,9 @@ type Redirect struct {
 }
 
 // dirCommands are the commands that may change bash's working directory
-// or run text as code that may (ChangesDir).
-var dirCommands = map[string]bool{"cd": true, "pushd": true, "popd": true, "eval": true, "source": true, ".": true}
+// or run text as code that may (ChangesDir). trap runs its text in the
+// shell itself: "trap 'cd /' DEBUG; cat < etc/shadow" reads /etc/shadow.
+var dirCommands = map[string]bool{"cd": true, "pushd": true, "popd": true, "eval": true, "source": true, ".": true, "trap": true}
 
 // redirection is what n opens: nil for a here-document or a descriptor
 // duplication, ok false for a target known only at run time.
@@ -642,10 +829,7 @@ func redirection(n *syntax.Redirect) (r *Redirect, ok bool) {
 		if !literalWord(n.Word) {
 			return nil, false
 		}
-		v, err := expand.Literal(nil, n.Word)
-		if err != nil {
-			return nil, false
-		}
+		v := wordText(n.Word)
 		if digits(strings.TrimSuffix(v, "-")) || v == "-" {
 			return nil, true
 		}
@@ -661,19 +845,26 @@ func redirection(n *syntax.Redirect) (r *Redirect, ok bool) {
 	if !literalWord(n.Word) {
 		return nil, false
 	}
-	for i, p := range n.Word.Parts {
-		// bash expands a redirection's word: an unquoted glob names the
-		// one file it matches, a brace (a{b..b}) or a leading tilde
-		// another text than the one written.
-		if l, isLit := p.(*syntax.Lit); isLit && (strings.ContainsAny(l.Value, "*?[{") || i == 0 && strings.HasPrefix(l.Value, "~")) {
-			return nil, false
-		}
+	if expandedWord(n.Word) {
+		return nil, false
 	}
-	v, err := expand.Literal(nil, n.Word)
-	if err != nil || v == "" {
+	v := wordText(n.Word)
+	if v == "" {
 		return nil, false
 	}
 	return &Redirect{Target: v, Read: read, Write: write, Pos: n.Pos().String()}, true
+}
+
+// expandedWord reports whether bash expands the literal word w into
+// another text than wordText: an unquoted glob names the files it
+// matches, a brace (a{b..b}, c{d,}) or a leading tilde other words.
+func expandedWord(w *syntax.Word) bool {
+	for i, p := range w.Parts {
+		if l, isLit := p.(*syntax.Lit); isLit && (strings.ContainsAny(l.Value, "*?[{") || i == 0 && strings.HasPrefix(l.Value, "~")) {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseCommand parses src with a real shell parser (bash) into the
@@ -695,6 +886,8 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 	}
 	var builtins []*syntax.CallExpr
 	var runtimeRedir *syntax.Redirect // the first redirection opening a file known only at run time
+	var redirs []*syntax.Redirect     // every redirection, for reopenedFiles
+	var badCoproc *NormalizeError
 	syntax.Walk(f, func(node syntax.Node) bool {
 		switch n := node.(type) { // text bash would run as code
 		case *syntax.ArithmExp:
@@ -717,7 +910,33 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 				env[n.Param.Value] = true
 				hide(n, !specialValueSafe(n.Param.Value, n.Exp.Word, true))
 			}
+		case *syntax.CoprocClause:
+			// Bash names a coprocess only before a compound command
+			// ("coproc NAME { …; }"); before anything else the word is
+			// the command it runs, which the parser keeps as the name
+			// when a redirection or a declaration builtin follows:
+			// "coproc bash < script" ran bash with no argv saying so.
+			name := "COPROC"
+			if n.Name != nil {
+				switch n.Stmt.Cmd.(type) {
+				case *syntax.Block, *syntax.Subshell, *syntax.IfClause, *syntax.WhileClause, *syntax.ForClause,
+					*syntax.CaseClause, *syntax.ArithmCmd, *syntax.TestClause:
+				default:
+					if badCoproc == nil {
+						badCoproc = nerr(ReasonInvalidCommand, "%s: coproc %s: bash runs this word as the command: write coproc { …; }", n.Pos(), nodeSource(n.Name))
+					}
+				}
+				if !literalWord(n.Name) && badCoproc == nil {
+					badCoproc = nerr(ReasonInvalidCommand, "%s: coproc name known only at run time: %s", n.Pos(), nodeSource(n.Name))
+				}
+				name = wordText(n.Name)
+			}
+			// It assigns NAME (its descriptors) and NAME_PID.
+			if syntax.ValidName(name) {
+				env[name], env[name+"_PID"] = true, true
+			}
 		case *syntax.Redirect:
+			redirs = append(redirs, n)
 			if r, ok := redirection(n); !ok && runtimeRedir == nil {
 				runtimeRedir = n
 			} else if r != nil {
@@ -807,12 +1026,13 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			}
 			for i, w := range n.Args {
 				// builtin and command (options aside) run the command
-				// their next word names.
-				if !literalWord(w) {
+				// their next word names. A glob or brace may name cd
+				// too ("c? /" with a file cd, "c{d,} x").
+				if !literalWord(w) || expandedWord(w) && wordText(w) != "[" {
 					c.ChangesDir = true
 					break
 				}
-				v, _ := expand.Literal(nil, w)
+				v := wordText(w)
 				if dirCommands[v] {
 					c.ChangesDir = true
 					break
@@ -869,11 +1089,15 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 		// cannot see: refuse.
 		return Command{}, nerr(ReasonInvalidCommand, "%s: bash may run text known only at run time as code: %s", hidden.Pos(), nodeSource(hidden))
 	}
+	if badCoproc != nil {
+		return Command{}, badCoproc
+	}
 	if runtimeRedir != nil {
 		// The policy judges the file a redirection opens; a name bash
 		// only knows when it runs (a variable, a glob, a tilde) is none.
-		return Command{}, nerr(ReasonInvalidCommand, "%s: redirection to a file known only at run time: %s", runtimeRedir.Pos(), nodeSource(runtimeRedir))
+		return Command{}, nerr(ReasonInvalidCommand, "%s: redirection %s to a file known only at run time: %s", runtimeRedir.Pos(), runtimeRedir.Op, nodeSource(runtimeRedir.Word))
 	}
+	c.Redirects = append(c.Redirects, reopenedFiles(redirs, c.Redirects)...)
 	for name := range env {
 		c.Env = append(c.Env, name)
 	}
@@ -890,16 +1114,28 @@ func literalValue(w *syntax.Word) (string, bool) {
 	if !literalWord(w) {
 		return "", false
 	}
-	v, err := expand.Literal(nil, w)
-	return v, err == nil
+	return wordText(w), true
 }
 
-// literalWord reports whether w has no expansion: only literals and quotes.
+// literalWord reports whether w has no expansion: only literals and
+// quotes whose text is fixed (wordText). $"…" is not: bash translates it
+// through the message catalog that TEXTDOMAIN, TEXTDOMAINDIR and the
+// locale variables name — which the command itself may assign on an
+// earlier line — so '> $"notes/a"' can open any file and '$"echo" x' run
+// any program. Nor is $'…' with an escape bash decodes otherwise than
+// expand does (ansiCFixed).
 func literalWord(w *syntax.Word) bool {
 	for _, p := range w.Parts {
 		switch p := p.(type) {
-		case *syntax.Lit, *syntax.SglQuoted:
+		case *syntax.Lit:
+		case *syntax.SglQuoted:
+			if p.Dollar && !ansiCFixed(p.Value) {
+				return false
+			}
 		case *syntax.DblQuoted:
+			if p.Dollar {
+				return false
+			}
 			for _, q := range p.Parts {
 				if _, ok := q.(*syntax.Lit); !ok {
 					return false
@@ -910,6 +1146,68 @@ func literalWord(w *syntax.Word) bool {
 		}
 	}
 	return true
+}
+
+// ansiCFixed reports whether bash decodes the $'…' text s as expand does
+// (expand.Format): bash's \cX is a control character (\c@ and "\c " are
+// NUL, which ends the string), an octal escape above \377 wraps around
+// (\400 is NUL, \457 is '/'), and \u and \U depend on the locale; expand
+// reads all of them otherwise, so "$'/etc/x\c@/../../ws/notes/a'" was
+// judged as /ws/notes/a while bash opened /etc/x.
+func ansiCFixed(s string) bool {
+	for i := 0; i < len(s)-1; i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		i++
+		switch c := s[i]; {
+		case c == 'c' || c == 'u' || c == 'U':
+			return false
+		case c >= '4' && c <= '7' && i+2 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]):
+			return false // three digits from \400: more than a byte
+		}
+	}
+	return true
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// wordText is the text bash makes of a literal word (literalWord): its
+// quotes removed. expand.Literal keeps an unquoted backslash, which bash
+// removes ('\/dev/tcp/…' is /dev/tcp/…, '\.\.' is .., '\cd' is cd).
+func wordText(w *syntax.Word) string {
+	if !literalWord(w) {
+		return wordSource(w) // never expanded: expand.Literal panics on <(…)
+	}
+	var b strings.Builder
+	for _, p := range w.Parts {
+		if l, ok := p.(*syntax.Lit); ok {
+			b.WriteString(unescapeUnquoted(l.Value))
+			continue
+		}
+		// Quoted text: expand.Literal decodes it as bash does (for
+		// $'…' that ansiCFixed admits).
+		v, _ := expand.Literal(nil, &syntax.Word{Parts: []syntax.WordPart{p}})
+		b.WriteString(v)
+	}
+	return b.String()
+}
+
+// unescapeUnquoted removes the backslashes of unquoted text: bash reads
+// "\X" as X; a trailing backslash stays (the parser already dropped
+// backslash-newline).
+func unescapeUnquoted(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // constArithm reports whether an arithmetic expression (nil: absent) has
@@ -1003,11 +1301,7 @@ func plainName(w *syntax.Word) bool {
 	if !literalWord(w) {
 		return false
 	}
-	v, err := expand.Literal(nil, w)
-	if err != nil {
-		return false
-	}
-	return safeName(v)
+	return safeName(wordText(w))
 }
 
 func safeName(v string) bool {
@@ -1068,11 +1362,11 @@ func builtinNames(call *syntax.CallExpr) (assigned []string, ok bool) {
 		if len(args) == 0 || !literalWord(args[0]) {
 			return nil, true
 		}
-		v, _ := expand.Literal(nil, args[0])
+		v := wordText(args[0])
 		args = args[1:]
 		if v == "builtin" || v == "command" {
 			// Their own options: "command -p read", "builtin -- read".
-			for len(args) > 0 && literalWord(args[0]) && strings.HasPrefix(wordSource(args[0]), "-") {
+			for len(args) > 0 && literalWord(args[0]) && strings.HasPrefix(wordText(args[0]), "-") {
 				args = args[1:]
 			}
 			continue
@@ -1102,9 +1396,8 @@ func builtinNames(call *syntax.CallExpr) (assigned []string, ok bool) {
 		// test has no options: "-v NAME" and "-R NAME" anywhere.
 		for i := 1; i < len(args); i++ {
 			if prev := args[i-1]; literalWord(prev) {
-				if p, _ := expand.Literal(nil, prev); p == "-v" || p == "-R" {
-					s, err := expand.Literal(nil, args[i])
-					if !literalWord(args[i]) || err != nil || !safeName(s) {
+				if p := wordText(prev); p == "-v" || p == "-R" {
+					if !literalWord(args[i]) || !safeName(wordText(args[i])) {
 						return nil, false
 					}
 				}
@@ -1125,7 +1418,7 @@ opts:
 			}
 			break
 		}
-		s, _ := expand.Literal(nil, w)
+		s := wordText(w)
 		if s == "--" {
 			args = args[1:]
 			break
@@ -1156,7 +1449,7 @@ opts:
 					}
 					continue opts
 				}
-				arg, _ = expand.Literal(nil, next)
+				arg = wordText(next)
 			}
 			if isName && !name(arg) {
 				return nil, false
@@ -1171,7 +1464,7 @@ opts:
 		if !literalWord(w) {
 			return nil, false
 		}
-		s, _ := expand.Literal(nil, w)
+		s := wordText(w)
 		if spec.decl {
 			s, _, _ = strings.Cut(s, "=") // NAME=value
 		}
@@ -1195,13 +1488,25 @@ func leadText(w *syntax.Word) string {
 	}
 	first := w.Parts[0]
 	if q, ok := first.(*syntax.DblQuoted); ok && len(q.Parts) > 0 {
+		if q.Dollar {
+			return "" // translated at run time (literalWord)
+		}
+		if l, ok := q.Parts[0].(*syntax.Lit); ok {
+			return l.Value // in double quotes "\-" stays "\-"
+		}
 		first = q.Parts[0]
 	}
 	switch p := first.(type) {
 	case *syntax.Lit:
-		return p.Value
+		return unescapeUnquoted(p.Value) // \-v"$n" is -v… to bash
 	case *syntax.SglQuoted:
-		return p.Value
+		if !p.Dollar {
+			return p.Value
+		}
+		if !ansiCFixed(p.Value) {
+			return "" // not known before run time
+		}
+		return wordText(&syntax.Word{Parts: []syntax.WordPart{p}}) // $'\055v' is -v
 	case *syntax.ParamExp:
 		if len(w.Parts) == 1 && numericParam(p) {
 			return "0"
@@ -1232,10 +1537,7 @@ func specialValueSafe(name string, value *syntax.Word, known bool) bool {
 	if !known || !literalWord(value) {
 		return false
 	}
-	v, err := expand.Literal(nil, value)
-	if err != nil {
-		return false
-	}
+	v := wordText(value)
 	if name == "PS4" {
 		return !strings.ContainsAny(v, "$`")
 	}
@@ -1271,8 +1573,8 @@ func wordSource(w *syntax.Word) string {
 // [ ! W BINOP W ], OP a unary operator other than -v and -R. Anything else
 // with a run-time word is refused (fail closed: [ -f $f ] must quote $f).
 func testShapeSafe(cmd *syntax.Word, args []*syntax.Word) bool {
-	if c, _ := expand.Literal(nil, cmd); c == "[" && len(args) > 0 {
-		if last, _ := expand.Literal(nil, args[len(args)-1]); literalWord(args[len(args)-1]) && last == "]" {
+	if c := wordText(cmd); c == "[" && len(args) > 0 {
+		if last := wordText(args[len(args)-1]); literalWord(args[len(args)-1]) && last == "]" {
 			args = args[:len(args)-1]
 		}
 	}
@@ -1284,7 +1586,7 @@ func testShapeSafe(cmd *syntax.Word, args []*syntax.Word) bool {
 			return false
 		}
 		if literalWord(w) {
-			lits[i], _ = expand.Literal(nil, w)
+			lits[i] = wordText(w)
 			isLit[i] = true
 		} else {
 			runtime = true
