@@ -82,12 +82,14 @@ func Diff(old, new *snapshot.Snapshot, ancestors ...*snapshot.Snapshot) []Change
 	approvers := append([]*snapshot.Snapshot{new}, ancestors...)
 	o, n := raise(old, nil), raise(new, nil)
 	var out []Change
-	add := func(kind, path string, value any, note string) {
+	// add returns the change it added, valid until the next add.
+	add := func(kind, path string, value any, note string) *Change {
 		c := Change{Policy: new.Name, Kind: kind, Path: path, Value: value, Note: note}
 		if kind == "widened" && note == "" {
 			c.Approved = approvedBy(approvers, path, value)
 		}
 		out = append(out, c)
+		return &out[len(out)-1]
 	}
 	for f := range numFacets {
 		spec := facets[f]
@@ -143,7 +145,11 @@ func Diff(old, new *snapshot.Snapshot, ancestors ...*snapshot.Snapshot) []Change
 			add(map[bool]string{true: "widened", false: "narrowed"}[*na.expiresAfter > *oa.expiresAfter], "actions.approve", k, note)
 		}
 	}
-	diffSecrets(o, n, add)
+	// A dropped narrower secret entry is charged to the NEW grant that
+	// widens it: that grant's recorded expansion approves it.
+	diffSecrets(o, n, add, func(path string, value any) *snapshot.Expansion {
+		return approvedBy(approvers, path, value)
+	})
 	for _, bf := range budgetFields {
 		ob, nb := o.budgets[bf.kind], n.budgets[bf.kind]
 		path := "budgets." + bf.kind
@@ -220,7 +226,10 @@ func approvedBy(snaps []*snapshot.Snapshot, path string, value any) *snapshot.Ex
 
 // diffSecrets compares exposures: a grant NEW has that OLD does not cover
 // (at that exposure or above) widens; a forbid OLD had and NEW lacks widens.
-func diffSecrets(o, n *resolved, add func(kind, path string, value any, note string)) {
+//
+// approval returns the expansion recorded in NEW or its ancestors that
+// approves path and value, if any.
+func diffSecrets(o, n *resolved, add func(kind, path string, value any, note string) *Change, approval func(path string, value any) *snapshot.Expansion) {
 	covered := func(in *resolved, s *secret) bool { return grants(in.secrets, s) }
 	for _, k := range sortedKeys(n.secrets) {
 		s := n.secrets[k]
@@ -251,13 +260,26 @@ func diffSecrets(o, n *resolved, add func(kind, path string, value any, note str
 		if r.exposure == "forbid" || restricts(n.secrets, r) {
 			continue
 		}
+		// The compiler charges this widening to the grant g that overlaps r
+		// (keepRestrictions), so an expansion declared for g approves it;
+		// report one g, one without an approving expansion if there is one.
+		var widener *secret
+		var approved *snapshot.Expansion
 		for _, gk := range sortedKeys(n.secrets) {
 			g := n.secrets[gk]
 			if g.exposure != "forbid" && exposureRank[g.exposure] > exposureRank[r.exposure] && covered(o, g) &&
 				pattern.Overlaps(pattern.Namespace, g.namespace, r.namespace) {
-				add("widened", "secrets."+g.exposure, r.namespace, "was "+r.exposure+" inside "+g.namespace)
-				break
+				a := approval("secrets."+g.exposure, g.namespace)
+				if widener == nil || a == nil {
+					widener, approved = g, a
+				}
+				if a == nil {
+					break
+				}
 			}
+		}
+		if widener != nil {
+			add("widened", "secrets."+widener.exposure, r.namespace, "was "+r.exposure+" inside "+widener.namespace).Approved = approved
 		}
 	}
 }

@@ -303,12 +303,17 @@ func jsonSyntaxError(data []byte) (diag.Pos, string, bool) {
 	return diag.Pos{Line: line, Col: col}, se.Error(), true
 }
 
-// SplitLineError splits an error of the form "file:line: message" (the
-// YAML decoder's) into its line and message; ok is false for any other.
+// SplitLineError splits an error of the form "file:line: message" or
+// "file: message" (the YAML decoder's; an unknown anchor has no line)
+// into its line (0 when none) and message; ok is false for any other.
 func SplitLineError(err error, file string) (line int, msg string, ok bool) {
 	rest, found := strings.CutPrefix(err.Error(), file+":")
 	if !found {
 		return 0, "", false
+	}
+	if msg, found := strings.CutPrefix(rest, " "); found {
+		// The diagnostic names the file: the message should not again.
+		return 0, msg, true
 	}
 	n, msg, found := strings.Cut(rest, ": ")
 	line, perr := strconv.Atoi(n)

@@ -70,7 +70,21 @@ func sarifArtifactOf(file string) sarifArtifact {
 	if strings.HasPrefix(file, "/") {
 		return sarifArtifact{URI: (&url.URL{Scheme: "file", Path: file}).String()}
 	}
+	if isDrivePath(file) {
+		// A Windows path outside the working directory ("C:/x/p.cue",
+		// slashed by Rel) is absolute too: file:///C:/x/p.cue, not a
+		// path under %SRCROOT%.
+		return sarifArtifact{URI: (&url.URL{Scheme: "file", Path: "/" + file}).String()}
+	}
 	return sarifArtifact{URI: (&url.URL{Path: file}).String(), URIBaseID: "%SRCROOT%"}
+}
+
+// isDrivePath reports whether file starts with a drive letter, colon and
+// slash. Rel leaves such a path only when it is absolute (Windows); a
+// relative first segment "C:" is not worth the ambiguity.
+func isDrivePath(file string) bool {
+	return len(file) >= 3 && file[1] == ':' && file[2] == '/' &&
+		(file[0] >= 'A' && file[0] <= 'Z' || file[0] >= 'a' && file[0] <= 'z')
 }
 
 type sarifRegion struct {

@@ -98,3 +98,20 @@ func TestSARIF(t *testing.T) {
 		}
 	}
 }
+
+// TestSARIFWindowsAbsolutePath: a file outside the working directory on
+// Windows keeps its drive ("C:/x/p.cue" after Rel): a file: URI, not a
+// relative reference against %SRCROOT% ("./C:/x/p.cue").
+func TestSARIFWindowsAbsolutePath(t *testing.T) {
+	for file, want := range map[string]sarifArtifact{
+		"C:/Users/me/p.cue": {URI: "file:///C:/Users/me/p.cue"},
+		"d:/my dir/p.cue":   {URI: "file:///d:/my%20dir/p.cue"},
+		"/abs/p.cue":        {URI: "file:///abs/p.cue"},
+		"dir/p.cue":         {URI: "dir/p.cue", URIBaseID: "%SRCROOT%"},
+		"a:b/p.cue":         {URI: "./a:b/p.cue", URIBaseID: "%SRCROOT%"},
+	} {
+		if got := sarifArtifactOf(file); got != want {
+			t.Errorf("sarifArtifactOf(%q) = %+v, want %+v", file, got, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -86,6 +87,27 @@ func Run(ctx context.Context, args []string, e *env) int {
 		}
 		defaultHelp(c, args)
 	})
+	// Cobra adds its completion and help commands only when executing,
+	// after needSubcommand would have run: add them now, so that
+	// "polc completion" alone (or with an unknown shell) is a usage error
+	// like any group, and "polc help TOPIC" can refuse an unknown topic.
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "help" && c.Run != nil {
+			help := c.Run
+			c.Run = nil
+			c.RunE = func(c *cobra.Command, args []string) error {
+				// Cobra prints "Unknown help topic" and the usage on
+				// stdout, and exits 0.
+				if cmd, _, err := c.Root().Find(args); cmd == nil || err != nil {
+					return usagef("unknown help topic %q", strings.Join(args, " "))
+				}
+				help(c, args)
+				return nil
+			}
+		}
+	}
 	needSubcommand(root, groups)
 	err := root.ExecuteContext(ctx)
 	var ee *exitError

@@ -69,23 +69,29 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 		// Refused, not ignored: the bundle would go out unsigned.
 		return usagef("--sign-alg and --sign-key-id need --sign-key")
 	}
+	// --dump prints the stage on standard output: a JSON or SARIF
+	// diagnostics document goes to standard error then, not after it.
+	de := e
+	if p.dump != "" {
+		de = diagEnv(e, "")
+	}
 	parents, diags := readParents(e, p.parents)
 	if diags.HasErrors() {
-		return report(e, diags, f)
+		return report(de, diags, f)
 	}
 	cfg := compiler.Config{Dir: e.dir, Parents: parents}
 	if p.signKey != "" {
 		name, key, err := readInput(e, p.signKey)
 		if err != nil {
 			diags.Add(diag.Pos{File: name}, diag.CodeIO, "cannot read signing key: %v", err)
-			return report(e, diags, f)
+			return report(de, diags, f)
 		}
 		cfg.Sign = &compiler.SigningConfig{Key: key, Algorithm: p.signAlg, KeyID: p.signKeyID}
 		// A key that cannot sign is an input error at the key file (exit
 		// 2), found before compiling, not an unpositioned finding after.
 		if err := compiler.CheckSigningConfig(cfg.Sign); err != nil {
 			diags.Add(diag.Pos{File: name}, diag.CodeInvalidInput, "cannot sign with this key: %v", err)
-			return report(e, diags, f)
+			return report(de, diags, f)
 		}
 	}
 	res := compiler.Compile(cfg, p.paths)
@@ -100,7 +106,7 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 		}
 	}
 	if diags.HasErrors() || p.out == "" {
-		return report(e, diags, f)
+		return report(de, diags, f)
 	}
 	out := e.abs(p.out)
 	files := map[string][]byte{}
@@ -111,9 +117,9 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 	}
 	if err := writeCompileOutput(out, files, res.Files[compiler.BundleFile]); err != nil {
 		diags.Add(diag.Pos{File: diag.Rel(e.dir, out)}, diag.CodeIO, "cannot write output: %v", err)
-		return report(e, diags, f)
+		return report(de, diags, f)
 	}
-	if err := report(e, diags, f); err != nil {
+	if err := report(de, diags, f); err != nil {
 		return err
 	}
 	if !f.Document() {

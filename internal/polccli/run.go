@@ -209,7 +209,7 @@ func checkMembers(v cue.Value) error {
 // cueError turns a scenario's YAML or CUE error into a posError: the
 // message without the file name and position in front of it, which the
 // diagnostic prints once. The YAML decoder's errors are plain text,
-// "FILE:LINE: message", with no column.
+// "FILE:LINE: message" with no column, or "FILE: message" with no line.
 func cueError(path string, err error) error {
 	if line, msg, ok := compiler.SplitLineError(err, path); ok {
 		return &posError{line, 0, msg}

@@ -79,7 +79,7 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	}
 	ws := filepath.Clean(rel(s.sc.Workspace))
 	if err := os.MkdirAll(ws, 0o755); err != nil {
-		return nil, s.inputErr(ws, err)
+		return nil, s.ioErr(ws, "create directory", err)
 	}
 	profile := executor.Profile(s.sc.Profile)
 	now := time.Now
@@ -125,7 +125,7 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		}
 		dir := e.abs(p.evidence)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, s.inputErr(dir, err)
+			return nil, s.ioErr(dir, "create directory", err)
 		}
 		store, err := chain.OpenFileStore(dir)
 		if err != nil {
@@ -164,15 +164,27 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	return s, nil
 }
 
-// inputErr reports err as a positioned invalid_input diagnostic on file.
+// inputErr reports err as a positioned invalid_input diagnostic on file,
+// or as io_error "cannot read" when file could not be read.
 func (s *session) inputErr(file string, err error) error {
-	var d diag.List
 	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 		// Unreadable, as every other command reports it.
-		d.Add(diag.Pos{File: diag.Rel(s.e.dir, file)}, diag.CodeIO, "cannot read: %v", pe.Err)
-	} else {
-		d.Add(posIn(diag.Rel(s.e.dir, file), err), diag.CodeInvalidInput, "%v", err)
+		return s.ioErr(file, "read", err)
 	}
+	var d diag.List
+	d.Add(posIn(diag.Rel(s.e.dir, file), err), diag.CodeInvalidInput, "%v", err)
+	return report(s.e, d, diag.FormatText)
+}
+
+// ioErr reports err as io_error "cannot <what>" on file. The operation is
+// the caller's: a certificate that cannot be written or a workspace that
+// cannot be created is not "cannot read".
+func (s *session) ioErr(file, what string, err error) error {
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		err = pe.Err // file names the path
+	}
+	var d diag.List
+	d.Add(diag.Pos{File: diag.Rel(s.e.dir, file)}, diag.CodeIO, "cannot %s: %v", what, err)
 	return report(s.e, d, diag.FormatText)
 }
 
@@ -228,7 +240,7 @@ func (s *session) finish(ctx context.Context) (evidence, cert map[string]any, fa
 	}
 	certPath := s.e.abs(s.p.cert)
 	if err := atomicfile.WriteFile(certPath, out, 0o644); err != nil {
-		return evidence, nil, true, s.inputErr(certPath, err)
+		return evidence, nil, true, s.ioErr(certPath, "write", err)
 	}
 	cert = map[string]any{"path": diag.Rel(s.e.dir, certPath), "certificate_id": res.Certificate.CertificateID,
 		"process_grade": res.Certificate.ProcessGrade, "signed": s.signer != nil}
