@@ -872,7 +872,20 @@ func expandedWord(w *syntax.Word) bool {
 // invalid_command; one with nothing to run is empty_command.
 func ParseCommand(src string) (Command, *NormalizeError) {
 	var c Command
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	if i := strings.IndexByte(src, '\r'); i >= 0 {
+		// A carriage return is a character of a word to bash. The parser
+		// reads it as a blank, and drops it before a newline (backslash,
+		// CR, LF is a line continuation to it): "echo \", CR, LF,
+		// "touch x" ran touch, which the parser saw as arguments of echo,
+		// and in "echo CR#`touch x`" it saw a comment.
+		return c, nerr(ReasonInvalidCommand, "carriage return at byte %d: bash reads it as a character of a word", i)
+	}
+	if i := strings.Index(src, "$\\\n"); i >= 0 {
+		// Bash joins the lines first: echo "$\ newline (touch x)" ran
+		// touch; the parser read the text "$(touch x)", no command.
+		return c, nerr(ReasonInvalidCommand, "line continuation after '$' at byte %d: bash reads the '$' with the next line", i)
+	}
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(true)).Parse(strings.NewReader(src), "")
 	if err != nil {
 		return c, nerr(ReasonInvalidCommand, "%v", err)
 	}
@@ -884,12 +897,69 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			hidden = n
 		}
 	}
+	// misread is the first place where bash reads the source otherwise
+	// than the parser does (commentMisread, …): a command there may be
+	// one no facet shows.
+	var misread *NormalizeError
+	misreads := func(err *NormalizeError) {
+		if misread == nil {
+			misread = err
+		}
+	}
+	// localeSet: the command sets a variable that selects bash's
+	// character set for the lines it reads next (localeVars); modeSet,
+	// one that changes its grammar (modeVars).
+	localeSet, modeSet := false, ""
+	assigns := func(name string) {
+		env[name] = true
+		localeSet = localeSet || localeVars[name]
+		if modeVars[name] && modeSet == "" {
+			modeSet = name
+		}
+	}
+	// arrays are the names that may hold an array when a declare runs
+	// (declValues): bash's own and those the command makes arrays.
+	arrays := maps.Clone(bashArrays)
+	var declValues []declValue
+	// inSubst are the redirections and arrays within a $(…), `…`, <(…)
+	// or >(…).
+	inSubst := map[syntax.Node]bool{}
+	markSubst := func(n syntax.Node) {
+		syntax.Walk(n, func(m syntax.Node) bool {
+			switch m.(type) {
+			case *syntax.Redirect, *syntax.ArrayExpr:
+				inSubst[m] = true
+			}
+			return true
+		})
+	}
 	var builtins []*syntax.CallExpr
 	var runtimeRedir *syntax.Redirect // the first redirection opening a file known only at run time
 	var redirs []*syntax.Redirect     // every redirection, for reopenedFiles
 	var badCoproc *NormalizeError
 	syntax.Walk(f, func(node syntax.Node) bool {
 		switch n := node.(type) { // text bash would run as code
+		case *syntax.Comment:
+			misreads(commentMisread(src, n))
+		case *syntax.CmdSubst:
+			misreads(backquoteMisread(src, n))
+			markSubst(n)
+		case *syntax.ProcSubst:
+			markSubst(n)
+		case *syntax.ArrayExpr:
+			if inSubst[n] {
+				misreads(arrayMisread(n))
+			}
+		case *syntax.DblQuoted:
+			misreads(quotedDefaultMisread(n))
+			if n.Dollar {
+				// $"…" is translated through the message catalog that
+				// TEXTDOMAIN, TEXTDOMAINDIR and the locale choose (the
+				// command may set them), and the translation is then
+				// expanded like "…": 'echo $"hello"' ran the $(…) a
+				// catalog in the workspace translated hello to.
+				misreads(nerr(ReasonInvalidCommand, "%s: $\"…\" is translated at run time, and its translation expanded: use \"…\"", n.Pos()))
+			}
 		case *syntax.ArithmExp:
 			hide(n, !constArithm(n.X))
 		case *syntax.ArithmCmd:
@@ -907,7 +977,7 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			hide(n, n.Exp != nil && n.Exp.Op == syntax.OtherParamOps && (n.Exp.Word == nil || !literalWord(n.Exp.Word) || strings.Contains(wordSource(n.Exp.Word), "P")))
 			if n.Exp != nil && (n.Exp.Op == syntax.AssignUnset || n.Exp.Op == syntax.AssignUnsetOrNull) && n.Param != nil {
 				// ${NAME=word}, ${NAME:=word}: an assignment
-				env[n.Param.Value] = true
+				assigns(n.Param.Value)
 				hide(n, !specialValueSafe(n.Param.Value, n.Exp.Word, true))
 			}
 		case *syntax.CoprocClause:
@@ -933,9 +1003,12 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			}
 			// It assigns NAME (its descriptors) and NAME_PID.
 			if syntax.ValidName(name) {
-				env[name], env[name+"_PID"] = true, true
+				assigns(name)
+				assigns(name + "_PID")
+				arrays[name] = true // its two descriptors
 			}
 		case *syntax.Redirect:
+			misreads(heredocMisread(src, n, inSubst[n]))
 			redirs = append(redirs, n)
 			if r, ok := redirection(n); !ok && runtimeRedir == nil {
 				runtimeRedir = n
@@ -949,12 +1022,16 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 				// {NAME}>file assigns the descriptor's number to NAME
 				v = strings.TrimSuffix(v, "}")
 				hide(n, !safeName(v))
-				if name, _, _ := strings.Cut(v, "["); syntax.ValidName(name) {
-					env[name] = true
+				if name, sub, _ := strings.Cut(v, "["); syntax.ValidName(name) {
+					assigns(name)
+					arrays[name] = arrays[name] || sub != ""
 				}
 			}
 		case *syntax.Assign:
 			hide(n, n.Index != nil && !constArithm(n.Index))
+			if n.Name != nil && (n.Array != nil || n.Index != nil) {
+				arrays[n.Name.Value] = true
+			}
 			if n.Name != nil && !n.Naked {
 				hide(n, n.Array != nil && specialVars[n.Name.Value] || !specialValueSafe(n.Name.Value, n.Value, true))
 			}
@@ -974,7 +1051,7 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			}
 		case *syntax.WordIter:
 			if n.Name != nil {
-				env[n.Name.Value] = true // for NAME in …: an assignment
+				assigns(n.Name.Value) // for NAME in …: an assignment
 				hide(n, !specialValueSafe(n.Name.Value, nil, false))
 			}
 		case *syntax.DeclClause:
@@ -984,10 +1061,22 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			// and -n makes a name a reference (export -n only unexports),
 			// and a name computed at run time is unknown.
 			intRef := n.Variant.Value != "export" && n.Variant.Value != "readonly"
+			arrayOpt := false // -a or -A: the names are arrays
+			for _, a := range n.Args {
+				if a.Naked && a.Value != nil && literalWord(a.Value) && strings.HasPrefix(wordSource(a.Value), "-") {
+					arrayOpt = arrayOpt || strings.ContainsAny(wordSource(a.Value), "aA")
+				}
+			}
 			for _, a := range n.Args {
 				switch {
 				case a.Name != nil:
-					env[a.Name.Value] = true
+					assigns(a.Name.Value)
+					if arrayOpt {
+						arrays[a.Name.Value] = true
+					}
+					if a.Value != nil && a.Array == nil {
+						declValues = append(declValues, declValue{clause: n, arg: a, arrayOpt: arrayOpt, existing: intRef})
+					}
 				case a.Naked && a.Value != nil && literalWord(a.Value) && strings.HasPrefix(wordSource(a.Value), "-"):
 					hide(n, intRef && strings.ContainsAny(wordSource(a.Value), "in"))
 				default:
@@ -1004,8 +1093,14 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 				shell = true
 			}
 		case *syntax.CallExpr:
+			// A bare assignment stays, and so does one before a special
+			// builtin in POSIX mode; one before any other command is
+			// for that command's run only.
+			stays := len(n.Args) == 0 || !literalWord(n.Args[0]) || specialBuiltins[wordText(n.Args[0])]
 			for _, a := range n.Assigns {
-				if a.Name != nil {
+				if a.Name != nil && stays {
+					assigns(a.Name.Value)
+				} else if a.Name != nil {
 					env[a.Name.Value] = true
 				}
 				if a.Name == nil || a.Append || a.Naked || a.Index != nil || a.Array != nil {
@@ -1072,12 +1167,42 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 	}
 	if shell {
 		for _, call := range builtins {
-			names, ok := builtinNames(call)
+			misreads(optionsMisread(call))
+			names, callbacks, ok := builtinNames(call)
 			hide(call, !ok)
+			for _, cb := range callbacks {
+				c.Argv = append(c.Argv, []string{cb})
+			}
 			for _, name := range names {
-				env[name] = true // read NAME, printf -v NAME, …: assignments
+				assigns(name)       // read NAME, printf -v NAME, …: assignments
+				arrays[name] = true // read -a, mapfile, a[1]: fail closed
 				hide(call, !specialValueSafe(name, nil, false))
 			}
+		}
+	}
+	for _, d := range declValues {
+		// declare -a NAME='(…)' (and local, typeset; export and
+		// readonly with -a or -A), or declare NAME="$v" with NAME an
+		// array: bash reads a value from '(' to ')' as a compound
+		// assignment, and runs the $(…) in it. The text may be known
+		// only at run time: then any value that may start with '('.
+		hide(d.clause, (d.arrayOpt || d.existing && arrays[d.arg.Name.Value]) && mayCompound(d.arg.Value))
+	}
+	if misread != nil {
+		return Command{}, misread
+	}
+	if modeSet != "" {
+		return Command{}, nerr(ReasonInvalidCommand, "the command sets %s: bash reads the lines after it otherwise than the parser", modeSet)
+	}
+	if localeSet {
+		if i := nonASCII(src); i >= 0 {
+			// Bash reads each line in the character set of the locale set
+			// when it reads it: in GBK, Big5 or GB18030 a byte from 0x80
+			// takes the next one into its character, '\' and '`' included,
+			// so after LC_ALL=zh_CN.GBK the line 'echo "€\"; touch x #"'
+			// (UTF-8 "€" is E2 82 AC) is an echo and a touch to bash, one
+			// echo to the parser, which reads bytes as UTF-8.
+			return Command{}, nerr(ReasonInvalidCommand, "byte %d is not ASCII in a command that sets the locale (%s): bash may read it in another character set", i, strings.Join(localeNames(env), ", "))
 		}
 	}
 	if hidden != nil {
@@ -1350,17 +1475,17 @@ var nameBuiltins = map[string]nameSpec{
 // builtinNames reports whether a command's name arguments, if it is (or
 // wraps through builtin/command) a builtin of nameBuiltins, are literal
 // names with constant subscripts (safeName), and returns the names it
-// assigns. A word bash could read as an option or a name whose text is
-// known only at run time is unsafe too (printf "$o" x, with
-// o='-va[$(id)]'). A builtin called through anything else (a non-literal
-// word) is not checked here: its argv is the source text, which allow
-// patterns judge.
-func builtinNames(call *syntax.CallExpr) (assigned []string, ok bool) {
+// assigns and the commands it calls back (mapfile -C, one plain word). A
+// word bash could read as an option or a name whose text is known only at
+// run time is unsafe too (printf "$o" x, with o='-va[$(id)]'). A builtin
+// called through anything else (a non-literal word) is not checked here:
+// its argv is the source text, which allow patterns judge.
+func builtinNames(call *syntax.CallExpr) (assigned, callbacks []string, ok bool) {
 	args := call.Args
 	var spec nameSpec
 	for {
 		if len(args) == 0 || !literalWord(args[0]) {
-			return nil, true
+			return nil, nil, true
 		}
 		v := wordText(args[0])
 		args = args[1:]
@@ -1372,11 +1497,11 @@ func builtinNames(call *syntax.CallExpr) (assigned []string, ok bool) {
 			continue
 		}
 		if v == "let" {
-			return nil, false // arithmetic on its arguments
+			return nil, nil, false // arithmetic on its arguments
 		}
 		var found bool
 		if spec, found = nameBuiltins[v]; !found {
-			return nil, true
+			return nil, nil, true
 		}
 		break
 	}
@@ -1391,19 +1516,19 @@ func builtinNames(call *syntax.CallExpr) (assigned []string, ok bool) {
 	}
 	if spec.test {
 		if !testShapeSafe(call.Args[len(call.Args)-len(args)-1], args) {
-			return nil, false
+			return nil, nil, false
 		}
 		// test has no options: "-v NAME" and "-R NAME" anywhere.
 		for i := 1; i < len(args); i++ {
 			if prev := args[i-1]; literalWord(prev) {
 				if p := wordText(prev); p == "-v" || p == "-R" {
 					if !literalWord(args[i]) || !safeName(wordText(args[i])) {
-						return nil, false
+						return nil, nil, false
 					}
 				}
 			}
 		}
-		return nil, true
+		return nil, nil, true
 	}
 	// Options, as bash's internal_getopt reads them: words starting with
 	// '-' (not "-" alone; '+' too for declare) up to "--" or the first
@@ -1414,7 +1539,7 @@ opts:
 		w := args[0]
 		if !literalWord(w) {
 			if lead := leadText(w); lead == "" || lead[0] == '-' || spec.decl && lead[0] == '+' {
-				return nil, false // an option or a name known only at run time
+				return nil, nil, false // an option or a name known only at run time
 			}
 			break
 		}
@@ -1428,7 +1553,7 @@ opts:
 		}
 		args = args[1:]
 		if spec.intRef && s[0] == '-' && strings.ContainsAny(s, "in") {
-			return nil, false // declare -i: arithmetic; -n: a reference
+			return nil, nil, false // declare -i: arithmetic; -n: a reference
 		}
 		for j := 1; j < len(s); j++ {
 			c := s[j : j+1]
@@ -1445,14 +1570,23 @@ opts:
 				args = args[1:]
 				if !literalWord(next) {
 					if isName || isCode {
-						return nil, false
+						return nil, nil, false
 					}
 					continue opts
 				}
 				arg = wordText(next)
 			}
 			if isName && !name(arg) {
-				return nil, false
+				return nil, nil, false
+			}
+			if isCode {
+				// mapfile -C CALLBACK: bash runs "CALLBACK INDEX LINE"
+				// as code ('touch x #' ran touch): a command the policy
+				// judges, so one word naming it.
+				if !plainWord(arg) {
+					return nil, nil, false
+				}
+				callbacks = append(callbacks, arg)
 			}
 			continue opts
 		}
@@ -1462,20 +1596,39 @@ opts:
 			continue
 		}
 		if !literalWord(w) {
-			return nil, false
+			return nil, nil, false
 		}
 		s := wordText(w)
 		if spec.decl {
-			s, _, _ = strings.Cut(s, "=") // NAME=value
+			var value string
+			s, value, _ = strings.Cut(s, "=") // NAME=value
+			if strings.HasPrefix(value, "(") && strings.HasSuffix(value, ")") {
+				return nil, nil, false // a compound assignment (mayCompound)
+			}
 		}
 		if !name(s) {
-			return nil, false
+			return nil, nil, false
 		}
 	}
 	if !spec.assigns {
 		names = nil
 	}
-	return names, true
+	return names, callbacks, true
+}
+
+// plainWord reports whether bash reads s, given as code, as one command
+// word of itself: letters, digits and _ - . / + : , @ only, and not a
+// reserved word ("time", "coproc" run the next word).
+func plainWord(s string) bool {
+	if s == "" || syntax.IsKeyword(s) {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./+:,@", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 // leadText is the literal text a word starts with, "" when it starts
@@ -1645,3 +1798,380 @@ var (
 	testBinary = map[string]bool{"=": true, "==": true, "!=": true, "<": true, ">": true, "-eq": true, "-ne": true, "-lt": true,
 		"-le": true, "-gt": true, "-ge": true, "-nt": true, "-ot": true, "-ef": true, "-a": true, "-o": true}
 )
+
+// localeVars are the variables that choose the character set bash reads
+// its input in (LC_ALL over LC_CTYPE over LANG). Assigned by the command
+// itself — not only as a prefix of one command, which lasts for that
+// command's run — they apply to every line bash reads after (misread).
+var localeVars = map[string]bool{"LANG": true, "LC_ALL": true, "LC_CTYPE": true}
+
+// localeNames are the locale variables among the names env assigns.
+func localeNames(env map[string]bool) []string {
+	var names []string
+	for name := range env {
+		if localeVars[name] {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// nonASCII is the offset of the first byte of s from 0x80, or -1.
+func nonASCII(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return i
+		}
+	}
+	return -1
+}
+
+// Places where bash 5.2 reads the source otherwise than the parser
+// (mvdan.cc/sh) does, so that the commands it runs are not the ones the
+// facets list. Each is refused (fail closed); each ran "touch x" under a
+// policy that allows echo and cat only.
+
+// commentMisread: a comment runs to the end of its line in bash, a
+// backslash at its end included; the parser reads backslash-newline there
+// as a line continuation and goes on with the command: "echo a # \" and
+// "touch x" on the next line is one echo to it, two commands to bash.
+func commentMisread(src string, c *syntax.Comment) *NormalizeError {
+	off := int(c.Hash.Offset())
+	if off > len(src) {
+		return nil
+	}
+	if line, _, ok := strings.Cut(src[off:], "\n"); ok && strings.HasSuffix(line, "\\") {
+		return nerr(ReasonInvalidCommand, "%s: comment ending in a backslash: bash ends it at the newline", c.Hash)
+	}
+	return nil
+}
+
+// backquoteMisread: bash ends `…` at the first backquote not escaped by a
+// backslash, within single quotes too; the parser skips a quoted one:
+// "echo `echo '`;touch x;'` #'" ran touch, a string to the parser. A
+// nested (escaped) backquote is refused with it: write $(…).
+func backquoteMisread(src string, cs *syntax.CmdSubst) *NormalizeError {
+	if !cs.Backquotes {
+		return nil
+	}
+	l, r := int(cs.Left.Offset()), int(cs.Right.Offset())
+	if l < r && r <= len(src) && strings.Contains(src[l+1:r], "`") {
+		return nerr(ReasonInvalidCommand, "%s: a backquote within `…`: bash ends the substitution there; write $(…)", cs.Left)
+	}
+	return nil
+}
+
+// quotedDefaultMisread: in ${x-w}, ${x:-w}, ${x+w}, ${x:+w}, ${x=w} and
+// ${x:=w} within double quotes (or an unquoted here-document), a single
+// quote in w is a character to bash, not a quote: the $(…) between two of
+// them runs ("${x:-'$(touch x)'}"); the parser reads a quoted string there.
+// So is $'…' in ${x?w} and ${x:?w} ("${x:?$'$(touch x)'}"), whose '…'
+// bash reads as a quote.
+func quotedDefaultMisread(n syntax.Node) *NormalizeError {
+	var bad *NormalizeError
+	syntax.Walk(n, func(m syntax.Node) bool {
+		switch m := m.(type) {
+		case *syntax.CmdSubst, *syntax.ProcSubst:
+			return false // quoted anew inside: the main walk visits them
+		case *syntax.ParamExp:
+			if m.Exp == nil || m.Exp.Word == nil || bad != nil {
+				break
+			}
+			var dollarOnly bool
+			switch m.Exp.Op {
+			case syntax.DefaultUnset, syntax.DefaultUnsetOrNull, syntax.AlternateUnset, syntax.AlternateUnsetOrNull,
+				syntax.AssignUnset, syntax.AssignUnsetOrNull:
+			case syntax.ErrorUnset, syntax.ErrorUnsetOrNull:
+				dollarOnly = true
+			default:
+				return true
+			}
+			syntax.Walk(m.Exp.Word, func(q syntax.Node) bool {
+				switch q := q.(type) {
+				case *syntax.CmdSubst, *syntax.ProcSubst:
+					return false
+				case *syntax.SglQuoted:
+					if bad == nil && (q.Dollar || !dollarOnly) {
+						bad = nerr(ReasonInvalidCommand, "%s: quotes in %s within double quotes or a here-document: bash reads them otherwise", m.Pos(), nodeSource(m))
+					}
+				}
+				return true
+			})
+		}
+		return bad == nil
+	})
+	return bad
+}
+
+// heredocMisread: a here-document's delimiter is its word with the quotes
+// removed as bash removes them ("E\"F" is E"F, $'E\x41' is EA); the
+// parser keeps a backslash in double quotes and does not decode $'…', so
+// the two ended the body on different lines, and what one read as the
+// body the other ran. Bash also ends the body at lines the parser reads
+// otherwise (bashEndsElsewhere), and within a command or process
+// substitution (inSubst) at a line that starts with the delimiter and
+// goes on ("EOF)" or "EOF ) ; cmd": the rest of the line is code), where
+// the parser ends it at the delimiter alone.
+func heredocMisread(src string, r *syntax.Redirect, inSubst bool) *NormalizeError {
+	if r.Op != syntax.Hdoc && r.Op != syntax.DashHdoc {
+		return nil
+	}
+	stop, quoted := parserHdocStop(r.Word)
+	if !literalWord(r.Word) || wordText(r.Word) != stop {
+		return nerr(ReasonInvalidCommand, "%s: here-document delimiter %s: bash ends the body on another line than the parser", r.Pos(), nodeSource(r.Word))
+	}
+	if r.Hdoc == nil {
+		return nil
+	}
+	// The body's source up to and with the line the parser ended it at
+	// (the end of r.Hdoc).
+	start, end := int(r.Hdoc.Pos().Offset()), min(int(r.Hdoc.End().Offset()), len(src))
+	for start >= 2 && start <= len(src) && src[start-2:start] == "\\\n" {
+		start -= 2 // the parser skips a body's leading backslash-newlines
+	}
+	if start > end {
+		return nil
+	}
+	body := src[start:end]
+	if inSubst {
+		for line := range strings.SplitSeq(body, "\n") {
+			if r.Op == syntax.DashHdoc {
+				line = strings.TrimLeft(line, "\t")
+			}
+			if strings.HasPrefix(line, stop) && line != stop {
+				return nerr(ReasonInvalidCommand, "%s: here-document line %q in a substitution: bash ends the body there", r.Pos(), line)
+			}
+		}
+	}
+	if bashEndsElsewhere(body, stop, r.Op == syntax.DashHdoc, !quoted) {
+		return nerr(ReasonInvalidCommand, "%s: here-document: bash ends the body on another line than the parser", r.Pos())
+	}
+	if quoted {
+		return nil
+	}
+	return quotedDefaultMisread(r.Hdoc)
+}
+
+// bashEndsElsewhere reports whether bash ends a here-document on another
+// line than the parser did; body is the body's source, its last line the
+// delimiter the parser ended it at. Bash reads the body line by line —
+// joining, when the delimiter is unquoted (join), a line that ends in an
+// odd number of backslashes with the next ("E\" then "OF" is EOF) — and
+// ends it at the first line equal to the delimiter, also one inside a
+// $(…), `…` or ${…} of the body, or quotes in them, which the parser reads
+// as part of a word: "$(echo '", "EOF", "touch x", "')" ran touch. With
+// <<- the leading tabs go, of the first line joined or of each (either
+// counts).
+func bashEndsElsewhere(body, stop string, dash, join bool) bool {
+	lines := strings.Split(body, "\n")
+	lines = lines[:len(lines)-1] // the parser's delimiter line
+	var first, each strings.Builder
+	pending := false
+	for _, l := range lines {
+		t := l
+		if dash {
+			t = strings.TrimLeft(l, "\t")
+			if !pending {
+				l = t
+			}
+		}
+		n := len(t) - len(strings.TrimRight(t, "\\"))
+		if join && n%2 == 1 {
+			first.WriteString(l[:len(l)-1])
+			each.WriteString(t[:len(t)-1])
+			pending = true
+			continue
+		}
+		first.WriteString(l)
+		each.WriteString(t)
+		if first.String() == stop || each.String() == stop {
+			return true
+		}
+		first.Reset()
+		each.Reset()
+		pending = false
+	}
+	return pending // bash joins the parser's delimiter line to the last
+}
+
+// parserHdocStop is the delimiter the parser ends a here-document at
+// (mvdan.cc/sh's unquotedWordBytes), and whether the word is quoted.
+func parserHdocStop(w *syntax.Word) (string, bool) {
+	var b strings.Builder
+	quoted := false
+	var part func(p syntax.WordPart, inQuotes bool)
+	part = func(p syntax.WordPart, inQuotes bool) {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			for i := 0; i < len(p.Value); i++ {
+				if c := p.Value[i]; c == '\\' && !inQuotes {
+					if i++; i < len(p.Value) {
+						b.WriteByte(p.Value[i])
+					}
+					quoted = true
+				} else {
+					b.WriteByte(c)
+				}
+			}
+		case *syntax.SglQuoted:
+			b.WriteString(p.Value)
+			quoted = true
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				part(q, true)
+			}
+			quoted = true
+		}
+	}
+	for _, p := range w.Parts {
+		part(p, false)
+	}
+	return b.String(), quoted
+}
+
+// declValue is a NAME=value argument of a declare, local, typeset, export
+// or readonly, whose value bash may read as a compound array assignment.
+type declValue struct {
+	clause   *syntax.DeclClause
+	arg      *syntax.Assign
+	arrayOpt bool // the clause has -a or -A
+	existing bool // an array NAME already is counts (not export, readonly)
+}
+
+// bashArrays are the variables bash makes arrays itself.
+var bashArrays = map[string]bool{
+	"BASH_ALIASES": true, "BASH_ARGC": true, "BASH_ARGV": true, "BASH_CMDS": true, "BASH_LINENO": true,
+	"BASH_REMATCH": true, "BASH_SOURCE": true, "BASH_VERSINFO": true, "COMP_WORDS": true, "COPROC": true,
+	"DIRSTACK": true, "FUNCNAME": true, "GROUPS": true, "MAPFILE": true, "PIPESTATUS": true,
+}
+
+// mayCompound reports whether the value w of a declare argument may be
+// a compound array assignment to bash: text from '(' to ')' ("(a $(id))"),
+// or text known only at run time that may begin with '('.
+func mayCompound(w *syntax.Word) bool {
+	if literalWord(w) {
+		v := wordText(w)
+		return strings.HasPrefix(v, "(") && strings.HasSuffix(v, ")")
+	}
+	lead := leadText(w)
+	return lead == "" || lead[0] == '('
+}
+
+// modeVars are the variables whose assignment changes how bash reads the
+// lines after: POSIXLY_CORRECT turns POSIX mode on (where an assignment
+// before a special builtin stays: "LC_ALL=zh_CN.GBK :"), BASH_COMPAT
+// selects an older grammar.
+var modeVars = map[string]bool{"POSIXLY_CORRECT": true, "BASH_COMPAT": true}
+
+// specialBuiltins are POSIX's special builtins (and bash's source): in
+// POSIX mode an assignment before one stays in the shell.
+var specialBuiltins = map[string]bool{"break": true, ":": true, ".": true, "continue": true, "eval": true, "exec": true,
+	"exit": true, "export": true, "readonly": true, "return": true, "set": true, "shift": true, "source": true,
+	"times": true, "trap": true, "unset": true}
+
+// Shell options that change how bash reads or runs the lines after the
+// one that sets them, which the parser reads as bash starts (badSetOpts
+// by their set -o names, badSetFlags as set letters, badShopts for
+// shopt): keyword (-k) makes NAME=value anywhere in a command an
+// assignment ("set -k" then "cat f LD_PRELOAD=notes/x.so" gave cat the
+// library, no env facet said so); histexpand (-H) with history expands
+// "!!" — in double quotes too — into the text of an earlier line
+// (echo '$(touch x)', then echo "!!:1", ran touch); posix changes the
+// grammar and keeps assignments before special builtins;
+// expand_aliases runs aliases; extquote and the compat levels change
+// how quotes in ${…} read.
+var (
+	badSetOpts  = map[string]bool{"keyword": true, "histexpand": true, "history": true, "posix": true}
+	badSetFlags = "kH"
+	badShopts   = map[string]bool{"expand_aliases": true, "extquote": true, "compat31": true, "compat32": true,
+		"compat40": true, "compat41": true, "compat42": true, "compat43": true, "compat44": true}
+)
+
+// optionsMisread refuses a set or shopt (also through builtin or
+// command) that may change an option of badSetOpts, badSetFlags or
+// badShopts, or whose options are known only at run time ("set -e",
+// "set -euo pipefail", "shopt -s nullglob" are fine).
+func optionsMisread(call *syntax.CallExpr) *NormalizeError {
+	args := call.Args
+	for len(args) > 0 && literalWord(args[0]) && (wordText(args[0]) == "builtin" || wordText(args[0]) == "command") {
+		args = args[1:]
+		for len(args) > 0 && literalWord(args[0]) && strings.HasPrefix(wordText(args[0]), "-") {
+			args = args[1:]
+		}
+	}
+	if len(args) == 0 || !literalWord(args[0]) {
+		return nil
+	}
+	cmd := wordText(args[0])
+	if cmd != "set" && cmd != "shopt" {
+		return nil
+	}
+	bad := func(what string) *NormalizeError {
+		return nerr(ReasonInvalidCommand, "%s: %s %s: bash reads the lines after it otherwise than the parser", call.Pos(), cmd, what)
+	}
+	setNames := cmd == "set" // shopt -o: set -o names
+	for i := 1; i < len(args); i++ {
+		w := args[i]
+		if !literalWord(w) {
+			if lead := leadText(w); lead == "" || lead[0] == '-' || lead[0] == '+' {
+				return bad(nodeSource(w)) // an option known only at run time
+			}
+			if cmd == "set" {
+				return nil // positional parameters
+			}
+			return bad(nodeSource(w))
+		}
+		v := wordText(w)
+		if v == "--" || v == "-" {
+			if cmd == "set" {
+				return nil
+			}
+			continue
+		}
+		if (v[0] == '-' || v[0] == '+') && len(v) > 1 {
+			for _, f := range v[1:] {
+				switch {
+				case cmd == "set" && strings.ContainsRune(badSetFlags, f):
+					return bad(v)
+				case f == 'o' && cmd == "set":
+					if i+1 < len(args) {
+						i++
+						if !literalWord(args[i]) || badSetOpts[wordText(args[i])] {
+							return bad(v + " " + nodeSource(args[i]))
+						}
+					}
+				case f == 'o':
+					setNames = true
+				}
+			}
+			continue
+		}
+		if cmd == "set" {
+			return nil // positional parameters
+		}
+		if badShopts[v] || setNames && badSetOpts[v] {
+			return bad(v)
+		}
+	}
+	return nil
+}
+
+// arrayMisread: in a compound array assignment within $(…) or <(…), bash
+// 5.2 loses an unquoted backslash, so "\(", "\;", "\|" are syntax errors
+// to it — after which it goes on with the next line, which the parser
+// read as more of the array ("$(a=(\(" then "touch x" then "))" ran
+// touch) — and "\"" opens a quote.
+func arrayMisread(a *syntax.ArrayExpr) *NormalizeError {
+	for _, e := range a.Elems {
+		if e.Value == nil {
+			continue
+		}
+		for _, p := range e.Value.Parts {
+			if l, ok := p.(*syntax.Lit); ok && strings.Contains(l.Value, "\\") {
+				return nerr(ReasonInvalidCommand, "%s: backslash in an array assignment within a substitution: bash reads it otherwise (quote the element)", e.Pos())
+			}
+		}
+	}
+	return nil
+}

@@ -130,7 +130,7 @@ func (o Options) path(args map[string]any) (string, error) {
 // the policy judged it (executor.ParseCommand): without shell control it
 // is one argv, run directly with its literal assignments in the
 // environment — a glob in it stays the literal text the policy saw;
-// only with shell control, which the executor has allowed
+// only with shell control (never another shell: without bash it fails, spawn_failed), which the executor has allowed
 // only if the policy permits shell, does it go through bash -c. A non-zero
 // exit is a failure of class "exit_status"; the result carries the exit
 // code and bounded output.
@@ -147,9 +147,11 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 		cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = append(slices.Clone(o.Env), c.Assign...)
 	case c.ShellControl:
-		shell := "/bin/sh"
-		if p, err := exec.LookPath("bash"); err == nil {
-			shell = p // the command was parsed as bash
+		// The command was judged as bash reads it; another shell (dash as
+		// /bin/sh) reads some text otherwise, so none stands in for it.
+		shell, err := exec.LookPath("bash")
+		if err != nil {
+			return nil, fail("spawn_failed", fmt.Errorf("bash not found, and the command was judged as bash: %w", err))
 		}
 		cmd = exec.CommandContext(ctx, shell, "-c", command)
 		cmd.Env = o.Env

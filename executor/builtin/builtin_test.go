@@ -186,3 +186,18 @@ func TestBashRunsWhatThePolicyJudged(t *testing.T) {
 		t.Fatalf("shell control: %v %v", res, err)
 	}
 }
+
+// TestShellCommandNeedsBash: a command with shell control was judged as
+// bash reads it, so without bash it fails (spawn_failed) rather than run
+// in /bin/sh, which may read the same text otherwise (dash).
+func TestShellCommandNeedsBash(t *testing.T) {
+	ws := t.TempDir()
+	t.Setenv("PATH", t.TempDir()) // no bash on it
+	_, err := callables(t, ws)["bash"](context.Background(), map[string]any{"command": "echo a > f; echo b"})
+	if class(err) != "spawn_failed" {
+		t.Fatalf("error %v (class %q), want spawn_failed", err, class(err))
+	}
+	if _, serr := os.Stat(filepath.Join(ws, "f")); serr == nil {
+		t.Fatal("the command ran without bash")
+	}
+}
