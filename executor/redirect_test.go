@@ -73,13 +73,10 @@ func TestShellRedirectionsAreFacets(t *testing.T) {
 // reasons joined by commas.
 func decideReasons(t *testing.T, p *executor.Policy, action string, args map[string]any) string {
 	t.Helper()
-	n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
-		Action: action, Arguments: args, Principal: "agent:a", Tenant: "acme", Workspace: "/ws",
-	})
-	if nerr != nil {
-		return nerr.Reason
+	d, refused := evaluateReview(p, action, args)
+	if refused != "" {
+		return refused
 	}
-	d, _ := p.Evaluate(n)
 	return strings.Join(d.Reasons, ",")
 }
 

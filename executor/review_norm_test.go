@@ -12,14 +12,25 @@ import (
 // disposition, or the normalization reason when it is refused.
 func decide(t *testing.T, p *executor.Policy, action string, args map[string]any) string {
 	t.Helper()
+	d, refused := evaluateReview(p, action, args)
+	if refused != "" {
+		return refused
+	}
+	return d.Disposition
+}
+
+// evaluateReview normalizes a request of agent:a in tenant acme with
+// workspace /ws and evaluates it: the decision, or the normalization
+// refusal's reason.
+func evaluateReview(p *executor.Policy, action string, args map[string]any) (executor.Decision, string) {
 	n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
 		Action: action, Arguments: args, Principal: "agent:a", Tenant: "acme", Workspace: "/ws",
 	})
 	if nerr != nil {
-		return nerr.Reason
+		return executor.Decision{}, nerr.Reason
 	}
 	d, _ := p.Evaluate(n)
-	return d.Disposition
+	return d, ""
 }
 
 func reviewPolicy(t *testing.T, body string) *executor.Policy {

@@ -14,35 +14,23 @@ func Overlaps(k Kind, a, b string) bool {
 	if k != Namespace {
 		return true
 	}
-	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
-	memo := map[[2]int]bool{}
-	var ovl func(i, j int) bool
-	ovl = func(i, j int) bool {
-		key := [2]int{i, j}
-		if v, ok := memo[key]; ok {
-			return v
-		}
-		var r bool
-		switch {
-		case i < len(as) && as[i] == "**":
-			// zero segments, or one of b's (a "**" of b's included)
-			r = ovl(i+1, j) || j < len(bs) && ovl(i, j+1)
-		case j < len(bs) && bs[j] == "**":
-			r = ovl(i, j+1) || i < len(as) && ovl(i+1, j)
-		case i == len(as) || j == len(bs):
-			r = i == len(as) && j == len(bs)
-		default:
-			r = overlapGlob([]rune(as[i]), []rune(bs[j])) && ovl(i+1, j+1)
-		}
-		memo[key] = r
-		return r
-	}
-	return ovl(0, 0)
+	// Segments: "**" is zero or more whole segments; two other segments
+	// overlap when some text matches both globs.
+	return overlapSeq(strings.Split(a, "/"), strings.Split(b, "/"),
+		func(s string) bool { return s == "**" },
+		func(x, y string) bool { return overlapSeq([]rune(x), []rune(y), isStar, sameRune) })
 }
 
-// overlapGlob reports whether some string matches both single-segment
-// globs ('*' any run, '?' one character, anything else itself).
-func overlapGlob(a, b []rune) bool {
+func isStar(r rune) bool { return r == '*' }
+
+// sameRune: '?' is any one character, anything else itself.
+func sameRune(x, y rune) bool { return x == y || x == '?' || y == '?' }
+
+// overlapSeq reports whether some sequence matches both a and b, whose
+// elements are a star (any run of items, star reports which) or an item
+// pattern that one item matches when one reports it for the two
+// patterns.
+func overlapSeq[T any](a, b []T, star func(T) bool, one func(T, T) bool) bool {
 	memo := map[[2]int]bool{}
 	var ovl func(i, j int) bool
 	ovl = func(i, j int) bool {
@@ -52,16 +40,16 @@ func overlapGlob(a, b []rune) bool {
 		}
 		var r bool
 		switch {
-		case i < len(a) && a[i] == '*':
-			// a's star matches nothing more, or takes b's next symbol
-			// (a character, or part of what b's own star matches).
+		case i < len(a) && star(a[i]):
+			// a's star matches nothing more, or takes b's next element
+			// (an item, or part of what b's own star matches).
 			r = ovl(i+1, j) || j < len(b) && ovl(i, j+1)
-		case j < len(b) && b[j] == '*':
+		case j < len(b) && star(b[j]):
 			r = ovl(i, j+1) || i < len(a) && ovl(i+1, j)
 		case i == len(a) || j == len(b):
 			r = i == len(a) && j == len(b)
 		default:
-			r = (a[i] == b[j] || a[i] == '?' || b[j] == '?') && ovl(i+1, j+1)
+			r = one(a[i], b[j]) && ovl(i+1, j+1)
 		}
 		memo[key] = r
 		return r
