@@ -346,20 +346,28 @@ func NormalizePath(ws, p string) (string, *NormalizeError) {
 		if err != nil {
 			return "", nerr(ReasonInvalidPath, "%q: %v", raw, err)
 		}
-		realWS, err := filepath.EvalSymlinks(ws)
-		if err != nil {
-			realWS = ws // a workspace that does not exist has no symlinks to follow
-		}
-		if !within(realWS, resolved) {
+		inWS, ok := workspaceName(ws, resolved)
+		if !ok {
 			return "", nerr(ReasonPathEscape, "%q resolves through a symlink to %s, outside the workspace", raw, resolved)
 		}
-		rel, _ := filepath.Rel(realWS, resolved)
-		if rel == "." {
-			return ws, nil
-		}
-		return filepath.Join(ws, rel), nil
+		return inWS, nil
 	}
 	return clean, nil
+}
+
+// workspaceName names the resolved path p (no symlinks) under the
+// workspace ws as the policy names it, ws itself unresolved; ok is false
+// when p is outside the workspace's resolved location.
+func workspaceName(ws, p string) (string, bool) {
+	realWS, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		realWS = ws // a workspace that does not exist has no symlinks to follow
+	}
+	if !within(realWS, p) {
+		return p, false
+	}
+	rel, _ := filepath.Rel(realWS, p)
+	return filepath.Join(ws, rel), true
 }
 
 // firstDotDot returns the byte offset of the first ".." segment of p, or -1.
@@ -535,10 +543,8 @@ func redirectFacets(r Redirect, changesDir bool, ws string, out *Normalized) *No
 	if _, isFD := descriptorFile(t); isFD || t == "/dev/null" {
 		return nil // a file it reopens is in Redirects (reopenedFiles)
 	}
-	if rest, ok := strings.CutPrefix(t, "/dev/tcp/"); ok || strings.HasPrefix(t, "/dev/udp/") {
-		if !ok {
-			rest = t[len("/dev/udp/"):]
-		}
+	if socketFile(t) {
+		rest := t[len("/dev/tcp/"):] // "/dev/udp/" is as long
 		// bash splits HOST at the first '/' and resolves it and PORT with
 		// getaddrinfo: a service name, a percent sign or a second '/'
 		// would be read differently here than there.
@@ -575,9 +581,8 @@ func redirectFacets(r Redirect, changesDir bool, ws string, out *Normalized) *No
 	if !ok {
 		return nerr(ReasonInvalidCommand, "%s: redirection target %q leads through /proc or a link loop", r.Pos, t)
 	}
-	if realWS, err := filepath.EvalSymlinks(ws); err == nil && within(realWS, phys) {
-		rel, _ := filepath.Rel(realWS, phys)
-		phys = filepath.Join(ws, rel) // the workspace as the policy names it
+	if inWS, ok := workspaceName(ws, phys); ok {
+		phys = inWS
 	}
 	add := func(access string) {
 		for _, path := range []string{p, phys} {
