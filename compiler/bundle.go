@@ -38,9 +38,10 @@ type SigningConfig struct {
 	// Key is a PEM private key (RSA, EC or Ed25519; PKCS #1, SEC 1 or
 	// PKCS #8) or an HMAC secret.
 	Key []byte
-	// Algorithm is the JWT algorithm: RS256 (default for RSA keys), ES256
-	// (default for EC keys), EdDSA (default for Ed25519 keys), HS256
-	// (default for non-PEM secrets), …
+	// Algorithm is the JWT algorithm: RS256 (default for RSA keys), ES256,
+	// ES384 or ES512 (for EC keys: the one their curve requires, the
+	// default), EdDSA (default for Ed25519 keys), HS256 (default for
+	// non-PEM secrets), …
 	Algorithm string
 	// KeyID is the key id OPA looks up (default "default").
 	KeyID string
@@ -131,6 +132,19 @@ func CheckSigningConfig(sc *SigningConfig) error {
 	return err
 }
 
+// ecdsaAlgs is the JWT algorithm of each curve (RFC 7518 §3.4).
+var ecdsaAlgs = map[string]string{"P-256": "ES256", "P-384": "ES384", "P-521": "ES512"}
+
+// ecdsaCurve is the curve JWT algorithm alg signs with ("" if none).
+func ecdsaCurve(alg string) string {
+	for c, a := range ecdsaAlgs {
+		if a == alg {
+			return c
+		}
+	}
+	return "different"
+}
+
 // privateKeyBlocks are the PEM block types OPA's signer parses.
 var privateKeyBlocks = []string{"RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KEY"}
 
@@ -138,7 +152,8 @@ var privateKeyBlocks = []string{"RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KE
 // A key with a PEM header is a private key: the first private-key block
 // (OPA decodes only the first block, and openssl writes EC keys after an
 // "EC PARAMETERS" block), its algorithm by default from the key's type —
-// RS256 for RSA, ES256 for ECDSA, EdDSA for Ed25519, whichever the
+// RS256 for RSA, ES256/ES384/ES512 for ECDSA on P-256/P-384/P-521 (an
+// explicit ES algorithm must match the curve), EdDSA for Ed25519, whichever the
 // encoding (PKCS #1, SEC 1 or PKCS #8, the form `openssl genpkey` and
 // x509.MarshalPKCS8PrivateKey write). Anything else, or any key with an
 // HS* algorithm, is an HMAC secret, used as is.
@@ -172,18 +187,29 @@ func signingKey(sc *SigningConfig) (key, alg string, err error) {
 		if err != nil {
 			return "", "", fmt.Errorf("%s: %w", block.Type, err)
 		}
+		var def string
+		switch k := k.(type) {
+		case *rsa.PrivateKey:
+			def = "RS256"
+		case *ecdsa.PrivateKey:
+			// RFC 7518 §3.4 ties each ES algorithm to one curve; OPA's
+			// verifier would take ES256 over P-384, other JWT verifiers
+			// would not, so a mismatch is refused rather than signed.
+			curve := k.Curve.Params().Name
+			if def = ecdsaAlgs[curve]; def == "" {
+				return "", "", fmt.Errorf("unsupported EC curve %s (want P-256, P-384 or P-521)", curve)
+			}
+			if strings.HasPrefix(sc.Algorithm, "ES") && sc.Algorithm != def {
+				return "", "", fmt.Errorf("%s needs a %s key, and this key is %s: use %s", sc.Algorithm, ecdsaCurve(sc.Algorithm), curve, def)
+			}
+		case ed25519.PrivateKey:
+			def = "EdDSA"
+		default:
+			return "", "", fmt.Errorf("unsupported private key type %T", k)
+		}
 		alg = sc.Algorithm
 		if alg == "" {
-			switch k.(type) {
-			case *rsa.PrivateKey:
-				alg = "RS256"
-			case *ecdsa.PrivateKey:
-				alg = "ES256"
-			case ed25519.PrivateKey:
-				alg = "EdDSA"
-			default:
-				return "", "", fmt.Errorf("unsupported private key type %T", k)
-			}
+			alg = def
 		}
 		return string(pem.EncodeToMemory(block)), alg, nil
 	}

@@ -144,7 +144,9 @@ func publicPEM(t *testing.T, k crypto.PublicKey) string {
 // so did an Ed25519 key, and an EC key after the "EC PARAMETERS" block
 // `openssl ecparam -genkey` writes first (OPA decodes only the first PEM
 // block). Each now signs with the key's algorithm and verifies as OPA
-// verifies.
+// verifies. The EC default follows the curve (P-384 used to sign ES256,
+// which RFC 7518 reserves for P-256), and an ES algorithm over the wrong
+// curve is refused.
 func TestSignKeyEncodings(t *testing.T) {
 	snaps := compileSrc(t, `package p
 policies: a: {version: "1", actions: allow: ["bash"]}
@@ -165,6 +167,11 @@ policies: a: {version: "1", actions: allow: ["bash"]}
 		t.Fatal(err)
 	}
 	p384der, _ := x509.MarshalPKCS8PrivateKey(p384)
+	p521, err := ecdsa.GenerateKey(elliptic.P521(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p521der, _ := x509.MarshalECPrivateKey(p521)
 	params := pemOf("EC PARAMETERS", []byte{0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07}) // prime256v1
 	for _, tc := range []struct {
 		name, alg string
@@ -176,6 +183,8 @@ policies: a: {version: "1", actions: allow: ["bash"]}
 		{"ec after parameters", "ES256", append(params, pemOf("EC PRIVATE KEY", ecSEC1)...), publicPEM(t, &ec.PublicKey), false},
 		{"ed25519 pkcs8", "EdDSA", pemOf("PRIVATE KEY", ed8), publicPEM(t, ed.Public()), false},
 		{"p-384 with ES384", "ES384", pemOf("PRIVATE KEY", p384der), publicPEM(t, &p384.PublicKey), true},
+		{"p-384 default", "ES384", pemOf("PRIVATE KEY", p384der), publicPEM(t, &p384.PublicKey), false},
+		{"p-521 sec1 default", "ES512", pemOf("EC PRIVATE KEY", p521der), publicPEM(t, &p521.PublicKey), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := &compiler.SigningConfig{Key: tc.key}
@@ -197,6 +206,17 @@ policies: a: {version: "1", actions: allow: ["bash"]}
 				t.Errorf("JWT header %v, want alg %s kid default", hdr, tc.alg)
 			}
 		})
+	}
+	// An ES algorithm over another curve than RFC 7518 gives it is
+	// refused up front, naming the one that fits.
+	for _, bad := range []struct {
+		alg string
+		key []byte
+	}{{"ES256", pemOf("PRIVATE KEY", p384der)}, {"ES512", pemOf("PRIVATE KEY", ec8)}, {"ES384", pemOf("EC PRIVATE KEY", p521der)}} {
+		err := compiler.CheckSigningConfig(&compiler.SigningConfig{Key: bad.key, Algorithm: bad.alg})
+		if err == nil || !strings.Contains(err.Error(), "needs a") || !strings.Contains(err.Error(), "use ES") {
+			t.Errorf("CheckSigningConfig(%s over the wrong curve) = %v, want a refusal naming the fitting algorithm", bad.alg, err)
+		}
 	}
 	// A public key is no signing key: refused up front, not at emit.
 	if err := compiler.CheckSigningConfig(&compiler.SigningConfig{Key: []byte(publicPEM(t, &ec.PublicKey))}); err == nil {

@@ -49,7 +49,7 @@ one stage (load, validate, resolve, lower, emit) as JSON.`,
 	c.Flags().StringVar(&p.dump, "dump", "", "print one stage's output: "+strings.Join(compiler.Stages, ", "))
 	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
 	c.Flags().StringVar(&p.signKey, "sign-key", "", "sign bundle.tar.gz with this PEM private key (RSA/EC) or HMAC secret file, in OPA's format")
-	c.Flags().StringVar(&p.signAlg, "sign-alg", "", "JWT algorithm for --sign-key (default RS256 for RSA, ES256 for EC, EdDSA for Ed25519 keys, HS256 otherwise)")
+	c.Flags().StringVar(&p.signAlg, "sign-alg", "", "JWT algorithm for --sign-key (default RS256 for RSA, ES256/ES384/ES512 for P-256/P-384/P-521, EdDSA for Ed25519 keys, HS256 otherwise)")
 	c.Flags().StringVar(&p.signKeyID, "sign-key-id", "", `key id recorded in the bundle signature (default "default")`)
 	return c
 }
