@@ -1111,11 +1111,24 @@ func (a *attempt) precall() Outcome {
 type attemptKey struct{}
 
 // AttemptFromContext returns the attempt id Execute gives the callable's
-// context: a callable can use it as an idempotency key, and a test can
-// prove it was reached through Execute.
+// context: it identifies this attempt (a retry is a new attempt; the key
+// that spans retries is IdempotencyKeyFromContext's), and a test can prove
+// the callable was reached through Execute.
 func AttemptFromContext(ctx context.Context) (string, bool) {
 	id, ok := ctx.Value(attemptKey{}).(string)
 	return id, ok
+}
+
+type idempotencyKey struct{}
+
+// IdempotencyKeyFromContext returns the request's IdempotencyKey from the
+// context Execute gives its callable, and false when the request had none.
+// Unlike the attempt id, it stays the same across the retries of one
+// logical request (each a new attempt), so a callable passes it to a
+// transport that deduplicates (an Idempotency-Key header, say).
+func IdempotencyKeyFromContext(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(idempotencyKey{}).(string)
+	return k, ok
 }
 
 // attemptCtx is the callable's context: its parent with the attempt id
@@ -1202,6 +1215,11 @@ func (a *attempt) invoke() Outcome {
 	defer cancel()
 	a.out.callCtx = attemptCtx{Context: ctx, id: a.base.AttemptID}
 	ctx = &a.out.callCtx
+	if a.req.IdempotencyKey != "" {
+		// A separate value, not a field of attemptCtx: requests without a
+		// key (and the hot path) keep attemptOut in its size class.
+		ctx = context.WithValue(ctx, idempotencyKey{}, a.req.IdempotencyKey)
+	}
 	tok := &a.out.token
 	tok.args = a.args
 	tok.en.Store(a.en)

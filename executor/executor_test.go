@@ -691,3 +691,56 @@ func TestPanicsAreContained(t *testing.T) {
 		}
 	}
 }
+
+// TestIdempotencyKeyReachesCallable: the request's IdempotencyKey, the
+// same across retries, reaches the callable while each retry's attempt id
+// differs; a request without one gives none, and the key is in the
+// request digest the evidence carries.
+func TestIdempotencyKeyReachesCallable(t *testing.T) {
+	type seen struct {
+		key, attempt string
+		hasKey       bool
+	}
+	var got []seen
+	r := newRig(t, nil, func(c *executor.Config) {
+		c.IDs = executor.NewUUID
+		c.Registry.Register(executor.ActionDescriptor{ID: "probe", Version: "1", Arguments: []byte(`{"type":"object"}`)},
+			func(ctx context.Context, _ map[string]any) (any, error) {
+				k, ok := executor.IdempotencyKeyFromContext(ctx)
+				id, _ := executor.AttemptFromContext(ctx)
+				got = append(got, seen{k, id, ok})
+				return nil, nil
+			})
+	})
+	ec := r.ctx(executor.ProfileMinimal, nil)
+	first := req("r1", "probe", nil)
+	first.IdempotencyKey = "order-42"
+	retry := req("r2", "probe", nil)
+	retry.IdempotencyKey = "order-42"
+	none := req("r3", "probe", nil)
+	for _, rq := range []executor.ExecutionRequest{first, retry, none} {
+		if out := r.exec.Execute(context.Background(), rq, ec); out.Kind() != executor.KindSucceeded {
+			t.Fatalf("%s: %s %s", rq.RequestID, out.Kind(), out.Base().ReasonCode)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("callable ran %d times, want 3", len(got))
+	}
+	if !got[0].hasKey || got[0].key != "order-42" || !got[1].hasKey || got[1].key != "order-42" {
+		t.Errorf("retries saw keys %+v, %+v; want order-42 both", got[0], got[1])
+	}
+	if got[0].attempt == got[1].attempt {
+		t.Errorf("two attempts share the attempt id %s", got[0].attempt)
+	}
+	if got[2].hasKey {
+		t.Errorf("a request without a key gave the callable %q", got[2].key)
+	}
+	if _, ok := executor.IdempotencyKeyFromContext(context.Background()); ok {
+		t.Error("a context Execute did not make has a key")
+	}
+	other := first
+	other.IdempotencyKey = "order-43"
+	if first.Digest() == other.Digest() {
+		t.Error("the request digest does not cover the idempotency key")
+	}
+}

@@ -72,10 +72,11 @@ type ExecutionRequest struct {
 	Scope ExecutionScope
 	// Timeout bounds the callable (0: no per-action deadline).
 	Timeout time.Duration
-	// IdempotencyKey is the caller's key for the request: covered by the
-	// request digest (so it is in the evidence), never used to retry
-	// within an attempt. The callable does not receive it: one that needs
-	// it for its transport takes it as an argument.
+	// IdempotencyKey is the caller's key for the request, the same across
+	// its retries: covered by the request digest (so it is in the
+	// evidence), never used to retry within an attempt, and given to the
+	// callable (IdempotencyKeyFromContext) for a transport that
+	// deduplicates. It is not policy input.
 	IdempotencyKey string
 	// Metadata is the caller's annotations (JSON values): covered by the
 	// request digest, never policy input and never trusted.
