@@ -1,9 +1,13 @@
 package diag
 
 import (
+	"bytes"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // SARIF 2.1.0 (OASIS, https://docs.oasis-open.org/sarif/sarif/v2.1.0/):
@@ -11,8 +15,11 @@ import (
 // distinct codes, sorted; each result names its rule by id and index, its
 // level (error or warning), its message, and its location when the file is
 // known: the path relative to the working directory (uriBaseId
-// "%SRCROOT%") and, when known, the line and column (1-based, as printed
-// in text).
+// "%SRCROOT%") and, when known, the line and column. polc's columns count
+// bytes; SARIF's (columnKind utf16CodeUnits, its default) count UTF-16
+// code units, so the column is converted against the file's line, and
+// left out (the region is then the whole line) when the file or line
+// cannot be read or the column does not fall between characters.
 type sarifLogJSON struct {
 	Schema  string     `json:"$schema"`
 	Version string     `json:"version"`
@@ -92,8 +99,60 @@ type sarifRegion struct {
 	StartColumn int `json:"startColumn,omitempty"`
 }
 
-// sarifLog is l (sorted) as a SARIF log.
+// utf16Column converts the 1-based byte column col on the 1-based line of
+// src into UTF-16 code units, 1-based. ok is false when src has no such
+// line or col is not at a character boundary of it (one past its last
+// byte, the end of the line, is). A byte that is not UTF-8 counts as one
+// unit: U+FFFD, as an editor decodes it.
+func utf16Column(src []byte, line, col int) (int, bool) {
+	for range line - 1 {
+		i := bytes.IndexByte(src, '\n')
+		if i < 0 {
+			return 0, false
+		}
+		src = src[i+1:]
+	}
+	if i := bytes.IndexByte(src, '\n'); i >= 0 {
+		src = src[:i]
+	}
+	if col < 1 || col-1 > len(src) || col-1 < len(src) && !utf8.RuneStart(src[col-1]) {
+		return 0, false
+	}
+	n := 1
+	for prefix := src[:col-1]; len(prefix) > 0; {
+		r, size := utf8.DecodeRune(prefix)
+		n += utf16.RuneLen(r)
+		prefix = prefix[size:]
+	}
+	return n, true
+}
+
+// sarifLog is l (sorted) as a SARIF log, its columns converted against
+// the files os.ReadFile reads.
 func sarifLog(l List) sarifLogJSON {
+	return sarifLogFrom(l, os.ReadFile)
+}
+
+// sarifLogFrom is sarifLog reading each file once with read.
+func sarifLogFrom(l List, read func(string) ([]byte, error)) sarifLogJSON {
+	type source struct {
+		b  []byte
+		ok bool
+	}
+	sources := map[string]source{}
+	column := func(p Pos) int {
+		src, seen := sources[p.File]
+		if !seen {
+			b, err := read(p.File)
+			src = source{b, err == nil}
+			sources[p.File] = src
+		}
+		if !src.ok || p.Col < 1 {
+			return 0
+		}
+		c, _ := utf16Column(src.b, p.Line, p.Col)
+		return c
+	}
 	var codes []string
 	for _, d := range l {
 		codes = append(codes, d.Code)
@@ -116,7 +175,7 @@ func sarifLog(l List) sarifLogJSON {
 		if d.Pos.File != "" && !strings.HasPrefix(d.Pos.File, "<") {
 			loc := sarifLocation{PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifactOf(d.Pos.File)}}
 			if d.Pos.Line > 0 {
-				loc.PhysicalLocation.Region = &sarifRegion{StartLine: d.Pos.Line, StartColumn: d.Pos.Col}
+				loc.PhysicalLocation.Region = &sarifRegion{StartLine: d.Pos.Line, StartColumn: column(d.Pos)}
 			}
 			r.Locations = []sarifLocation{loc}
 		}

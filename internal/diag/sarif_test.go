@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/url"
+	"os"
 	"testing"
 )
 
@@ -13,6 +14,13 @@ import (
 // a location only where the file is known, a region only where the line
 // is, and an artifact URI that decodes back to the file.
 func TestSARIF(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.Mkdir("dir", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("dir/my file.cue", []byte("package p\n\nx: 1 & 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var l List
 	l.Add(Pos{File: "dir/my file.cue", Line: 3, Col: 7}, CodeUnknownField, "unknown field %q", "x")
 	l.Warn(Pos{File: "a.yaml", Line: 2}, CodeNoEffect, "no effect")
@@ -112,6 +120,45 @@ func TestSARIFWindowsAbsolutePath(t *testing.T) {
 	} {
 		if got := sarifArtifactOf(file); got != want {
 			t.Errorf("sarifArtifactOf(%q) = %+v, want %+v", file, got, want)
+		}
+	}
+}
+
+// TestSARIFColumnsUTF16: polc's byte columns become SARIF's UTF-16 code
+// units against the file's line (non-ASCII text before the column counts
+// one unit per BMP character, two per astral one, one per invalid byte);
+// a column the line cannot place (mid-character, past the end, no such
+// line, unreadable file) is left out rather than guessed.
+func TestSARIFColumnsUTF16(t *testing.T) {
+	src := []byte("ascii: x\nname: \"h\u00e9llo \U0001F600\" & y\r\nbad: \xff z\nlast")
+	files := map[string][]byte{"p.cue": src}
+	read := func(f string) ([]byte, error) {
+		if b, ok := files[f]; ok {
+			return b, nil
+		}
+		return nil, os.ErrNotExist
+	}
+	line2 := "name: \"h\u00e9llo \U0001F600\" & y"
+	for _, tc := range []struct {
+		name string
+		pos  Pos
+		want int
+	}{
+		{"ascii", Pos{File: "p.cue", Line: 1, Col: 8}, 8},
+		{"after two- and four-byte characters", Pos{File: "p.cue", Line: 2, Col: len(line2)}, len(line2) - 1 - 2},
+		{"on the multibyte character", Pos{File: "p.cue", Line: 2, Col: 9}, 9},
+		{"inside the multibyte character", Pos{File: "p.cue", Line: 2, Col: 10}, 0},
+		{"after an invalid byte", Pos{File: "p.cue", Line: 3, Col: 8}, 8},
+		{"end of the last line", Pos{File: "p.cue", Line: 4, Col: 5}, 5},
+		{"past the end of the line", Pos{File: "p.cue", Line: 4, Col: 6}, 0},
+		{"no such line", Pos{File: "p.cue", Line: 5, Col: 1}, 0},
+		{"unreadable file", Pos{File: "gone.cue", Line: 1, Col: 3}, 0},
+	} {
+		var l List
+		l.Add(tc.pos, CodeUnknownField, "x")
+		r := sarifLogFrom(l, read).Runs[0].Results[0].Locations[0].PhysicalLocation.Region
+		if r == nil || r.StartLine != tc.pos.Line || r.StartColumn != tc.want {
+			t.Errorf("%s: region %+v, want line %d column %d", tc.name, r, tc.pos.Line, tc.want)
 		}
 	}
 }
