@@ -12,8 +12,10 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"regexp/syntax"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
@@ -221,9 +223,109 @@ type matcher struct {
 	Re    []reRule            `json:"re"`
 }
 
+// matcherJSON is a matcher as data.json holds it: its expressions split
+// by prefixIndex into those indexed by the first K characters (runes, as
+// Rego's substring counts) of their prefix and the rest, which the Rego
+// scans.
+type matcherJSON struct {
+	Exact map[string][]string `json:"exact"`
+	Re    []reRule            `json:"re"`
+	K     int                 `json:"k"`
+	Ix    map[string][]reRule `json:"ix"`
+}
+
+// MarshalJSON writes the matcher with its prefix index.
+func (m *matcher) MarshalJSON() ([]byte, error) {
+	k, ix, rest := prefixIndex(m.Re)
+	return json.Marshal(matcherJSON{Exact: m.Exact, Re: rest, K: k, Ix: ix})
+}
+
+// prefixIndex picks the key length k that leaves the fewest expressions
+// to test for any value: those whose prefix is shorter than k runes (the
+// scan) plus the largest group sharing a k-rune key. k is 0, and nothing
+// indexed, when no k does better than scanning all. Ties go to the
+// smaller k; groups keep the expressions' order.
+func prefixIndex(rs []reRule) (k int, ix map[string][]reRule, rest []reRule) {
+	longest := 0
+	for _, r := range rs {
+		longest = max(longest, utf8.RuneCountInString(r.Pre))
+	}
+	best := len(rs)
+	for c := 1; c <= longest; c++ {
+		short, groups, largest := 0, map[string]int{}, 0
+		for _, r := range rs {
+			key, ok := runePrefix(r.Pre, c)
+			if !ok {
+				short++
+				continue
+			}
+			groups[key]++
+			largest = max(largest, groups[key])
+		}
+		if short+largest < best {
+			k, best = c, short+largest
+		}
+	}
+	ix, rest = map[string][]reRule{}, []reRule{}
+	for _, r := range rs {
+		if key, ok := runePrefix(r.Pre, k); ok && k > 0 {
+			ix[key] = append(ix[key], r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	return k, ix, rest
+}
+
+// runePrefix is the first n runes of s, and false if s is shorter.
+func runePrefix(s string, n int) (string, bool) {
+	i := 0
+	for range n {
+		if i >= len(s) {
+			return "", false
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return s[:i], true
+}
+
+// reRule is one expression of a matcher. Pre is a literal every match
+// begins with (regexPrefix): the Rego tests it before regex.match, so the
+// expressions of rules that cannot match are never compiled. OPA keeps
+// only 100 compiled expressions, and a policy with more than that used to
+// recompile most of them on every decision.
 type reRule struct {
-	ID string `json:"id"`
-	Re string `json:"re"`
+	ID  string `json:"id"`
+	Pre string `json:"pre"`
+	Re  string `json:"re"`
+}
+
+// regexPrefix is the literal text every match of the RE2 expression re
+// begins with: the literals that follow its start-of-text anchor, up to
+// the first anything else ("" when re is not anchored, or starts with no
+// case-sensitive literal). Read off the parsed expression, not the
+// pattern, so it holds for whatever the expression's grammar was.
+func regexPrefix(re string) string {
+	x, err := syntax.Parse(re, syntax.Perl)
+	if err != nil {
+		return ""
+	}
+	subs := []*syntax.Regexp{x}
+	if x.Op == syntax.OpConcat {
+		subs = x.Sub
+	}
+	if len(subs) == 0 || subs[0].Op != syntax.OpBeginText {
+		return ""
+	}
+	var b strings.Builder
+	for _, s := range subs[1:] {
+		if s.Op != syntax.OpLiteral || s.Flags&syntax.FoldCase != 0 {
+			break
+		}
+		b.WriteString(string(s.Rune))
+	}
+	return b.String()
 }
 
 func newMatcher() *matcher { return &matcher{Exact: map[string][]string{}, Re: []reRule{}} }
@@ -251,7 +353,8 @@ func (m *matcher) add(k pattern.Kind, p, id string) {
 	// Those request values are not checked for newlines, so without the
 	// flag the engines disagreed (an "agent:*" scope denied "agent:a\nb"
 	// in OPA only). The other grammars' expressions have no bare '.'.
-	m.Re = append(m.Re, reRule{ID: id, Re: pattern.Regexp(k, p)})
+	re := pattern.Regexp(k, p)
+	m.Re = append(m.Re, reRule{ID: id, Pre: regexPrefix(re), Re: re})
 }
 
 type pathMatcher struct {

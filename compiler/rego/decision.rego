@@ -76,8 +76,24 @@ valid_resource if req.mcp.resource == null
 
 valid_resource if is_string(req.mcp.resource)
 
-# Matching: a matcher is {"exact": {value: [rule ids]}, "re": [{id, re}]}.
-hits(m, v) := {id | some id in object.get(m.exact, v, [])} | {e.id | some e in m.re; regex.match(e.re, v)}
+# Matching: a matcher is {"exact": {value: [rule ids]}, "re": [E], "k": K,
+# "ix": {key: [E]}}, each E {id, pre, re}: pre is a literal every match of
+# re begins with, ix holds the expressions whose pre is at least K
+# characters long under its first K, and re the others. A value is tested
+# against re and the one group its own first K characters name; pre comes
+# before regex.match, so that OPA (which keeps 100 compiled expressions)
+# compiles only those that may match.
+#
+# A matcher is named by its path in the policy, never passed as a value:
+# OPA hashes a function's arguments for its cache, and hashing data
+# converts all of it, every rule of the matcher, on every decision. A path
+# that names no matcher makes hits undefined.
+hits(path, v) := ({id | some id in object.get(m.exact, v, [])} | re_hits(m.re, v)) | re_hits(object.get(m.ix, substring(v, 0, m.k), []), v) if {
+	m := object.get(pol, path, null)
+	m != null
+}
+
+re_hits(rs, v) := {e.id | some e in rs; startswith(v, e.pre); regex.match(e.re, v)}
 
 rel(ws, p) := "" if {
 	p == ws
@@ -87,9 +103,9 @@ rel(ws, p) := "" if {
 	startswith(p, concat("", [ws, "/"]))
 }
 
-path_hits(pm, p, ws) := hits(pm.abs, p) | h if {
-	h := hits(pm.rel, rel(ws, p))
-} else := hits(pm.abs, p)
+path_hits(path, p, ws) := hits(array.concat(path, ["abs"]), p) | h if {
+	h := hits(array.concat(path, ["rel"]), rel(ws, p))
+} else := hits(array.concat(path, ["abs"]), p)
 
 # Values deny and approval patterns see, lowercased.
 laction := lower(req.action)
@@ -109,64 +125,64 @@ mcp_target := concat("/", [req.mcp.server, req.mcp.tool]) if req.mcp != null
 lmcp := lower(mcp_target)
 
 # Step 1: deny matches.
-qual_hits(q, a) := {id | some id in hits(q.action, a)} | {id |
+qual_hits(q, a) := {id | some id in hits(array.concat(q, ["action"]), a)} | {id |
 	some c in lcmds
-	some id in hits(q.qualified[a].command, c)
+	some id in hits(array.concat(q, ["qualified", a, "command"]), c)
 } | {id |
 	some p in lpaths
-	some id in path_hits(q.qualified[a].path, p, lws)
+	some id in path_hits(array.concat(q, ["qualified", a, "path"]), p, lws)
 } | {id |
 	some h in lhosts
-	some id in hits(q.qualified[a].host, h)
+	some id in hits(array.concat(q, ["qualified", a, "host"]), h)
 } | {id |
-	some id in hits(q.qualified[a].mcp, lmcp)
+	some id in hits(array.concat(q, ["qualified", a, "mcp"]), lmcp)
 }
 
-deny_ids contains id if some id in qual_hits(pol.deny, laction)
+deny_ids contains id if some id in qual_hits(["deny"], laction)
 
 deny_ids contains id if {
 	some p in lpaths
-	some id in path_hits(pol.fs_deny, p, lws)
+	some id in path_hits(["fs_deny"], p, lws)
 }
 
 deny_ids contains id if {
 	some h in lhosts
-	some id in hits(pol.net_deny, h)
+	some id in hits(["net_deny"], h)
 }
 
 deny_ids contains id if {
 	some c in lcmds
-	some id in hits(pol.sub_deny, c)
+	some id in hits(["sub_deny"], c)
 }
 
-deny_ids contains id if some id in hits(pol.mcp_deny, lmcp)
+deny_ids contains id if some id in hits(["mcp_deny"], lmcp)
 
 deny_ids contains id if {
 	some e in req.env
-	some id in hits(pol.env_deny, lower(e))
+	some id in hits(["env_deny"], lower(e))
 }
 
 deny_ids contains id if {
 	some s in req.secrets
-	some id in hits(pol.secret_forbid, lower(s))
+	some id in hits(["secret_forbid"], lower(s))
 }
 
 # Step 2: grants and not-allowed facets.
-na contains "principal" if count(hits(pol.principals, req.principal)) == 0
+na contains "principal" if count(hits(["principals"], req.principal)) == 0
 
-na contains "tenant" if count(hits(pol.tenants, req.tenant)) == 0
+na contains "tenant" if count(hits(["tenants"], req.tenant)) == 0
 
-na contains "action" if count(hits(pol.action_allow, req.action)) == 0
+na contains "action" if count(hits(["action_allow"], req.action)) == 0
 
 na contains "command" if {
 	some c in cmds
-	count(hits(pol.sub_allow, c)) == 0
+	count(hits(["sub_allow"], c)) == 0
 }
 
 na contains "shell" if {
 	req.shell_control
 	some c in cmds
-	count(hits(pol.sub_shell, c)) == 0
+	count(hits(["sub_shell"], c)) == 0
 }
 
 na contains "shell" if {
@@ -180,7 +196,7 @@ accesses := {"read", "write", "execute"}
 na contains f if {
 	some p in req.paths
 	p.access in accesses
-	count(path_hits(pol.fs_allow[p.access], p.path, req.workspace)) == 0
+	count(path_hits(["fs_allow", p.access], p.path, req.workspace)) == 0
 	f := concat("", ["path_", p.access])
 }
 
@@ -191,28 +207,28 @@ na contains "path_read" if {
 
 na contains "host" if {
 	some h in req.hosts
-	count(hits(pol.net_allow, h)) == 0
+	count(hits(["net_allow"], h)) == 0
 }
 
 na contains "env" if {
 	some e in req.env
-	count(hits(pol.env_allow, e)) == 0
+	count(hits(["env_allow"], e)) == 0
 }
 
 na contains "secret" if {
 	some s in req.secrets
-	count(hits(pol.secret_allow, s)) == 0
+	count(hits(["secret_allow"], s)) == 0
 }
 
 na contains "mcp_tool" if {
 	req.mcp != null
-	count(hits(pol.mcp_tool, mcp_target)) == 0
+	count(hits(["mcp_tool"], mcp_target)) == 0
 }
 
 na contains "mcp_resource" if {
 	req.mcp != null
 	req.mcp.resource != null
-	count(hits(pol.mcp_res, concat("/", [req.mcp.server, req.mcp.resource]))) == 0
+	count(hits(["mcp_res"], concat("/", [req.mcp.server, req.mcp.resource]))) == 0
 }
 
 within_expiry if {
@@ -238,38 +254,38 @@ na contains "budget" if {
 	req.usage[b.kind] >= b.limit
 }
 
-allow_ids contains id if some id in hits(pol.action_allow, req.action)
+allow_ids contains id if some id in hits(["action_allow"], req.action)
 
 allow_ids contains id if {
 	some c in cmds
-	some id in hits(pol.sub_allow, c)
+	some id in hits(["sub_allow"], c)
 }
 
 allow_ids contains id if {
 	some p in req.paths
-	some id in path_hits(pol.fs_allow[p.access], p.path, req.workspace)
+	some id in path_hits(["fs_allow", p.access], p.path, req.workspace)
 }
 
 allow_ids contains id if {
 	some h in req.hosts
-	some id in hits(pol.net_allow, h)
+	some id in hits(["net_allow"], h)
 }
 
 allow_ids contains id if {
 	some e in req.env
-	some id in hits(pol.env_allow, e)
+	some id in hits(["env_allow"], e)
 }
 
 allow_ids contains id if {
 	some s in req.secrets
-	some id in hits(pol.secret_allow, s)
+	some id in hits(["secret_allow"], s)
 }
 
-allow_ids contains id if some id in hits(pol.mcp_tool, mcp_target)
+allow_ids contains id if some id in hits(["mcp_tool"], mcp_target)
 
 allow_ids contains id if {
 	req.mcp.resource != null
-	some id in hits(pol.mcp_res, concat("/", [req.mcp.server, req.mcp.resource]))
+	some id in hits(["mcp_res"], concat("/", [req.mcp.server, req.mcp.resource]))
 }
 
 allow_ids contains pol.expiry.id if {
@@ -283,7 +299,7 @@ allow_ids contains b.id if {
 }
 
 # Step 3: approval matches.
-appr_ids contains id if some id in qual_hits(pol.approval, laction)
+appr_ids contains id if some id in qual_hits(["approval"], laction)
 
 # Gates and the reducer.
 matched := (deny_ids | appr_ids) | allow_ids
