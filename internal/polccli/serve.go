@@ -7,17 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -48,10 +52,11 @@ never the request's. Actions come as HTTP requests (JSON):
                      the certificate to --cert), answer, and stop serving
 
 The listener is a Unix socket (mode 0600: its permissions are the access
-control) or TCP on a loopback address; anything else is refused. SIGINT and
-SIGTERM close the session as /v1/close does. Exit 0 when the session closed
-cleanly, 1 when evidence failed or the certificate could not be minted, 2
-on bad input.`,
+control) or TCP on a loopback address; anything else is refused, and so
+are requests from web browsers (Origin, Sec-Fetch-Site, a Host over TCP
+that is not loopback). SIGINT and SIGTERM close the session as /v1/close
+does. Exit 0 when the session closed cleanly, 1 when evidence failed or
+the certificate could not be minted, 2 on bad input.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			p.scenario = args[0]
@@ -105,29 +110,27 @@ func runServe(ctx context.Context, e *env, p *serveParams) error {
 		return err
 	}
 	defer s.release()
+	var ln net.Listener
 	if network == "unix" {
-		if _, err := os.Lstat(addr); err == nil {
-			return usagef("--listen: %s exists (another server, or a stale socket to remove)", addr)
+		var remove func()
+		if ln, remove, err = listenUnix(addr); err != nil {
+			return usagef("--listen: %v", err)
 		}
-	}
-	ln, err := net.Listen(network, addr)
-	if err != nil {
+		defer remove()
+	} else if ln, err = net.Listen(network, addr); err != nil {
 		return usagef("--listen: %v", err)
 	}
-	if network == "unix" {
-		defer os.Remove(addr)
-		if err := os.Chmod(addr, 0o600); err != nil {
-			ln.Close()
-			return err
-		}
-	}
-	sv := &server{s: s, closing: make(chan struct{})}
-	hs := &http.Server{Handler: sv, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	sv := &server{s: s, closing: make(chan struct{}), tcp: network == "tcp"}
+	hs := &http.Server{Handler: sv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: readTimeout,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	fmt.Fprintf(e.stdout, "polc serve: listening on %s:%s\n", network, ln.Addr())
+	if network == "tcp" {
+		addr = ln.Addr().String() // the port chosen for :0
+	}
+	fmt.Fprintf(e.stdout, "polc serve: listening on %s:%s\n", network, addr)
 	if p.ready != nil {
-		p.ready(ln.Addr().String())
+		p.ready(addr)
 	}
 	select {
 	case <-ctx.Done():
@@ -150,29 +153,92 @@ func runServe(ctx context.Context, e *env, p *serveParams) error {
 	return nil
 }
 
+// listenUnix listens on a new Unix socket at path, mode 0600. The socket
+// is made in a private directory next to path, given its mode, then
+// hard-linked to path, which fails if path exists: it is never reachable
+// with the umask's mode and never replaces a file. remove unlinks path if
+// it is still this socket (another server may have taken the path once
+// this one stopped accepting).
+func listenUnix(path string) (ln net.Listener, remove func(), err error) {
+	if runtime.GOOS == "windows" {
+		// Windows has no socket modes to protect, and whether it
+		// hard-links a socket's reparse point is not established here:
+		// listen at path itself, refusing one that exists.
+		if _, err := os.Lstat(path); err == nil {
+			return nil, nil, fmt.Errorf("%s exists (another server, or a stale socket to remove)", path)
+		}
+		l, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(path), ".polc")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(tmp)
+	sock := filepath.Join(tmp, "s")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return nil, nil, err
+	}
+	l.SetUnlinkOnClose(false)
+	if err := os.Chmod(sock, 0o600); err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	if err := os.Link(sock, path); err != nil {
+		l.Close()
+		if errors.Is(err, fs.ErrExist) {
+			return nil, nil, fmt.Errorf("%s exists (another server, or a stale socket to remove)", path)
+		}
+		return nil, nil, err
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	return l, func() {
+		if cur, err := os.Lstat(path); err == nil && os.SameFile(fi, cur) {
+			os.Remove(path)
+		}
+	}, nil
+}
+
 // server answers the session's HTTP API.
 type server struct {
 	s *session
 	// mu orders executes before the close: an execute holds it shared,
 	// the close exclusively, so nothing runs after the boundary closed.
-	mu       sync.RWMutex
-	closed   bool
-	result   *closeResult
-	closeErr error // the close's error (then result is nil)
-	closing  chan struct{}
-	failures atomic.Int64 // outcomes with an evidence or state error
+	mu     sync.RWMutex
+	closed bool
+	// closeBegan is set when a close begins, before it waits for the
+	// actions in flight: executes arriving then are refused at once.
+	closeBegan atomic.Bool
+	result     *closeResult
+	closeErr   error // the close's error (then result is nil)
+	closing    chan struct{}
+	failures   atomic.Int64 // outcomes with an evidence or state error
+	// tcp: the listener is TCP, which a browser can reach (the Host
+	// header is checked).
+	tcp bool
 }
 
 type closeResult struct {
 	Evidence    map[string]any `json:"evidence"`
 	Certificate map[string]any `json:"certificate"`
-	failed      bool
+	// Error is set when failed, as in every error answer.
+	Error  map[string]any `json:"error,omitempty"`
+	failed bool
 }
 
 // close finishes the session once; later calls return the same result,
 // or the same error. Either way the session is over (the task boundary
 // was closed, or cannot be used again), so the server stops.
 func (sv *server) close(ctx context.Context) (*closeResult, error) {
+	sv.closeBegan.Store(true)
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	if sv.closed {
@@ -186,13 +252,28 @@ func (sv *server) close(ctx context.Context) (*closeResult, error) {
 		return nil, err
 	}
 	sv.result = &closeResult{Evidence: ev, Certificate: cert, failed: failed}
+	if failed {
+		sv.result.Error = map[string]any{"code": "close_failed",
+			"message": "the task boundary could not be closed or the certificate not minted (the server's log says why)"}
+	}
 	return sv.result, nil
 }
 
 // maxRequest bounds a request body.
 const maxRequest = 16 << 20
 
+// readTimeout bounds the reading of a request's body and how long a
+// connection may stay idle, so that slow or idle clients do not hold
+// connections (and a close waiting for the requests in flight) forever.
+// Not http.Server.ReadTimeout: that deadline would outlive the body and
+// cancel a long action's context.
+var readTimeout = 30 * time.Second
+
 func (sv *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if msg := fromBrowser(r, sv.tcp); msg != "" {
+		apiError(w, http.StatusForbidden, "forbidden", "%s", msg)
+		return
+	}
 	var route func(http.ResponseWriter, *http.Request)
 	method := http.MethodPost
 	switch r.URL.Path {
@@ -210,13 +291,58 @@ func (sv *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusMethodNotAllowed, "method_not_allowed", "%s does not take %s", r.URL.Path, r.Method)
 		return
 	}
+	// Read the body (what decodeBody may need of it) under a deadline,
+	// lifted before the action runs. (On a timeout it stays: net/http
+	// then drops the connection instead of waiting for the rest.)
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(readTimeout))
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		apiError(w, http.StatusBadRequest, "invalid_input", "the body did not arrive within %v", readTimeout)
+		return
+	case err != nil:
+		apiError(w, http.StatusBadRequest, "invalid_input", "cannot read the body: %v", err)
+		return
+	case len(data) > maxRequest:
+		apiError(w, http.StatusBadRequest, "invalid_input", "the body is larger than %d bytes", maxRequest)
+		return
+	}
+	rc.SetReadDeadline(time.Time{})
+	r.Body = io.NopCloser(bytes.NewReader(data))
 	route(w, r)
 }
 
+// fromBrowser says why r may come from a web page, or "". A page the user
+// visits can send requests to a loopback port (a cross-origin "simple"
+// POST needs no preflight) and, rebinding its own name to 127.0.0.1, read
+// the answers; such a request would act as the session's principal.
+// Browsers send Origin with every POST and Sec-Fetch-Site with every
+// request; runtimes send neither. Over TCP the Host must also name a
+// loopback address, which a rebound name does not.
+func fromBrowser(r *http.Request, tcp bool) string {
+	if _, ok := r.Header["Origin"]; ok {
+		return "requests with an Origin header (from a browser) are refused"
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "none" {
+		return "requests from a web page (Sec-Fetch-Site) are refused"
+	}
+	if tcp {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		} else {
+			host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		}
+		if ip := net.ParseIP(host); !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Sprintf("Host %q is not a loopback address", r.Host)
+		}
+	}
+	return ""
+}
+
 func (sv *server) session(w http.ResponseWriter, _ *http.Request) {
-	sv.mu.RLock()
-	closed := sv.closed
-	sv.mu.RUnlock()
+	closed := sv.closeBegan.Load()
 	ec := sv.s.ec
 	out := map[string]any{
 		"profile": ec.Profile, "principal": ec.Principal.String(), "tenant": ec.Tenant, "workspace": ec.Workspace,
@@ -244,6 +370,10 @@ func (sv *server) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Action == "" {
 		apiError(w, http.StatusBadRequest, "invalid_input", "the request needs an action")
+		return
+	}
+	if sv.closeBegan.Load() {
+		apiError(w, http.StatusConflict, "session_closed", "the session is closed")
 		return
 	}
 	sv.mu.RLock()
@@ -310,8 +440,9 @@ func (sv *server) closeSession(w http.ResponseWriter, r *http.Request) {
 
 // decodeBody decodes r's JSON object body into v, refusing members other
 // than names (compared exactly: encoding/json would match "Action"),
-// duplicates, trailing data and more than maxRequest bytes. An empty body
-// is an empty object.
+// duplicates (at any depth), trailing data, bytes that are not UTF-8
+// (encoding/json would replace them) and more than maxRequest bytes. An
+// empty body is an empty object.
 func decodeBody(r *http.Request, v any, names ...string) error {
 	data, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
 	if err != nil {
@@ -319,6 +450,9 @@ func decodeBody(r *http.Request, v any, names ...string) error {
 	}
 	if len(data) > maxRequest {
 		return fmt.Errorf("the body is larger than %d bytes", maxRequest)
+	}
+	if !utf8.Valid(data) {
+		return errors.New("the body is not UTF-8")
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		data = []byte("{}")
@@ -342,9 +476,12 @@ func decodeBody(r *http.Request, v any, names ...string) error {
 			return fmt.Errorf("member %q given twice", name)
 		}
 		seen[name] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
 			return err
+		}
+		if err := checkDuplicates(value); err != nil {
+			return fmt.Errorf("member %q: %v", name, err)
 		}
 	}
 	if _, err := dec.Token(); err != nil {
@@ -356,9 +493,66 @@ func decodeBody(r *http.Request, v any, names ...string) error {
 	full := json.NewDecoder(bytes.NewReader(data))
 	full.UseNumber()
 	if err := full.Decode(v); err != nil {
+		// Name the member and the JSON types, not the Go ones.
+		if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) && te.Type != nil {
+			want := map[reflect.Kind]string{reflect.String: "a string", reflect.Map: "an object",
+				reflect.Struct: "an object", reflect.Slice: "an array", reflect.Bool: "a bool"}[te.Type.Kind()]
+			if want == "" {
+				want = "another type"
+			}
+			got := "a " + te.Value
+			if strings.HasPrefix(te.Value, "a") || strings.HasPrefix(te.Value, "o") {
+				got = "an " + te.Value // array, object
+			}
+			return fmt.Errorf("member %q: %s, want %s", te.Field, got, want)
+		}
 		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return nil
+}
+
+// checkDuplicates refuses an object, at any depth of v (valid JSON, its
+// depth bounded by encoding/json), that names a member twice: decoders
+// disagree on which one counts.
+func checkDuplicates(v json.RawMessage) error {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	var walk func() error
+	walk = func() error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				tok, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				name, _ := tok.(string)
+				if seen[name] {
+					return fmt.Errorf("member %q given twice", name)
+				}
+				seen[name] = true
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		}
+		return nil
+	}
+	return walk()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
