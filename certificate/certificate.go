@@ -63,6 +63,11 @@ const (
 // MaxCertificateBytes bounds a certificate or envelope file.
 const MaxCertificateBytes = 1 << 16
 
+// MaxSnapshotBytes bounds the policy snapshot a certificate is checked
+// against: a larger file cannot be the policy (Verify reports
+// policy_mismatch without parsing it), so a verifier reads no more.
+const MaxSnapshotBytes = 16 << 20
+
 // GateSummary counts gate results by level and decision, and exceptions.
 type GateSummary struct {
 	AdvisoryAllow  int64 `json:"advisory_allow"`

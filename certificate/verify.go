@@ -3,6 +3,7 @@ package certificate
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"time"
@@ -17,7 +18,8 @@ type VerifyInput struct {
 	Certificate []byte
 	// Chain is the certificate's evidence chain (JSONL).
 	Chain io.Reader
-	// Snapshot is the policy snapshot file (nil: the pin is unchecked).
+	// Snapshot is the policy snapshot file (nil: the pin is unchecked; over
+	// MaxSnapshotBytes: policy_mismatch).
 	Snapshot []byte
 	// Trust verifies the envelope's signatures (nil: none can verify).
 	Trust *chain.Trust
@@ -126,7 +128,13 @@ func Verify(in VerifyInput) (*Report, error) {
 	}
 	mismatch(chain.CodeGradeMismatch, "process_grade", grade, cert.ProcessGrade)
 	if in.Snapshot != nil {
-		snap, err := snapshot.Parse(in.Snapshot)
+		var snap *snapshot.Snapshot
+		var err error
+		if len(in.Snapshot) > MaxSnapshotBytes {
+			err = fmt.Errorf("exceeds %d bytes", MaxSnapshotBytes)
+		} else {
+			snap, err = snapshot.Parse(in.Snapshot)
+		}
 		var dm *snapshot.DigestMismatchError
 		switch {
 		case errors.As(err, &dm):

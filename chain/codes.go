@@ -3,6 +3,7 @@ package chain
 import (
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Code is a stable finding code. Codes are a contract: tools and tests match
@@ -163,5 +164,36 @@ func (f Finding) At(seq, line int64) Finding {
 // Values returns f with expected and actual values.
 func (f Finding) Values(expected, actual string) Finding {
 	f.Expected, f.Actual = expected, actual
+	return f
+}
+
+// maxFindingText bounds each of a chain finding's message, expected and
+// actual values, in bytes. Findings quote values from records (a
+// record_type, a member name, a gate id), which may be nearly
+// MaxRecordBytes long: unbounded, the default 100 findings of a hostile
+// chain made a report of 100 MB.
+const maxFindingText = 1 << 10
+
+// maxQuoted bounds a record value kept by the verifier to quote it later.
+const maxQuoted = 256
+
+// clip returns s cut to at most n bytes at a UTF-8 boundary, marked with
+// "…" when it was cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n -= len("…")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// clipped returns f with its texts cut to maxFindingText.
+func (f Finding) clipped() Finding {
+	f.Message = clip(f.Message, maxFindingText)
+	f.Expected = clip(f.Expected, maxFindingText)
+	f.Actual = clip(f.Actual, maxFindingText)
 	return f
 }

@@ -225,7 +225,8 @@ func VerifyInclusion(chainHash Hash, index, size uint64, path []Hash, root Hash)
 
 // VerifyConsistency checks that the tree (size1, root1) is a prefix of the
 // tree (size2, root2). Size 0 is consistent with every tree if root1 is the
-// empty root and the proof is empty. It returns a *ProofError on failure.
+// empty root and the proof is empty (and root2 is the empty root too when
+// size2 is 0). It returns a *ProofError on failure.
 func VerifyConsistency(size1, size2 uint64, root1, root2 Hash, path []Hash) error {
 	if len(path) > MaxProofHashes {
 		return &ProofError{Expected: root2, Msg: fmt.Sprintf("proof has %d hashes, more than %d", len(path), MaxProofHashes)}
@@ -236,6 +237,9 @@ func VerifyConsistency(size1, size2 uint64, root1, root2 Hash, path []Hash) erro
 	if size1 == 0 {
 		if root1 != emptyRoot {
 			return &ProofError{Expected: emptyRoot, Calculated: root1, Msg: "a tree of size 0 must have the empty root"}
+		}
+		if size2 == 0 && root2 != emptyRoot {
+			return &ProofError{Expected: emptyRoot, Calculated: root2, Msg: "a tree of size 0 must have the empty root"}
 		}
 		if len(path) != 0 {
 			return &ProofError{Expected: root2, Msg: "consistency from size 0 takes an empty proof"}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -122,13 +123,19 @@ type opState struct {
 	startSeq  int64
 	startLine int64
 	blocked   bool   // a hard deny, or a soft deny without an exception
-	blockedBy string // gate_id of the first blocking deny
-	// excepted maps a gate_id to the latest expires_at of the operation's
-	// exception_granted records for it: a soft deny is excused when some
-	// earlier exception has not expired, that is when the latest has not.
-	// (A list scanned per deny made a hostile chain quadratic.)
-	excepted map[string]string
+	blockedBy string // gate_id of the first blocking deny (clipped, for the message)
+	// excepted maps the SHA-256 of a gate_id (its canonical JSON string)
+	// to the latest expires_at of the operation's exception_granted
+	// records for it: a soft deny is excused when some earlier exception
+	// has not expired, that is when the latest has not. (A list scanned per
+	// deny made a hostile chain quadratic; keeping the gate ids themselves
+	// let a chain of long distinct gate ids hold memory in proportion to
+	// its bytes.)
+	excepted map[Hash][timeLen]byte
 }
+
+// timeLen is the length of a time in TimeFormat.
+const timeLen = len(TimeFormat)
 
 // Verifier checks a chain one line at a time, with memory proportional to
 // the operations open at once plus 16 bytes per record id and per closed
@@ -228,6 +235,7 @@ func NewVerifier(opts VerifyOptions) *Verifier {
 // of less severe ones (a run of unsupported_algorithm records): it takes the
 // place of the last finding kept, which is counted as omitted instead.
 func (v *Verifier) add(f Finding) int {
+	f = f.clipped()
 	if len(v.findings) < v.opts.MaxFindings {
 		v.keptError = v.keptError || f.Severity == SeverityError
 		v.findings = append(v.findings, f)
@@ -353,6 +361,11 @@ func (v *Verifier) Add(b []byte) {
 		return
 	}
 	l := &v.l
+	// Explain a bad line only if its finding can be kept: a line in a
+	// run of unusable lines is not reported, and once the findings are
+	// full (with an error among them) nothing more is.
+	full := len(v.findings) >= v.opts.MaxFindings && v.keptError
+	v.sc.quietRecord, v.sc.quietPayload = full || v.badRun > 0, full
 	lerr := v.sc.scan(b, l)
 	if lerr != nil && lerr.unusable {
 		v.malformed(lerr.msg)
@@ -574,25 +587,27 @@ func (v *Verifier) apply(l *line, seq int64) {
 				c.AdvisoryAllow, c.AdvisoryDeny = inc(c.AdvisoryAllow, !deny), inc(c.AdvisoryDeny, deny)
 			}
 			if st != nil && st.phase == phaseStarted && deny && !st.blocked {
-				gate := str(2)
-				switch level {
-				case `"hard"`:
-					st.blocked, st.blockedBy = true, gate
-				case `"soft"`:
+				blocked := level == `"hard"`
+				if level == `"soft"` {
 					// Times in TimeFormat compare as strings.
-					if exp, ok := st.excepted[gate]; !ok || exp < string(l.createdAt) {
-						st.blocked, st.blockedBy = true, gate
-					}
+					exp, ok := st.excepted[sha256.Sum256(sp[2].of(p))]
+					blocked = !ok || string(exp[:]) < string(l.createdAt)
+				}
+				if blocked {
+					st.blocked, st.blockedBy = true, clip(str(2), maxQuoted)
 				}
 			}
 		} else {
 			v.res.Exceptions++
 			if st != nil && st.phase == phaseStarted {
-				gate, exp := str(2), str(1)
+				// The time's JSON string without its quotes.
+				var exp [timeLen]byte
+				copy(exp[:], sp[1].of(p)[1:])
 				if st.excepted == nil {
-					st.excepted = make(map[string]string)
+					st.excepted = make(map[Hash][timeLen]byte)
 				}
-				if cur, ok := st.excepted[gate]; !ok || exp > cur {
+				gate := sha256.Sum256(sp[2].of(p))
+				if cur, ok := st.excepted[gate]; !ok || string(exp[:]) > string(cur[:]) {
 					st.excepted[gate] = exp
 				}
 			}

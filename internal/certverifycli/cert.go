@@ -55,7 +55,7 @@ func runCert(ctx context.Context, p certParams) (*Report, error) {
 	}
 	var snap []byte
 	if p.snapshot != "" {
-		if snap, err = readInput("snapshot", p.snapshot, -1); err != nil {
+		if snap, err = readInput("snapshot", p.snapshot, certificate.MaxSnapshotBytes); err != nil {
 			return nil, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"polc.dev/polc/certificate"
 	"polc.dev/polc/chain"
@@ -141,29 +142,34 @@ func writeJSON(w io.Writer, r *Report) {
 	w.Write(append(b, '\n'))
 }
 
+// writeText prints the report for people. Every string that comes from an
+// input goes through clean: a report must not carry control characters an
+// attacker chose (a payloadType, a keyid or a gate id holding
+// "\x1b[2J\x1b[H...VERIFIED" would clear the auditor's terminal and print a
+// verdict of its own).
 func (r *Report) writeText(w io.Writer) {
 	fmt.Fprintf(w, "certverify %s: %s (exit %d)\n", r.Command, strings.ToUpper(r.Verdict), r.ExitCode)
 	if c := r.Chain; c != nil {
-		fmt.Fprintf(w, "chain %s: %d records", orNone(c.ChainID), c.Records)
+		fmt.Fprintf(w, "chain %s: %d records", clean(orNone(c.ChainID)), c.Records)
 		if c.Head != "" {
-			fmt.Fprintf(w, ", head %s (sequence %d)", c.Head, *c.HeadSequence)
+			fmt.Fprintf(w, ", head %s (sequence %d)", clean(c.Head), *c.HeadSequence)
 		}
-		fmt.Fprintf(w, "\n  merkle root %s, closed %v, operations %d, grade %s\n", c.MerkleRoot, c.Closed, c.Operations, c.ProcessGrade)
+		fmt.Fprintf(w, "\n  merkle root %s, closed %v, operations %d, grade %s\n", clean(c.MerkleRoot), c.Closed, c.Operations, clean(c.ProcessGrade))
 	}
 	if c := r.Certificate; c != nil && c.Certificate != nil {
-		fmt.Fprintf(w, "certificate %s for boundary %s", c.Certificate.CertificateID, c.Certificate.TaskBoundaryID)
+		fmt.Fprintf(w, "certificate %s for boundary %s", clean(c.Certificate.CertificateID), clean(c.Certificate.TaskBoundaryID))
 		if c.Signed {
-			fmt.Fprintf(w, ", signed by %s", orNone(strings.Join(c.Signers, ", ")))
+			fmt.Fprintf(w, ", signed by %s", clean(orNone(strings.Join(c.Signers, ", "))))
 		} else {
 			fmt.Fprint(w, ", unsigned")
 		}
 		fmt.Fprintln(w)
 	}
 	if rec := r.Record; rec != nil {
-		fmt.Fprintf(w, "record %s: chain %s, sequence %d, chain_hash %s\n", rec.RecordID, rec.ChainID, rec.Sequence, rec.ChainHash)
+		fmt.Fprintf(w, "record %s: chain %s, sequence %d, chain_hash %s\n", clean(rec.RecordID), clean(rec.ChainID), rec.Sequence, clean(rec.ChainHash))
 	}
 	for _, cp := range r.Checkpoints {
-		fmt.Fprintf(w, "checkpoint %s size %d: verified %v, signers %s\n", cp.Origin, cp.Size, cp.Verified, orNone(strings.Join(cp.Signers, ", ")))
+		fmt.Fprintf(w, "checkpoint %s size %d: verified %v, signers %s\n", clean(cp.Origin), cp.Size, cp.Verified, clean(orNone(strings.Join(cp.Signers, ", "))))
 	}
 	for _, a := range r.Anchors {
 		fmt.Fprintf(w, "anchor %s: size %d, covers head %v, verified %v\n", a.Kind, a.Size, a.Covers, a.Verified)
@@ -176,9 +182,9 @@ func (r *Report) writeText(w io.Writer) {
 		if f.Sequence != nil {
 			loc += fmt.Sprintf("(sequence %d) ", *f.Sequence)
 		}
-		fmt.Fprintf(w, "%-12s %s%s: %s\n", f.Severity, loc, f.Code, f.Message)
+		fmt.Fprintf(w, "%-12s %s%s: %s\n", f.Severity, loc, f.Code, clean(f.Message))
 		if f.Expected != "" || f.Actual != "" {
-			fmt.Fprintf(w, "             expected %s\n             actual   %s\n", orNone(f.Expected), orNone(f.Actual))
+			fmt.Fprintf(w, "             expected %s\n             actual   %s\n", clean(orNone(f.Expected)), clean(orNone(f.Actual)))
 		}
 	}
 	if r.FindingsOmitted > 0 {
@@ -193,4 +199,43 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// clean returns s with what a terminal would interpret escaped: C0 and C1
+// control characters, DEL, line and paragraph separators, bidirectional
+// formatting characters (which reorder what is shown) and bytes that are
+// not UTF-8. Other text, backslashes included, is kept as it is.
+func clean(s string) string {
+	i := strings.IndexFunc(s, unsafeRune)
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for _, r := range s[i:] {
+		if !unsafeRune(r) {
+			b.WriteRune(r)
+			continue
+		}
+		switch {
+		case r == utf8.RuneError:
+			b.WriteString(`\ufffd`)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	switch {
+	case r < 0x20, r >= 0x7f && r < 0xa0, r == utf8.RuneError:
+		return true
+	case r == 0x061c, r == 0x200e, r == 0x200f, r == 0x2028, r == 0x2029,
+		r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }
