@@ -17,6 +17,7 @@ const (
 	CodeMalformedRecord      Code = "malformed_record"         // line is not a canonical record with the required members and value grammars
 	CodePayloadInvalid       Code = "payload_invalid"          // payload_json violates its record type's schema
 	CodeUnsupportedAlgorithm Code = "unsupported_algorithm"    // hash_algorithm is not sha256-v1
+	CodeAlgorithmChanged     Code = "algorithm_changed"        // hash_algorithm differs from the chain's first record's
 	CodeContentMismatch      Code = "content_mismatch"         // payload_digest or chain_hash does not recompute
 	CodeBrokenLink           Code = "broken_link"              // previous_chain_hash is not the previous record's chain_hash
 	CodeSequenceGap          Code = "sequence_gap"             // sequence skips ahead of previous+1
@@ -95,7 +96,7 @@ func (c Code) DefaultSeverity() Severity {
 
 // Codes lists every finding code in documentation order.
 var Codes = []Code{
-	CodeMalformedRecord, CodePayloadInvalid, CodeUnsupportedAlgorithm, CodeContentMismatch,
+	CodeMalformedRecord, CodePayloadInvalid, CodeUnsupportedAlgorithm, CodeAlgorithmChanged, CodeContentMismatch,
 	CodeBrokenLink, CodeSequenceGap, CodeSequenceDuplicate, CodeGenesisInvalid, CodeEmptyChain,
 	CodeChainIDMismatch, CodeDuplicateRecordID, CodeTornTail, CodeHeadMismatch, CodeTruncated,
 	CodeRootMismatch, CodeTaskNotClosed, CodeRecordAfterClose, CodeMissingTerminal,

@@ -160,6 +160,10 @@ type Verifier struct {
 	chainID   uuid
 	haveChain bool
 	wantChain *uuid
+	// alg is the SHA-256 of the first record's hash_algorithm (its JSON
+	// string), algText that algorithm for messages, clipped.
+	alg     Hash
+	algText string
 
 	// anchors
 	headFoundAt int64 // sequence where ExpectedHead was seen, -1 if not
@@ -381,6 +385,18 @@ func (v *Verifier) Add(b []byte) {
 		// record_id can, and an error there must still fail the chain
 		// (exit 1 takes precedence over 2).
 		lineFinding = lerr.code != CodeUnsupportedAlgorithm
+	}
+
+	// One chain, one algorithm: a record naming another than the first
+	// record's was changed. (A record edited and given an unknown
+	// algorithm, its stored hashes kept, would otherwise be only
+	// unsupported: exit 2, could not run, instead of 1.)
+	if alg := sha256.Sum256(l.algorithm); !v.haveChain {
+		v.alg, v.algText = alg, clip(string(unescape(nil, l.algorithm)), maxQuoted)
+	} else if alg != v.alg && !lineFinding {
+		v.add(NewFinding(CodeAlgorithmChanged, "hash_algorithm differs from the chain's first record's: a chain has one").At(seq, v.lineNo).
+			Values(v.algText, string(unescape(nil, l.algorithm))))
+		lineFinding = true
 	}
 
 	// chain identity

@@ -203,3 +203,29 @@ func TestConsistencyNewSmallerThanOld(t *testing.T) {
 		}
 	}
 }
+
+// TestAlgorithmChangedFails: an attacker edits one record of an intact
+// chain, keeps its stored hashes and names an algorithm this verifier does
+// not implement, hoping for "could not run" (exit 2) instead of "failed".
+// A chain has one algorithm: the changed record is an error (exit 1). A
+// chain that uses another algorithm throughout stays unsupported only.
+func TestAlgorithmChangedFails(t *testing.T) {
+	s := evidencegen.NewSmall()
+	lines := bytes.SplitAfter(s.Chain, []byte("\n"))
+	lines[5] = bytes.Replace(bytes.Replace(lines[5], []byte(`"sha256-v1"`), []byte(`"sha256-v2"`), 1), []byte(`"bash"`), []byte(`"rmrf"`), 1)
+	res, err := chain.Verify(bytes.NewReader(bytes.Join(lines, nil)), chain.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := res.First(chain.CodeAlgorithmChanged)
+	if f == nil || f.Severity != chain.SeverityError || f.Sequence == nil || *f.Sequence != 5 || f.Expected != "sha256-v1" || f.Actual != "sha256-v2" {
+		t.Fatalf("want algorithm_changed (error) at sequence 5, got %v", res.Findings)
+	}
+	res, err = chain.Verify(bytes.NewReader(withAlgorithm(s.Chain, "sha256-v2")), chain.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasError(res.Findings) || res.First(chain.CodeAlgorithmChanged) != nil {
+		t.Fatalf("a chain of one other algorithm: want only unsupported findings, got %v", res.Findings)
+	}
+}

@@ -351,8 +351,8 @@ func Corpus() []Case {
 	}), 1, ex(chain.CodeMalformedRecord)))
 	named("record_float_sequence", bare("sequence written as 3.0", mutateLine(std.jsonl, 3, replaceOnce(`"sequence":3,`, `"sequence":3.0,`)),
 		1, ex(chain.CodeMalformedRecord)))
-	named("record_unsupported_algorithm", anchored("hash_algorithm changed to one this verifier does not implement", mutateLine(std.jsonl, 5, replaceOnce(`"sha256-v1"`, `"sha3-v2"`)),
-		2, ex(chain.CodeUnsupportedAlgorithm, 5)))
+	named("record_unsupported_algorithm", anchored("hash_algorithm of one record changed to one this verifier does not implement: a chain has one algorithm", mutateLine(std.jsonl, 5, replaceOnce(`"sha256-v1"`, `"sha3-v2"`)),
+		1, ex(chain.CodeAlgorithmChanged, 5), ex(chain.CodeUnsupportedAlgorithm, 5)))
 	named("record_crlf", bare("CRLF line endings: one report for the run of bad lines", bytes.ReplaceAll(std.jsonl, []byte("\n"), []byte("\r\n")),
 		1, ex(chain.CodeMalformedRecord), ex(chain.CodeTaskNotClosed)))
 	named("record_blank_line", bare("an empty line inserted", mutateLine(std.jsonl, 6, func(s string) string { return "\n" + s }),
