@@ -219,8 +219,11 @@ func signingKey(sc *SigningConfig) (key, alg string, err error) {
 
 // matcher is the bundle form of a set of patterns.
 type matcher struct {
-	Exact map[string][]string `json:"exact"`
-	Re    []reRule            `json:"re"`
+	Exact map[string][]string
+	Re    []reRule
+	// Dot holds the host patterns "*.S" and "*.S:port", which begin with
+	// no literal: data.json indexes them by S.
+	Dot map[string][]reRule
 }
 
 // matcherJSON is a matcher as data.json holds it: its expressions split
@@ -232,12 +235,13 @@ type matcherJSON struct {
 	Re    []reRule            `json:"re"`
 	K     int                 `json:"k"`
 	Ix    map[string][]reRule `json:"ix"`
+	Dx    map[string][]reRule `json:"dx"`
 }
 
 // MarshalJSON writes the matcher with its prefix index.
 func (m *matcher) MarshalJSON() ([]byte, error) {
 	k, ix, rest := prefixIndex(m.Re)
-	return json.Marshal(matcherJSON{Exact: m.Exact, Re: rest, K: k, Ix: ix})
+	return json.Marshal(matcherJSON{Exact: m.Exact, Re: rest, K: k, Ix: ix, Dx: m.Dot})
 }
 
 // prefixIndex picks the key length k that leaves the fewest expressions
@@ -328,7 +332,9 @@ func regexPrefix(re string) string {
 	return b.String()
 }
 
-func newMatcher() *matcher { return &matcher{Exact: map[string][]string{}, Re: []reRule{}} }
+func newMatcher() *matcher {
+	return &matcher{Exact: map[string][]string{}, Re: []reRule{}, Dot: map[string][]reRule{}}
+}
 
 // add lowers pattern p of grammar k. Patterns without wildcards (and, for
 // hosts, with a port) compare by equality, the rest by regular expression.
@@ -354,7 +360,17 @@ func (m *matcher) add(k pattern.Kind, p, id string) {
 	// flag the engines disagreed (an "agent:*" scope denied "agent:a\nb"
 	// in OPA only). The other grammars' expressions have no bare '.'.
 	re := pattern.Regexp(k, p)
-	m.Re = append(m.Re, reRule{ID: id, Pre: regexPrefix(re), Re: re})
+	r := reRule{ID: id, Pre: regexPrefix(re), Re: re}
+	if k == pattern.Host {
+		// A value "*.S[:port]" matches is "L.….S:P": the text after one
+		// of its host's dots is S, so the Rego looks up each such suffix.
+		h, _, _ := pattern.SplitHostPort(p)
+		if suffix, ok := strings.CutPrefix(h, "*."); ok {
+			m.Dot[suffix] = append(m.Dot[suffix], r)
+			return
+		}
+	}
+	m.Re = append(m.Re, r)
 }
 
 type pathMatcher struct {

@@ -95,6 +95,19 @@ hits(path, v) := ({id | some id in object.get(m.exact, v, [])} | re_hits(m.re, v
 
 re_hits(rs, v) := {e.id | some e in rs; startswith(v, e.pre); regex.match(e.re, v)}
 
+# A host matcher also has "dx": {S: [E]} for the patterns "*.S[:port]",
+# which begin with no literal. A value such a pattern matches is
+# "L.….S:P", with one colon, and S is the text after one of its host's
+# dots: each such suffix names a group.
+host_hits(path, v) := hits(path, v) | {e.id |
+	m := object.get(pol, path, null)
+	parts := split(v, ":")
+	count(parts) == 2
+	some i in indexof_n(parts[0], ".")
+	some e in object.get(m.dx, substring(parts[0], i + 1, -1), [])
+	regex.match(e.re, v)
+}
+
 rel(ws, p) := "" if {
 	p == ws
 } else := substring(p, 1, -1) if {
@@ -133,7 +146,7 @@ qual_hits(q, a) := {id | some id in hits(array.concat(q, ["action"]), a)} | {id 
 	some id in path_hits(array.concat(q, ["qualified", a, "path"]), p, lws)
 } | {id |
 	some h in lhosts
-	some id in hits(array.concat(q, ["qualified", a, "host"]), h)
+	some id in host_hits(array.concat(q, ["qualified", a, "host"]), h)
 } | {id |
 	some id in hits(array.concat(q, ["qualified", a, "mcp"]), lmcp)
 }
@@ -147,7 +160,7 @@ deny_ids contains id if {
 
 deny_ids contains id if {
 	some h in lhosts
-	some id in hits(["net_deny"], h)
+	some id in host_hits(["net_deny"], h)
 }
 
 deny_ids contains id if {
@@ -207,7 +220,7 @@ na contains "path_read" if {
 
 na contains "host" if {
 	some h in req.hosts
-	count(hits(["net_allow"], h)) == 0
+	count(host_hits(["net_allow"], h)) == 0
 }
 
 na contains "env" if {
@@ -268,7 +281,7 @@ allow_ids contains id if {
 
 allow_ids contains id if {
 	some h in req.hosts
-	some id in hits(["net_allow"], h)
+	some id in host_hits(["net_allow"], h)
 }
 
 allow_ids contains id if {
