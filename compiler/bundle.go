@@ -137,16 +137,6 @@ func CheckSigningConfig(sc *SigningConfig) error {
 // ecdsaAlgs is the JWT algorithm of each curve (RFC 7518 §3.4).
 var ecdsaAlgs = map[string]string{"P-256": "ES256", "P-384": "ES384", "P-521": "ES512"}
 
-// ecdsaCurve is the curve JWT algorithm alg signs with ("" if none).
-func ecdsaCurve(alg string) string {
-	for c, a := range ecdsaAlgs {
-		if a == alg {
-			return c
-		}
-	}
-	return "different"
-}
-
 // privateKeyBlocks are the PEM block types OPA's signer parses.
 var privateKeyBlocks = []string{"RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KEY"}
 
@@ -202,7 +192,7 @@ func signingKey(sc *SigningConfig) (key, alg string, err error) {
 				return "", "", fmt.Errorf("unsupported EC curve %s (want P-256, P-384 or P-521)", curve)
 			}
 			if strings.HasPrefix(sc.Algorithm, "ES") && sc.Algorithm != def {
-				return "", "", fmt.Errorf("%s needs a %s key, and this key is %s: use %s", sc.Algorithm, ecdsaCurve(sc.Algorithm), curve, def)
+				return "", "", fmt.Errorf("%s does not sign with a %s key: use %s", sc.Algorithm, curve, def)
 			}
 		case ed25519.PrivateKey:
 			def = "EdDSA"
@@ -244,6 +234,11 @@ func (m *matcher) MarshalJSON() ([]byte, error) {
 	return json.Marshal(matcherJSON{Exact: m.Exact, Re: rest, K: k, Ix: ix, Dx: m.Dot})
 }
 
+// maxKeyRunes bounds the key lengths prefixIndex tries: longer keys
+// rarely split groups further, and trying every length of long prefixes
+// would cost the square of their length per expression.
+const maxKeyRunes = 32
+
 // prefixIndex picks the key length k that leaves the fewest expressions
 // to test for any value: those whose prefix is shorter than k runes (the
 // scan) plus the largest group sharing a k-rune key. k is 0, and nothing
@@ -252,7 +247,7 @@ func (m *matcher) MarshalJSON() ([]byte, error) {
 func prefixIndex(rs []reRule) (k int, ix map[string][]reRule, rest []reRule) {
 	longest := 0
 	for _, r := range rs {
-		longest = max(longest, utf8.RuneCountInString(r.Pre))
+		longest = max(longest, min(utf8.RuneCountInString(r.Pre), maxKeyRunes))
 	}
 	best := len(rs)
 	for c := 1; c <= longest; c++ {

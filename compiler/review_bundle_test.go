@@ -214,7 +214,7 @@ policies: a: {version: "1", actions: allow: ["bash"]}
 		key []byte
 	}{{"ES256", pemOf("PRIVATE KEY", p384der)}, {"ES512", pemOf("PRIVATE KEY", ec8)}, {"ES384", pemOf("EC PRIVATE KEY", p521der)}} {
 		err := compiler.CheckSigningConfig(&compiler.SigningConfig{Key: bad.key, Algorithm: bad.alg})
-		if err == nil || !strings.Contains(err.Error(), "needs a") || !strings.Contains(err.Error(), "use ES") {
+		if err == nil || !strings.Contains(err.Error(), "does not sign with") || !strings.Contains(err.Error(), "use ES") {
 			t.Errorf("CheckSigningConfig(%s over the wrong curve) = %v, want a refusal naming the fitting algorithm", bad.alg, err)
 		}
 	}
