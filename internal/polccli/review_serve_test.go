@@ -149,8 +149,17 @@ func TestServeRefusesNestedDuplicates(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("plain request: %d", resp.StatusCode)
 	}
+	for body, want := range map[string]string{
+		`{"action":"a","action":"b"}`:                    `member "action" given twice`,
+		`{"arguments":{"path":"a","\u0070ath":"b"}}`:     `member "arguments.path" given twice`,
+		`{"arguments":{"meta":[{"k":1},{"k":1,"k":2}]}}`: `member "arguments.meta[1].k" given twice`,
+	} {
+		if err := checkDuplicates([]byte(body)); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %s", body, err, want)
+		}
+	}
 	for _, body := range []string{`{"a":{"k":1},"b":{"k":1}}`, `{"k":1,"K":2}`, `[{"k":1},{"k":2}]`} {
-		if err := checkDuplicates(json.RawMessage(body)); err != nil {
+		if err := checkDuplicates([]byte(body)); err != nil {
 			t.Errorf("%s: %v", body, err)
 		}
 	}

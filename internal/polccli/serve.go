@@ -462,26 +462,17 @@ func decodeBody(r *http.Request, v any, names ...string) error {
 	if err != nil || tok != json.Delim('{') {
 		return errors.New("the body is not a JSON object")
 	}
-	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
 			return err
 		}
-		name, _ := tok.(string)
-		if !slices.Contains(names, name) {
+		if name, _ := tok.(string); !slices.Contains(names, name) {
 			return fmt.Errorf("unknown member %q", name)
 		}
-		if seen[name] {
-			return fmt.Errorf("member %q given twice", name)
-		}
-		seen[name] = true
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
 			return err
-		}
-		if err := checkDuplicates(value); err != nil {
-			return fmt.Errorf("member %q: %v", name, err)
 		}
 	}
 	if _, err := dec.Token(); err != nil {
@@ -489,6 +480,9 @@ func decodeBody(r *http.Request, v any, names ...string) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("data after the JSON object")
+	}
+	if err := checkDuplicates(data); err != nil {
+		return err
 	}
 	full := json.NewDecoder(bytes.NewReader(data))
 	full.UseNumber()
@@ -513,11 +507,12 @@ func decodeBody(r *http.Request, v any, names ...string) error {
 
 // checkDuplicates refuses an object, at any depth of v (valid JSON, its
 // depth bounded by encoding/json), that names a member twice: decoders
-// disagree on which one counts.
-func checkDuplicates(v json.RawMessage) error {
+// disagree on which one counts. The error names the member by its path
+// ("arguments.path").
+func checkDuplicates(v []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(v))
-	var walk func() error
-	walk = func() error {
+	var walk func(at string) error
+	walk = func(at string) error {
 		tok, err := dec.Token()
 		if err != nil {
 			return err
@@ -531,19 +526,23 @@ func checkDuplicates(v json.RawMessage) error {
 					return err
 				}
 				name, _ := tok.(string)
+				where := name
+				if at != "" {
+					where = at + "." + name
+				}
 				if seen[name] {
-					return fmt.Errorf("member %q given twice", name)
+					return fmt.Errorf("member %q given twice", where)
 				}
 				seen[name] = true
-				if err := walk(); err != nil {
+				if err := walk(where); err != nil {
 					return err
 				}
 			}
 			_, err = dec.Token()
 			return err
 		case json.Delim('['):
-			for dec.More() {
-				if err := walk(); err != nil {
+			for i := 0; dec.More(); i++ {
+				if err := walk(fmt.Sprintf("%s[%d]", at, i)); err != nil {
 					return err
 				}
 			}
@@ -552,7 +551,7 @@ func checkDuplicates(v json.RawMessage) error {
 		}
 		return nil
 	}
-	return walk()
+	return walk("")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
