@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"polc.dev/polc/chain"
 )
@@ -23,8 +24,10 @@ const DefaultProjectionPageSize = 256
 // projector with *ProjectionVerifyError (fail closed, nothing of the page is
 // applied); it is never skipped.
 //
-// All members must be set before use (PageSize may be zero). One projector
-// per Name should run at a time; two would stay correct (every apply is
+// All members must be set before use (PageSize may be zero). A Name is
+// bound to one Version: a new version needs a new Name (the store refuses
+// another version's apply with *StateConflictError). One projector per
+// Name should run at a time; two would stay correct (every apply is
 // idempotent) but could move the shared cursor back and redo work.
 type EvidenceProjector struct {
 	// Name keys the projector's cursor in Store.
@@ -40,6 +43,14 @@ type EvidenceProjector struct {
 	// PageSize bounds the receipts applied per transaction
 	// (DefaultProjectionPageSize when not positive).
 	PageSize int
+
+	// ahead keeps, per chain of the last page, the records its Read returned
+	// past the page, so that the next Step does not read them again: Read
+	// returns a chain's whole tail, and reading it again for every page
+	// made draining a chain of N records read about N²/(2·PageSize). Chain
+	// records never change, and each is still checked against its receipt.
+	mu    sync.Mutex
+	ahead map[string][]*chain.Record
 }
 
 // ProjectorConfigError is an EvidenceProjector with a missing or invalid
@@ -143,17 +154,30 @@ func (p *EvidenceProjector) Drain(ctx context.Context) error {
 }
 
 // reread fetches the records of a page from Chains, one Read per chain
-// starting at the page's lowest sequence of that chain, and verifies each
-// against its receipt.
+// starting at the page's lowest sequence of that chain (unless the records
+// the previous page read ahead cover the page's), and verifies each against
+// its receipt.
 func (p *EvidenceProjector) reread(ctx context.Context, receipts []chain.ProjectionReceipt) ([]ProjectedRecord, error) {
 	from := make(map[string]int64)
+	to := make(map[string]int64)
 	for _, rc := range receipts {
 		if s, ok := from[rc.ChainID]; !ok || rc.Sequence < s {
 			from[rc.ChainID] = rc.Sequence
 		}
+		if s, ok := to[rc.ChainID]; !ok || rc.Sequence > s {
+			to[rc.ChainID] = rc.Sequence
+		}
 	}
+	p.mu.Lock()
+	ahead := p.ahead
+	p.ahead = nil // a failed page leaves nothing behind
+	p.mu.Unlock()
 	read := make(map[string][]*chain.Record, len(from))
 	for id, seq := range from {
+		if recs, ok := covering(ahead[id], seq, to[id]); ok {
+			read[id] = recs
+			continue
+		}
 		recs, err := p.Chains.Read(ctx, id, seq-1)
 		if err != nil {
 			return nil, fmt.Errorf("evidence projector %s: read chain %s after %d: %w", p.Name, id, seq-1, err)
@@ -201,5 +225,27 @@ func (p *EvidenceProjector) reread(ctx context.Context, receipts []chain.Project
 			PayloadJSON: r.PayloadJSON,
 		})
 	}
+	next := make(map[string][]*chain.Record)
+	for id, recs := range read {
+		if k := to[id] - from[id] + 1; k < int64(len(recs)) {
+			next[id] = recs[k:]
+		}
+	}
+	p.mu.Lock()
+	p.ahead = next
+	p.mu.Unlock()
 	return out, nil
+}
+
+// covering returns recs from sequence from on when recs (records read ahead,
+// in sequence order) hold every sequence from from to to.
+func covering(recs []*chain.Record, from, to int64) ([]*chain.Record, bool) {
+	if len(recs) == 0 || recs[0] == nil {
+		return nil, false
+	}
+	first := recs[0].Sequence
+	if from < first || to-first >= int64(len(recs)) || recs[to-first] == nil || recs[to-first].Sequence != to {
+		return nil, false
+	}
+	return recs[from-first:], true
 }

@@ -101,8 +101,10 @@ type ProjectionStore interface {
 	// ApplyProjection applies records under projection version with the
 	// idempotency key (chain_id, record_id, version) and sets the
 	// projector's cursor to next, in one transaction. A record already
-	// applied with the same chain_hash is a no-op; with a different one it
-	// is a *ProjectionConflictError and nothing is applied.
+	// applied with the same chain_hash is a no-op; one applied (under any
+	// version) with a different one is a *ProjectionConflictError and
+	// nothing is applied. A projector name is bound to one version: another
+	// version under a name with a cursor is a *StateConflictError.
 	ApplyProjection(ctx context.Context, projector string, version int, records []ProjectedRecord, next string) error
 	// ProjectionCursor returns the projector's committed cursor ("" when
 	// it has applied nothing).

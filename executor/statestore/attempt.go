@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	sqlite3 "modernc.org/sqlite/lib"
+
 	"polc.dev/polc/executor"
 )
 
@@ -25,6 +27,7 @@ func (s *SQLite) CommitAttempt(ctx context.Context, a executor.AttemptRecord) er
 	if err := validateAttempt(&a); err != nil {
 		return err
 	}
+	what := "attempt " + a.AttemptID
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
 		// The run's created_at is the start of the attempt that created it:
 		// a fact of the run, not of the commit's wall clock.
@@ -55,6 +58,12 @@ func (s *SQLite) CommitAttempt(ctx context.Context, a executor.AttemptRecord) er
 			_, err := ob.ExecContext(ctx, m.MessageID, a.RunID, a.AttemptID, i, m.Topic, m.PayloadJSON)
 			if isUniqueViolation(err) {
 				return &executor.StateConflictError{Key: "outbox message " + m.MessageID, Reason: "message id already committed"}
+			}
+			if constraintCode(err) == sqlite3.SQLITE_CONSTRAINT_CHECK {
+				// The only CHECK on outbox is json_valid, which refuses
+				// JSON that json.Valid accepts when it nests deeper than
+				// SQLite's limit.
+				return &InputError{What: what, Reason: fmt.Sprintf("outbox[%d] (message %s): PayloadJSON is not JSON SQLite accepts (json_valid allows at most 1000 levels of nesting)", i, m.MessageID)}
 			}
 			if constraintCode(err) != 0 {
 				return &InputError{What: "outbox message " + m.MessageID, Reason: err.Error()}

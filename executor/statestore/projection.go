@@ -28,7 +28,9 @@ const (
 // derives operation state from it and sets the projector's cursor to next.
 //
 // A record already applied with the same chain_hash is skipped. One applied
-// with a different chain_hash is *executor.ProjectionConflictError. An
+// under any version with a different chain_hash is
+// *executor.ProjectionConflictError. A projector name whose cursor was
+// committed under another version is *executor.StateConflictError. An
 // operation_started for an operation already started by another record, or
 // a terminal record for an operation that already has a different terminal
 // (or belongs to another chain), is *executor.StateConflictError. A record
@@ -53,18 +55,25 @@ func (s *SQLite) ApplyProjection(ctx context.Context, projector string, version 
 		}
 	}
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		// The name's cursor belongs to one version: another version
+		// continuing from it would never apply the records before it.
+		var committed int
+		switch err := tx.QueryRowContext(ctx, "SELECT version FROM projection_cursors WHERE projector = ?", projector).Scan(&committed); {
+		case err == sql.ErrNoRows:
+		case err != nil:
+			return err
+		case committed != version:
+			return &executor.StateConflictError{Key: "projector " + projector,
+				Reason: fmt.Sprintf("its cursor was committed under projection version %d, not %d; a new version needs a new projector name", committed, version)}
+		}
 		for i := range records {
 			r := &records[i]
-			var have string
-			err := tx.QueryRowContext(ctx, `SELECT chain_hash FROM projected_records
-				WHERE chain_id = ? AND record_id = ? AND projection_version = ?`, r.ChainID, r.RecordID, version).Scan(&have)
-			switch {
-			case err == nil && have == r.ChainHash:
-				continue // a redelivery: at-least-once sources repeat
-			case err == nil:
-				return &executor.ProjectionConflictError{ChainID: r.ChainID, RecordID: r.RecordID, Projected: have, Got: r.ChainHash}
-			case err != sql.ErrNoRows:
+			done, err := projected(ctx, tx, r, version)
+			if err != nil {
 				return err
+			}
+			if done {
+				continue // a redelivery: at-least-once sources repeat
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO projected_records(
 				chain_id, record_id, projection_version, sequence, record_type, operation_id, chain_hash)
@@ -86,6 +95,31 @@ func (s *SQLite) ApplyProjection(ctx context.Context, projector string, version 
 		}
 		return s.step("cursor")
 	})
+}
+
+// projected reports whether r is already applied under version. A record
+// never changes, so one applied under any version with another chain_hash
+// is *executor.ProjectionConflictError.
+func projected(ctx context.Context, tx *sql.Tx, r *executor.ProjectedRecord, version int) (bool, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT projection_version, chain_hash FROM projected_records
+		WHERE chain_id = ? AND record_id = ?`, r.ChainID, r.RecordID)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	done := false
+	for rows.Next() {
+		var v int
+		var have string
+		if err := rows.Scan(&v, &have); err != nil {
+			return false, err
+		}
+		if have != r.ChainHash {
+			return false, &executor.ProjectionConflictError{ChainID: r.ChainID, RecordID: r.RecordID, Projected: have, Got: r.ChainHash}
+		}
+		done = done || v == version
+	}
+	return done, rows.Err()
 }
 
 func recordWhat(r *executor.ProjectedRecord) string {
@@ -189,8 +223,9 @@ func applyOperation(ctx context.Context, tx *sql.Tx, r *executor.ProjectedRecord
 
 // ProjectionCursor implements executor.ProjectionStore: the cursor last
 // committed by ApplyProjection for projector, or "" when it has committed
-// none. The cursor is kept per projector name, whatever the version: a new
-// projection version that must re-read everything uses a new name.
+// none. The cursor is kept per projector name, and a name is bound to the
+// version it was first committed under: a new projection version uses a
+// new name.
 func (s *SQLite) ProjectionCursor(ctx context.Context, projector string) (string, error) {
 	var c string
 	err := s.r.QueryRowContext(ctx, "SELECT cursor FROM projection_cursors WHERE projector = ?", projector).Scan(&c)

@@ -13,7 +13,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -80,8 +82,11 @@ func OpenSQLite(path string) (*SQLite, error) {
 	// connection database/sql opens later is configured like the first.
 	// synchronous=FULL: in WAL mode NORMAL may lose the last commits on power
 	// loss, and the durable profile promises that a returned commit stays.
+	// journal_mode is not among them: it is persistent in the file and is
+	// set by migrate once the file is known to be a state store, so that a
+	// refused database is left as it was.
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeoutMS)
-	w, err := sql.Open("sqlite", abs+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+	w, err := sql.Open("sqlite", abs+"?"+common+"&_pragma=synchronous(FULL)&_txlock=immediate")
 	if err != nil {
 		return nil, err
 	}
@@ -215,73 +220,162 @@ CREATE TABLE projection_cursors (
 `
 
 // migrate creates the schema in an empty database and checks the version of
-// an existing one, inside one write transaction so that two processes
-// opening a new file at once cannot both create it.
+// an existing one. It first checks without writing, so that a database it
+// refuses is left untouched (switching to WAL rewrites the file header),
+// then switches the file to WAL and creates the schema if it is still
+// empty, inside one write transaction so that two processes opening a new
+// file at once cannot both create it.
 func (s *SQLite) migrate(ctx context.Context) error {
-	var mode string
-	if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+	wrap := func(err error) error {
+		var ve *SchemaVersionError
+		if err == nil || errors.As(err, &ve) {
+			return err
+		}
 		return fmt.Errorf("statestore: open %s: %w", s.path, err)
+	}
+	if err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := s.checkSchema(ctx, tx)
+		return err
+	}); err != nil {
+		return wrap(err)
+	}
+	var mode string
+	if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return fmt.Errorf("statestore: open %s: set journal_mode: %w", s.path, err)
 	}
 	if !strings.EqualFold(mode, "wal") {
 		// Readers beside the writer and the durability argument in
 		// docs/statestore.md both assume WAL.
 		return fmt.Errorf("statestore: %s: journal_mode is %q, want wal", s.path, mode)
 	}
-	return s.writeTx(ctx, func(tx *sql.Tx) error {
-		var tables int
-		var hasVersion bool
-		rows, err := tx.QueryContext(ctx, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
-		if err != nil {
+	return wrap(s.writeTx(ctx, func(tx *sql.Tx) error {
+		empty, err := s.checkSchema(ctx, tx)
+		if err != nil || !empty {
 			return err
 		}
-		for rows.Next() {
-			var name string
-			if err := rows.Scan(&name); err != nil {
-				rows.Close()
-				return err
-			}
-			tables++
-			hasVersion = hasVersion || name == "schema_version"
-		}
-		if err := rows.Close(); err != nil {
+		if _, err := tx.ExecContext(ctx, schemaV1); err != nil {
 			return err
 		}
-		if tables == 0 {
-			if _, err := tx.ExecContext(ctx, schemaV1); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx, "INSERT INTO schema_version(version) VALUES (?)", SchemaVersion)
-			return err
+		_, err = tx.ExecContext(ctx, "INSERT INTO schema_version(version) VALUES (?)", SchemaVersion)
+		return err
+	}))
+}
+
+// checkSchema reports whether the database is empty, and refuses one that
+// is not a state store of SchemaVersion with *SchemaVersionError. It only
+// reads.
+func (s *SQLite) checkSchema(ctx context.Context, tx *sql.Tx) (empty bool, err error) {
+	var tables int
+	var hasVersion bool
+	rows, err := tx.QueryContext(ctx, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+	if err != nil {
+		return false, err
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return false, err
 		}
-		if !hasVersion {
-			return &SchemaVersionError{Path: s.path, Found: 0, Supported: SchemaVersion}
+		tables++
+		hasVersion = hasVersion || name == "schema_version"
+	}
+	if err := rows.Close(); err != nil {
+		return false, err
+	}
+	if tables == 0 {
+		return true, nil
+	}
+	if !hasVersion {
+		return false, &SchemaVersionError{Path: s.path, Found: 0, Supported: SchemaVersion}
+	}
+	var versions []int
+	vrows, err := tx.QueryContext(ctx, "SELECT version FROM schema_version")
+	if err != nil {
+		return false, err
+	}
+	for vrows.Next() {
+		var v int
+		if err := vrows.Scan(&v); err != nil {
+			vrows.Close()
+			return false, err
 		}
-		var versions []int
-		vrows, err := tx.QueryContext(ctx, "SELECT version FROM schema_version")
-		if err != nil {
-			return err
+		versions = append(versions, v)
+	}
+	if err := vrows.Close(); err != nil {
+		return false, err
+	}
+	if len(versions) != 1 || versions[0] < 1 {
+		return false, &SchemaVersionError{Path: s.path, Found: 0, Supported: SchemaVersion}
+	}
+	if versions[0] != SchemaVersion {
+		// Newer: refuse. Older cannot happen yet (version 1 is the
+		// first); a future version migrates here.
+		return false, &SchemaVersionError{Path: s.path, Found: versions[0], Supported: SchemaVersion}
+	}
+	// The version row alone does not make the schema: a table or index
+	// dropped or altered would open and then fail (or, for operations,
+	// silently derive nothing). Objects the schema lacks are allowed.
+	want, err := schemaObjects()
+	if err != nil {
+		return false, err
+	}
+	have, err := readObjects(ctx, tx)
+	if err != nil {
+		return false, err
+	}
+	var problems []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		switch got, ok := have[k]; {
+		case !ok:
+			problems = append(problems, "no "+k)
+		case got != want[k]:
+			problems = append(problems, k+" differs")
 		}
-		for vrows.Next() {
-			var v int
-			if err := vrows.Scan(&v); err != nil {
-				vrows.Close()
-				return err
-			}
-			versions = append(versions, v)
+	}
+	if len(problems) > 0 {
+		return false, &SchemaVersionError{Path: s.path, Found: SchemaVersion, Supported: SchemaVersion, Problem: strings.Join(problems, ", ")}
+	}
+	return false, nil
+}
+
+// schemaObjects returns the tables and indexes of schemaV1 (see
+// readObjects), read once from an in-memory database given the schema.
+// schemaV1 is frozen: any change to it is a new schema version.
+var schemaObjects = sync.OnceValues(func() (map[string]string, error) {
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // one in-memory database
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, schemaV1); err != nil {
+		return nil, err
+	}
+	return readObjects(ctx, db)
+})
+
+// readObjects returns the database's own tables and indexes, keyed
+// "table name" or "index name", with their CREATE statement (whitespace
+// collapsed).
+func readObjects(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) (map[string]string, error) {
+	rows, err := q.QueryContext(ctx, "SELECT type, name, sql FROM sqlite_schema WHERE type IN ('table', 'index') AND sql IS NOT NULL AND name NOT LIKE 'sqlite_%'")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]string)
+	for rows.Next() {
+		var typ, name, text string
+		if err := rows.Scan(&typ, &name, &text); err != nil {
+			return nil, err
 		}
-		if err := vrows.Close(); err != nil {
-			return err
-		}
-		if len(versions) != 1 || versions[0] < 1 {
-			return &SchemaVersionError{Path: s.path, Found: 0, Supported: SchemaVersion}
-		}
-		if versions[0] != SchemaVersion {
-			// Newer: refuse. Older cannot happen yet (version 1 is the
-			// first); a future version migrates here.
-			return &SchemaVersionError{Path: s.path, Found: versions[0], Supported: SchemaVersion}
-		}
-		return nil
-	})
+		out[typ+" "+name] = strings.Join(strings.Fields(text), " ")
+	}
+	return out, rows.Err()
 }
 
 // writeTx runs fn in a write transaction (BEGIN IMMEDIATE, so the write lock
