@@ -598,6 +598,10 @@ func (a *attempt) bind() Outcome {
 		return a.deny(3, "scope_mismatch", "the request's scope is not the context's")
 	case a.req.RequestID == "":
 		return a.deny(3, ReasonInvalidRequest, "no request id")
+	case !validScope(ec.Scope):
+		// Refused before anything runs: a durable commit after the call
+		// would fail on it, leaving an executed action with no record.
+		return a.deny(3, "scope_invalid", "a durable run scope needs a run id, and an owner attempt id that is not empty when it has one")
 	}
 	switch ec.Profile {
 	case ProfileMinimal:
@@ -1109,6 +1113,16 @@ func (a *attempt) precall() Outcome {
 }
 
 type attemptKey struct{}
+
+// validScope reports whether a scope names what it claims: a durable run
+// scope a run (and an owner attempt, if any). An ephemeral scope's id is
+// correlation only and may be empty.
+func validScope(s ExecutionScope) bool {
+	if r, ok := s.(DurableRunScope); ok {
+		return r.RunID != "" && (r.OwnerAttemptID == nil || *r.OwnerAttemptID != "")
+	}
+	return true
+}
 
 // AttemptFromContext returns the attempt id Execute gives the callable's
 // context: it identifies this attempt (a retry is a new attempt; the key

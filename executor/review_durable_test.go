@@ -179,13 +179,19 @@ func TestProjectorsSameNameConcurrently(t *testing.T) {
 	}
 }
 
-// UNFIXED (needs executor.go, stage 3): the durable profile accepts a
-// DurableRunScope with an empty RunID, runs the callable, and only stage 14
-// finds that the attempt can never be committed (statestore: empty RunID):
-// an executed action with no durable record. Stage 3 should refuse it
-// before anything runs, as it refuses a scope that is not durable.
+// TestDurableEmptyRunIDRefusedBeforeCall: the durable profile accepted a
+// DurableRunScope with an empty RunID (or an empty owner attempt id), ran
+// the callable, and only stage 14 found that the attempt could never be
+// committed (statestore: empty RunID): an executed action with no durable
+// record. Stage 3 refuses it (scope_invalid) before anything runs.
 func TestDurableEmptyRunIDRefusedBeforeCall(t *testing.T) {
-	t.Skip("finding for the lead: stage 3 in executor.go must refuse DurableRunScope{RunID: \"\"}")
+	empty := ""
+	for _, scope := range []executor.DurableRunScope{{RunID: ""}, {RunID: "run", OwnerAttemptID: &empty}} {
+		durableScopeRefused(t, scope)
+	}
+}
+
+func durableScopeRefused(t *testing.T, scope executor.DurableRunScope) {
 	st, err := statestore.OpenSQLite(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -193,11 +199,11 @@ func TestDurableEmptyRunIDRefusedBeforeCall(t *testing.T) {
 	defer st.Close()
 	r := newRig(t, nil, func(c *executor.Config) { c.State = st })
 	ec := r.ctx(executor.ProfileDurable, nil)
-	ec.Scope = executor.DurableRunScope{RunID: ""}
+	ec.Scope = scope
 	q := req("a", "nothing", nil)
 	q.Scope = ec.Scope
 	out := r.exec.Execute(context.Background(), q, ec)
-	if out.Kind() != executor.KindDenied || r.calls["nothing"].Load() != 0 {
+	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != "scope_invalid" || r.calls["nothing"].Load() != 0 {
 		t.Fatalf("outcome %s (reason %q, state error %v), callable ran %d times; want denied before the call",
 			out.Kind(), out.Base().ReasonCode, out.Base().StateError, r.calls["nothing"].Load())
 	}
