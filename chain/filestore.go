@@ -620,7 +620,10 @@ func (s *FileStore) writeZeros(f *os.File, from, to int64) error {
 	return datasync(f)
 }
 
-// Read implements Store.
+// Read implements Store. The lines before after's are not parsed once
+// after's own line holds sequence after, so a record damaged among them
+// is not reported here (Verify reports it); one among those returned is a
+// *CorruptChainError.
 func (s *FileStore) Read(ctx context.Context, chainID string, after int64) ([]*Record, error) {
 	if !IsUUID(chainID) {
 		return nil, fmt.Errorf("chain: %q is not a lowercase UUID", chainID)
@@ -632,20 +635,44 @@ func (s *FileStore) Read(ctx context.Context, chainID string, after int64) ([]*R
 	if err != nil {
 		return nil, err
 	}
-	var out []*Record
-	for i, ln := range bytes.SplitAfter(data, []byte("\n")) {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	// Line i of a chain holds sequence i: the lines before after's are not
+	// parsed (a projector keeping up with a long chain reads its tail
+	// again and again), once after's own line confirms it.
+	if skip := int(min(max(after, 0), int64(len(lines)))); skip > 0 {
+		if out, ok, err := readLines(chainID, lines[skip:], skip, after); ok || err != nil {
+			return out, err
+		}
+	}
+	out, _, err := readLines(chainID, lines, 0, after)
+	return out, err
+}
+
+// readLines parses the complete lines of a chain file, the first of them
+// line first+1, and returns the records with sequence > after. When first
+// is not 0, ok is false unless every record's sequence is its line's and
+// there is a first record to show it: the caller reads the whole file
+// instead.
+func readLines(chainID string, lines [][]byte, first int, after int64) (out []*Record, ok bool, err error) {
+	for i, ln := range lines {
 		if len(ln) == 0 || ln[len(ln)-1] != '\n' || bytes.IndexByte(ln, 0) >= 0 {
+			if i == 0 && first > 0 {
+				return nil, false, nil
+			}
 			break // a torn tail or the reserve is not a record
 		}
 		r, err := ParseRecord(ln[:len(ln)-1])
 		if err != nil {
-			return nil, &CorruptChainError{ChainID: chainID, Line: i + 1, Err: err}
+			return nil, false, &CorruptChainError{ChainID: chainID, Line: first + i + 1, Err: err}
+		}
+		if first > 0 && r.Sequence != int64(first+i) {
+			return nil, false, nil
 		}
 		if r.Sequence > after {
 			out = append(out, r)
 		}
 	}
-	return out, nil
+	return out, true, nil
 }
 
 // Head implements Store.
