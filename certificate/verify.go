@@ -92,11 +92,15 @@ func Verify(in VerifyInput) (*Report, error) {
 	}
 	// expected = what the records give, actual = what the certificate says
 	mismatch(chain.CodeChainIDMismatch, "chain_id", res.ChainID, cert.ChainID)
-	boundary := res.TaskBoundaryID
 	if res.Close != nil {
-		boundary = res.Close.TaskBoundaryID
+		// The task_closed record is what these name: findings point at it.
+		if res.Close.TaskBoundaryID != cert.TaskBoundaryID {
+			add(chain.NewFinding(chain.CodeBoundaryMismatch, "task_boundary_id differs from the chain's task_closed record's").
+				Values(res.Close.TaskBoundaryID, cert.TaskBoundaryID).At(res.Close.Sequence, res.Close.Line))
+		}
+	} else {
+		mismatch(chain.CodeBoundaryMismatch, "task_boundary_id", res.TaskBoundaryID, cert.TaskBoundaryID)
 	}
-	mismatch(chain.CodeBoundaryMismatch, "task_boundary_id", boundary, cert.TaskBoundaryID)
 	mismatch(chain.CodePolicyMismatch, "policy_id", res.PolicyID, cert.PolicyID)
 	mismatch(chain.CodePolicyMismatch, "policy_version", res.PolicyVersion, cert.PolicyVersion)
 	mismatch(chain.CodePolicyMismatch, "policy_digest", res.PolicyDigest, cert.PolicyDigest)
@@ -120,7 +124,7 @@ func Verify(in VerifyInput) (*Report, error) {
 	// before the task ended: a backdated certificate. Both times are in
 	// the record time format, which compares as text.
 	if res.Close != nil && cert.MintedAt < res.Close.ClosedAt {
-		add(chain.NewFinding(chain.CodeMintedBeforeClose, "minted_at precedes the task_closed record's closed_at").Values(">= "+res.Close.ClosedAt, cert.MintedAt))
+		add(chain.NewFinding(chain.CodeMintedBeforeClose, "minted_at precedes the task_closed record's closed_at").Values(">= "+res.Close.ClosedAt, cert.MintedAt).At(res.Close.Sequence, res.Close.Line))
 	}
 	summary, grade := Derive(res)
 	if summary != cert.GateSummary {

@@ -47,6 +47,7 @@ type GateCounts struct {
 // CloseInfo describes the chain's task_closed record.
 type CloseInfo struct {
 	Sequence       int64  `json:"sequence"`
+	Line           int64  `json:"line"` // 1-based line of the record in the chain file
 	ChainHash      Hash   `json:"chain_hash"`
 	TaskBoundaryID string `json:"task_boundary_id"`
 	OpenedAt       string `json:"opened_at"`
@@ -642,7 +643,7 @@ func (v *Verifier) apply(l *line, seq int64) {
 		count, _, _ := scanInt(p, int(sp[2].start))
 		v.res.Closed = true
 		v.res.Close = &CloseInfo{
-			Sequence: seq, ChainHash: l.storedHash, TaskBoundaryID: str(3),
+			Sequence: seq, Line: v.lineNo, ChainHash: l.storedHash, TaskBoundaryID: str(3),
 			OpenedAt: str(1), ClosedAt: str(0), OperationCount: count,
 		}
 		if count != v.res.Operations {

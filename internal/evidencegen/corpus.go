@@ -582,12 +582,12 @@ func Corpus() []Case {
 	backdated := *std.cert
 	backdated.MintedAt = "2026-01-15T00:00:00.000000Z"
 	certCase("cert_minted_before_close", "a certifier-signed certificate whose minted_at precedes the task's close (backdated into the key's window)",
-		signCert(&backdated, CertifierKey), nil, 1, ex(chain.CodeMintedBeforeClose))
+		signCert(&backdated, CertifierKey), nil, 1, ex(chain.CodeMintedBeforeClose, int64(n-1)))
 	certCase("cert_payload_type_swapped", "payloadType changed, signature kept (PAE binds the type)", bytes.Replace(signed, []byte("task-certificate+json"), []byte("checkpoint+json"), 1),
 		nil, 1, ex(chain.CodeBadSignature), ex(chain.CodeMalformedCertificate))
 	certCase("cert_replayed_other_chain", "a valid certificate presented with another task's chain", signed,
 		map[string][]byte{"chain.jsonl": other.jsonl}, 1,
-		ex(chain.CodeChainIDMismatch), ex(chain.CodeBoundaryMismatch), ex(chain.CodeHeadMismatch), ex(chain.CodeRootMismatch))
+		ex(chain.CodeChainIDMismatch), ex(chain.CodeBoundaryMismatch, int64(len(other.recs)-1)), ex(chain.CodeHeadMismatch), ex(chain.CodeRootMismatch))
 	otherSnap := func() []byte {
 		s := *std.snap
 		s.Description = "a different policy text"
