@@ -19,13 +19,71 @@ var claudeTools = map[string]string{
 	"list_files": "Glob", "search_files": "Grep", "web_fetch": "WebFetch", "web_search": "WebSearch",
 }
 
-// claudeCommand turns a command pattern into a Bash(…) rule body. Claude's
-// '*' also matches spaces, so a trailing " *" keeps its meaning (zero or
-// more further tokens).
+// claudeCommand turns a command pattern into a Bash(…) rule. Claude's '*'
+// matches any run of characters, spaces included, and a trailing " *" is
+// optional when it is the rule's only '*'; so a pattern of literal tokens,
+// optionally ending in a " *" token, means the same on both sides.
 func claudeCommand(p string) string { return "Bash(" + p + ")" }
 
-// claudePath writes an absolute path in Claude's rule syntax (//abs).
-func claudePath(p string) string { return "/" + p }
+// claudeExact reports whether Claude reads the allow or deny pattern p as
+// the neutral grammar does: literal tokens (no '*', '?' or '\', which
+// escapes in Claude's rules), optionally ending in a " *" token.
+func claudeExact(p string) bool {
+	return !strings.ContainsAny(strings.TrimSuffix(p, " *"), `*?\`)
+}
+
+// claudeDenyCommands turns a deny pattern into Bash(…) rules that together
+// match every command the pattern matches (and maybe more: a deny may
+// widen, never narrow). Claude reads '?' literally and '\' as an escape
+// (both become '*', which matches them and more), a rule ending in ":*"
+// as the legacy prefix form ("a:*" denies "a x" but not "a:x", so the
+// colons go), and makes a trailing " *" optional only when it is the
+// rule's one '*' (so a rule without the trailing token is added).
+func claudeDenyCommands(p string) []string {
+	if claudeExact(p) {
+		return []string{claudeCommand(p)}
+	}
+	body := strings.NewReplacer("?", "*", `\`, "*").Replace(p)
+	for strings.Contains(body, "**") {
+		body = strings.ReplaceAll(body, "**", "*")
+	}
+	bodies := []string{body}
+	if rest, ok := strings.CutSuffix(body, " *"); ok {
+		bodies = append(bodies, rest)
+	}
+	var out []string
+	for _, b := range bodies {
+		if strings.HasSuffix(b, ":*") {
+			b = strings.TrimRight(strings.TrimSuffix(b, "*"), ":") + "*"
+		}
+		out = append(out, claudeCommand(b))
+	}
+	return out
+}
+
+// claudePath writes an absolute path in Claude's rule syntax (//abs) for a
+// deny rule (every caller's). Path rules are gitignore patterns, so the
+// characters gitignore reads as pattern syntax ('[', ']', '*', '?', '!',
+// '#', a trailing space) are escaped with a backslash: unescaped,
+// "secret[1]" would name "secret1" and the deny rule would miss the real
+// path. A backslash itself does not survive Claude's rule parsing either
+// way, so it becomes '?' (any one character): the rule then denies the
+// path and a few more, never fewer.
+func claudePath(p string) string {
+	var b strings.Builder
+	b.WriteString("/")
+	for i, r := range p {
+		switch {
+		case r == '\\':
+			b.WriteByte('?')
+			continue
+		case strings.ContainsRune("[]*?!#", r), r == ' ' && i == len(p)-1:
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
 
 func (c claudeCode) build(s *Spec, probe *ProbeResult) (*build, error) {
 	b := &build{settings: map[string][]string{}, evidence: []string{"stream:claude-code/stream-json", "attestation:system/init"}}
@@ -54,6 +112,11 @@ func (c claudeCode) build(s *Spec, probe *ProbeResult) (*build, error) {
 		b.evidence = []string{"stream:claude-code/stream-json"}
 		return b, nil
 	}
+	if s.Network == "allowlist" && slices.Contains(s.EffectiveTools(), "web_fetch") {
+		// WebFetch lets a built-in list of documentation hosts through
+		// without any rule: more than the allowlist.
+		b.conds |= CondPreapprovedHosts
+	}
 	sandbox := s.HasShell() && probe.Bwrap != "" && probe.Socat != ""
 	if sandbox {
 		b.conds |= CondSandbox
@@ -72,6 +135,11 @@ func (c claudeCode) build(s *Spec, probe *ProbeResult) (*build, error) {
 			}
 			for _, cmd := range s.CommandsAllow {
 				allow = append(allow, claudeCommand(cmd))
+				if !claudeExact(cmd) {
+					// '*' inside a token (or a '*' token before the
+					// end) matches spaces too: the rule allows more.
+					b.conds |= CondWideAllow
+				}
 			}
 		case "web_fetch":
 			if s.Network == "allowlist" {
@@ -96,7 +164,7 @@ func (c claudeCode) build(s *Spec, probe *ProbeResult) (*build, error) {
 		deny = append(deny, "WebSearch")
 	}
 	for _, cmd := range s.CommandsDeny {
-		deny = append(deny, claudeCommand(cmd))
+		deny = append(deny, claudeDenyCommands(cmd)...)
 	}
 	for _, p := range s.DenyPaths {
 		deny = append(deny, "Read("+claudePath(p)+")", "Read("+claudePath(p)+"/**)", "Edit("+claudePath(p)+")", "Edit("+claudePath(p)+"/**)")
@@ -130,15 +198,17 @@ func (c claudeCode) build(s *Spec, probe *ProbeResult) (*build, error) {
 		network := map[string]any{"allowedDomains": []string{}, "strictAllowlist": true}
 		switch s.Network {
 		case "allowlist":
-			network["allowedDomains"] = s.Hosts
+			network["allowedDomains"] = nonNil(s.Hosts)
 		case "on":
 			network = map[string]any{"allowedDomains": []string{"*"}}
 		}
 		settings["sandbox"] = map[string]any{
 			"enabled": true, "failIfUnavailable": true, "allowUnsandboxedCommands": false, "autoAllowBashIfSandboxed": false,
 			"network": network,
-			"filesystem": map[string]any{"allowWrite": slices.Concat(s.Workspace.ExtraDirs, s.WriteRoots),
-				"denyRead": s.DenyPaths, "denyWrite": s.DenyPaths},
+			// nonNil: Claude's schema rejects null, and -p ignores a settings
+			// file that fails validation (every rule and the sandbox with it).
+			"filesystem": map[string]any{"allowWrite": nonNil(slices.Concat(s.Workspace.ExtraDirs, s.WriteRoots)),
+				"denyRead": nonNil(s.DenyPaths), "denyWrite": nonNil(s.DenyPaths)},
 		}
 	}
 	settingsJSON, err := json.MarshalIndent(settings, "", "  ")

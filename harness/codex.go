@@ -178,6 +178,7 @@ type codexEvent struct {
 		Arguments        json.RawMessage `json:"arguments"`
 		Query            string          `json:"query"`
 		Changes          json.RawMessage `json:"changes"`
+		Prompt           *string         `json:"prompt"`
 	} `json:"item"`
 }
 
@@ -224,15 +225,21 @@ func (codex) parse(line []byte, n int) []Observation {
 	case "error":
 		o.Kind, o.Text, o.IsError, o.ToolCallID = ObsError, clip(it.Message), true, ""
 		return []Observation{o}
-	case "command_execution", "mcp_tool_call", "file_change", "web_search":
+	case "command_execution", "mcp_tool_call", "file_change", "web_search", "collab_tool_call":
 	default:
 		return nil
 	}
 	o.Tool = it.Type
-	if it.Type == "mcp_tool_call" {
+	switch it.Type {
+	case "mcp_tool_call":
 		o.Tool = "mcp:" + it.Server + "/" + it.Tool
+	case "collab_tool_call":
+		// A sub-agent tool (spawn_agent, send_input, …) of multi_agent_v1.
+		o.Tool = "collab:" + it.Tool
 	}
 	switch {
+	case it.Prompt != nil:
+		o.Input, _ = json.Marshal(map[string]string{"prompt": *it.Prompt})
 	case it.Command != "":
 		o.Input, _ = json.Marshal(map[string]string{"command": it.Command})
 	case len(it.Arguments) > 0:

@@ -232,6 +232,11 @@ func (g gemini) build(s *Spec, probe *ProbeResult) (*build, error) {
 	// a prompt.
 	b.argv = []string{exe, "--prompt=" + Prompt, "-o", "stream-json", "--skip-trust", "--approval-mode", "default", "--admin-policy", policyPath}
 	for _, d := range sortedSet(slices.Concat(s.Workspace.ExtraDirs, s.WriteRoots, s.ReadRoots)) {
+		if strings.Contains(d, ",") || strings.TrimSpace(d) != d {
+			// Gemini splits each value on commas and trims the parts:
+			// "a,/etc" would make /etc a workspace root.
+			return nil, fmt.Errorf("directory %q: gemini-cli splits --include-directories on ',' and trims spaces, so it cannot be passed", d)
+		}
 		b.argv = append(b.argv, "--include-directories", d)
 	}
 	if s.Model != "" {

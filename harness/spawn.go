@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -182,6 +184,10 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 		o.Input = []byte(redact(string(o.Input), secrets))
 		if len(o.Input) == 0 {
 			o.Input = nil
+		} else if !json.Valid(o.Input) {
+			// A secret redacted outside a JSON string (a numeric PIN):
+			// keep the redacted text, as a JSON string.
+			o.Input, _ = json.Marshal(string(o.Input))
 		}
 		if plan.Attestation != nil && attestErr == nil {
 			switch {
@@ -296,14 +302,39 @@ func resolveSecret(v EnvVar, getenv func(string) (string, bool)) (string, error)
 	return "", &SecretError{v.Name, v.Secret, "want env:NAME or file:/path"}
 }
 
-// redact replaces every secret value in s.
+// redact replaces every secret value in s, as is and as spelt inside a
+// JSON string (inputs are JSON, and an unparsed line's text is raw JSON):
+// a value holding '"', '\\' or a control character is escaped there, and
+// '<', '>' and '&' too when Go's encoder wrote it.
 func redact(s string, secrets map[string]string) string {
 	for name, val := range secrets {
-		if len(val) >= 4 {
-			s = strings.ReplaceAll(s, val, "[redacted:"+name+"]")
+		if len(val) < 4 {
+			continue
+		}
+		for _, v := range jsonSpellings(val) {
+			s = strings.ReplaceAll(s, v, "[redacted:"+name+"]")
 		}
 	}
 	return s
+}
+
+// jsonSpellings returns val and its spellings inside a JSON string, with
+// and without HTML escaping.
+func jsonSpellings(val string) []string {
+	out := []string{val}
+	for _, html := range []bool{true, false} {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		if enc.Encode(val) == nil {
+			v := strings.TrimSuffix(strings.TrimSpace(b.String()), `"`)
+			v = strings.TrimPrefix(v, `"`)
+			if !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }
 
 // lease takes an advisory lock on the workspace root (flock on the

@@ -26,6 +26,12 @@ const (
 	// and the provider can make a read root readable only by making it a
 	// writable working directory (Gemini's --include-directories).
 	CondWritableReadRoots
+	// CondWideAllow: a command allow pattern becomes a provider rule that
+	// matches more commands than the pattern (Claude's '*' spans spaces).
+	CondWideAllow
+	// CondPreapprovedHosts: the plan allows a web tool that the provider
+	// lets reach built-in hosts without any rule (Claude's WebFetch).
+	CondPreapprovedHosts
 )
 
 // Row is one line of a capability table: when every condition in When
@@ -169,6 +175,9 @@ var ClaudeCode = &Table{Provider: "claude-code", Versions: []string{"2.1.328"}, 
 	{Capability: CapNetAllowlist, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
 	{Capability: CapNetAllowlist, When: CondMCP, Status: Degraded, Sources: []Source{byProvider("WebFetch")},
 		Reason: "MCP servers run outside every sandbox and keep their network", Evidence: "providers.md §8 'All three'"},
+	{Capability: CapNetAllowlist, When: CondPreapprovedHosts, Status: Degraded, Sources: []Source{byProvider("WebFetch(domain:…) rules; WebSearch denied")},
+		Reason:   "WebFetch also reaches Claude Code's built-in preapproved documentation hosts (docs.python.org, developer.mozilla.org, github.com/anthropics, …) without any allow rule, and asks claude.ai whether a domain is safe before fetching",
+		Evidence: "Claude Code 2.1.328 WebFetch checkPermissions ('Preapproved host'); harness/review_harness_test.go"},
 	{Capability: CapNetAllowlist, When: CondShell | CondSandbox, Status: Enforced,
 		Sources:  []Source{byProvider("WebFetch(domain:…) rules; WebSearch denied"), byBwrap("Bash and its children (sandbox.network.allowedDomains, strictAllowlist)")},
 		Reason:   "strictAllowlist denies unlisted hosts for sandboxed commands",
@@ -183,6 +192,9 @@ var ClaudeCode = &Table{Provider: "claude-code", Versions: []string{"2.1.328"}, 
 	{Capability: CapSubprocessAllow, When: CondShell | CondRunners, Status: Degraded, Sources: []Source{byProvider("Bash command text")},
 		Reason:   "Bash(…) allow rules match the command as the agent spells it; an allowed command that runs other programs (an interpreter, a shell, a build tool, or any command) runs them unchecked",
 		Evidence: "providers.md §0.4, §4.3 (python3 under Bash(python3 *))"},
+	{Capability: CapSubprocessAllow, When: CondShell | CondWideAllow, Status: Degraded, Sources: []Source{byProvider("Bash command text")},
+		Reason:   "Claude's '*' matches any run of characters, spaces included: an allow pattern with '*' inside a token or before its last token (\"cat *.md\") becomes a rule that also allows other arguments (\"cat /etc/passwd x.md\")",
+		Evidence: "Claude Code 2.1.328 rule matcher (wildcard '*' compiles to '.*'); harness/review_harness_test.go"},
 	{Capability: CapSubprocessAllow, Status: Enforced, Sources: []Source{byProvider("Bash command text")},
 		Reason:   "in dontAsk mode only commands matching a Bash(…) allow rule run; compound commands are split and every part must match; no allowed command runs other programs",
 		Evidence: "providers.md §4.2 Bash, §4.3"},
@@ -276,7 +288,7 @@ var Codex = &Table{Provider: "codex", Versions: []string{"0.169.0"}, Rows: slice
 		Reason: "the plan has no shell tool", Evidence: "providers.md §5.1 Built-in tool restriction"},
 	{Capability: CapSubprocessDeny, When: CondYolo, Status: Unsupported, Reason: yoloReason, Evidence: "adr0087-notes §7"},
 	{Capability: CapSubprocessDeny, Status: Degraded, Sources: []Source{byProvider("prefix_rule forbidden ($CODEX_HOME/rules)")},
-		Reason:   "prefix rules match the argv the model asks for; a command run by another (an interpreter, a shell script) is not matched",
+		Reason:   "prefix rules match the argv the model asks for; a command run by another (an interpreter, a shell script) is not matched, nor one asked for behind an environment assignment (FOO=1 touch … ran under a forbidden touch rule)",
 		Evidence: "providers.md §5.1 Command rules"},
 	{Capability: CapMCPServers, When: CondYolo, Status: Unsupported, Reason: "the legacy yolo profile loads the user's config.toml and its MCP servers", Evidence: "adr0087-notes §7"},
 	{Capability: CapMCPServers, Status: Enforced, Sources: []Source{byProvider("MCP server set and enabled_tools")},
