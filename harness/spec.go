@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -215,6 +216,12 @@ func fromDeclaration(h *compiler.Harness, dir string, withPolicy bool) (*Spec, d
 	s.Yolo = d.Yolo != nil && *d.Yolo
 	if d.Endpoint != nil {
 		s.Endpoint = strings.TrimRight(d.Endpoint.BaseURL, "/")
+		if u, err := url.Parse(s.Endpoint); err != nil || u.User != nil {
+			// The URL reaches a provider's argv (visible to every user
+			// in ps) and the plan: credentials belong in environment
+			// secrets, never in it.
+			errf("endpoint.base_url", diag.CodeInvalidValue, "endpoint.base_url: want an http(s) URL without user:password@ (put credentials in environment secrets)")
+		}
 	}
 	s.Workspace = Workspace{Root: abs(d.Workspace.Root), ExtraDirs: absAll("workspace.extra_dirs", d.Workspace.ExtraDirs), Lease: "exclusive"}
 	if s.Workspace.ExtraDirs == nil {
