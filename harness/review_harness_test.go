@@ -110,39 +110,48 @@ func TestReviewRealDenyQuestionMark(t *testing.T) {
 	for _, c := range realCases {
 		t.Run(c.provider, func(t *testing.T) {
 			t.Parallel()
-			input := maps.Clone(c.input)
-			for _, k := range []string{"command", "cmd"} {
-				if _, ok := input[k]; ok {
-					input[k] = "touch marker.txt"
-				}
+			r, ran, obs := runDeniedTouch(t, c, "touch marker.txt", `{allow: ["touch *"], deny: ["touch marker.tx?"]}`)
+			if ran && r.Status != harness.Unsupported {
+				t.Errorf("subprocess.deny/v1 is %s, but the denied command ran; observations %+v", r.Status, obs)
 			}
-			mock := mockapi.Start(t, mockapi.Script{Tool: c.tool, Input: input, Text: "Done."})
-			plan := realPlan(t, c.provider, fmt.Sprintf(`package h
+		})
+	}
+}
+
+// runDeniedTouch runs provider case c with bash allowed, the subprocess
+// section subprocess, and a mock model that asks to run command (which
+// creates marker.txt); it returns the subprocess.deny/v1 row, whether the
+// marker appeared, and the observations.
+func runDeniedTouch(t *testing.T, c realCase, command, subprocess string) (harness.CapabilityResult, bool, []harness.Observation) {
+	input := maps.Clone(c.input)
+	for _, k := range []string{"command", "cmd"} {
+		if _, ok := input[k]; ok {
+			input[k] = command
+		}
+	}
+	mock := mockapi.Start(t, mockapi.Script{Tool: c.tool, Input: input, Text: "Done."})
+	plan := realPlan(t, c.provider, fmt.Sprintf(`package h
 harnesses: h: {
 	provider: %q
 	model: %q
 	endpoint: base_url: %q
 	workspace: root: "ws"
 	tools: allow: ["bash"]
-	subprocess: {allow: ["touch *"], deny: ["touch marker.tx?"]}
+	subprocess: %s
 	environment: secrets: %s: "env:POLC_TEST_MODEL_KEY"
 	resources: wall_clock: "90s"
 }
-`, c.provider, c.model, mock.URL, c.keyVar))
-			r, _ := plan.CapabilityReport.Lookup(harness.CapSubprocessDeny)
-			res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "make the marker", Getenv: fixedEnv})
-			if err != nil {
-				t.Fatalf("spawn: %v", err)
-			}
-			_, statErr := os.Stat(filepath.Join(plan.Dir, "marker.txt"))
-			if statErr != nil && !errors.Is(statErr, os.ErrNotExist) {
-				t.Fatal(statErr)
-			}
-			if statErr == nil && r.Status != harness.Unsupported {
-				t.Errorf("subprocess.deny/v1 is %s, but the denied command ran; observations %+v", r.Status, res.Observations)
-			}
-		})
+`, c.provider, c.model, mock.URL, subprocess, c.keyVar))
+	r, _ := plan.CapabilityReport.Lookup(harness.CapSubprocessDeny)
+	res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "make the marker", Getenv: fixedEnv})
+	if err != nil {
+		t.Fatalf("spawn: %v", err)
 	}
+	_, statErr := os.Stat(filepath.Join(plan.Dir, "marker.txt"))
+	if statErr != nil && !errors.Is(statErr, os.ErrNotExist) {
+		t.Fatal(statErr)
+	}
+	return r, statErr == nil, res.Observations
 }
 
 // TestReviewCodexCollabToolCall: Codex offers the model sub-agent tools
@@ -514,31 +523,7 @@ func TestReviewRealDenyEnvPrefix(t *testing.T) {
 	for _, c := range realCases {
 		t.Run(c.provider, func(t *testing.T) {
 			t.Parallel()
-			input := maps.Clone(c.input)
-			for _, k := range []string{"command", "cmd"} {
-				if _, ok := input[k]; ok {
-					input[k] = "FOO=1 touch marker.txt"
-				}
-			}
-			mock := mockapi.Start(t, mockapi.Script{Tool: c.tool, Input: input, Text: "Done."})
-			plan := realPlan(t, c.provider, fmt.Sprintf(`package h
-harnesses: h: {
-	provider: %q
-	model: %q
-	endpoint: base_url: %q
-	workspace: root: "ws"
-	tools: allow: ["bash"]
-	subprocess: {allow: ["touch *"], deny: ["touch *"]}
-	environment: secrets: %s: "env:POLC_TEST_MODEL_KEY"
-	resources: wall_clock: "90s"
-}
-`, c.provider, c.model, mock.URL, c.keyVar))
-			r, _ := plan.CapabilityReport.Lookup(harness.CapSubprocessDeny)
-			if _, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x", Getenv: fixedEnv}); err != nil {
-				t.Fatal(err)
-			}
-			_, statErr := os.Stat(filepath.Join(plan.Dir, "marker.txt"))
-			ran := statErr == nil
+			r, ran, _ := runDeniedTouch(t, c, "FOO=1 touch marker.txt", `{allow: ["touch *"], deny: ["touch *"]}`)
 			switch {
 			case ran && r.Status == harness.Enforced:
 				t.Errorf("subprocess.deny/v1 enforced, but FOO=1 touch ran")
