@@ -463,31 +463,7 @@ printf '%s\n' '{"type":"item.completed","item":{"id":"i2","type":"mcp_tool_call"
 printf '%s\n' '{"type":"item.completed","item":{"id":"i3","type":"agent_message","text":"s3cr&t<\"x\\y> not JSON'
 echo '{"type":"turn.completed"}'
 `)
-	s := specFrom(t, dir, `package h
-harnesses: h: {
-	provider: "codex"
-	workspace: root: "ws"
-	tools: allow: ["read_file"]
-	environment: secrets: TOKEN: "env:POLC_SECRET"
-	resources: wall_clock: "20s"
-	allow_degraded: ["tools.allowlist/v1"]
-}
-`)
-	p := fakeProbe("codex", false)
-	p.Executable = script
-	plan, _, err := harness.Compile(s, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x", Getenv: func(k string) (string, bool) {
-		if k == "POLC_SECRET" {
-			return secret, true
-		}
-		return "", false
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := spawnFakeCodexWithSecret(t, dir, script, "TOKEN", secret)
 	esc, _ := json.Marshal(secret)
 	inner := strings.Trim(string(esc), `"`)
 	n := 0
@@ -578,28 +554,7 @@ func TestReviewRedactedInputStaysJSON(t *testing.T) {
 echo '{"type":"item.completed","item":{"id":"i2","type":"mcp_tool_call","server":"s","tool":"t","arguments":{"pin":98765432},"status":"completed"}}'
 echo '{"type":"turn.completed"}'
 `)
-	s := specFrom(t, dir, `package h
-harnesses: h: {
-	provider: "codex"
-	workspace: root: "ws"
-	tools: allow: ["read_file"]
-	environment: secrets: PIN: "env:POLC_SECRET"
-	resources: wall_clock: "20s"
-	allow_degraded: ["tools.allowlist/v1"]
-}
-`)
-	p := fakeProbe("codex", false)
-	p.Executable = script
-	plan, _, err := harness.Compile(s, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x", Getenv: func(k string) (string, bool) {
-		return "98765432", k == "POLC_SECRET"
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := spawnFakeCodexWithSecret(t, dir, script, "PIN", "98765432")
 	for _, o := range res.Observations {
 		if strings.Contains(string(o.Input), "98765432") {
 			t.Errorf("secret in input %s", o.Input)
@@ -608,4 +563,33 @@ harnesses: h: {
 			t.Errorf("observation does not encode after redaction: %v (input %s)", err, o.Input)
 		}
 	}
+}
+
+// spawnFakeCodexWithSecret runs the fake codex script (from fakeProvider
+// in dir) under a plan whose environment holds the secret name with value.
+func spawnFakeCodexWithSecret(t *testing.T, dir, script, name, value string) *harness.RunResult {
+	t.Helper()
+	s := specFrom(t, dir, fmt.Sprintf(`package h
+harnesses: h: {
+	provider: "codex"
+	workspace: root: "ws"
+	tools: allow: ["read_file"]
+	environment: secrets: %s: "env:POLC_SECRET"
+	resources: wall_clock: "20s"
+	allow_degraded: ["tools.allowlist/v1"]
+}
+`, name))
+	p := fakeProbe("codex", false)
+	p.Executable = script
+	plan, _, err := harness.Compile(s, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x", Getenv: func(k string) (string, bool) {
+		return value, k == "POLC_SECRET"
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
