@@ -305,19 +305,7 @@ harnesses: h: {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := rep.Lookup(harness.CapFSWriteRoots)
-	if r.Status != harness.Enforced {
-		return
-	}
-	res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "write", Getenv: fixedEnv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(target); err == nil {
-		t.Errorf("fs.write_roots/v1 enforced, but write_file wrote %s outside every working dir; observations %+v", target, res.Observations)
-	} else {
-		t.Logf("observations %+v; stderr %s", res.Observations, res.Stderr)
-	}
+	writeStaysInside(t, plan, rep, target)
 }
 
 // TestReviewRealGeminiWorkspaceSettings: Gemini loads a trusted
@@ -351,6 +339,13 @@ harnesses: h: {
 	if err != nil {
 		t.Fatal(err)
 	}
+	writeStaysInside(t, plan, rep, target)
+}
+
+// writeStaysInside runs plan, whose mock model writes target (outside
+// every working dir), when it reports fs.write_roots/v1 enforced, and
+// fails if target was written.
+func writeStaysInside(t *testing.T, plan *harness.Plan, rep *harness.CapabilityReport, target string) {
 	r, _ := rep.Lookup(harness.CapFSWriteRoots)
 	if r.Status != harness.Enforced {
 		return
