@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -28,13 +29,33 @@ func (e *PreflightError) Error() string {
 // --print-startup-config --strict-config` with the plan's -c overrides and
 // `codex execpolicy check` on its rules file. Gemini CLI has none. They run
 // in a throw-away directory with the plan's environment minus secrets
-// (no validator needs credentials or network).
+// (no validator needs credentials or network). Spawn runs it itself (once
+// per plan digest); call it to validate a plan without running it.
 func Preflight(ctx context.Context, plan *Plan) error {
 	for _, st := range plan.Preflight {
 		if err := preflightStep(ctx, plan, st); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// preflightPassed holds the digests of the plans that passed Preflight in
+// this process. A digest covers the whole plan (argv, files, environment,
+// executable and the validator steps), so a plan that passed once need not
+// pay for its validators again; a failure is not remembered.
+var preflightPassed sync.Map
+
+// preflightOnce runs Preflight on a sealed plan unless a plan with its
+// digest passed it already.
+func preflightOnce(ctx context.Context, plan *Plan) error {
+	if _, ok := preflightPassed.Load(plan.Digest); ok {
+		return nil
+	}
+	if err := Preflight(ctx, plan); err != nil {
+		return err
+	}
+	preflightPassed.Store(plan.Digest, struct{}{})
 	return nil
 }
 

@@ -291,7 +291,8 @@ harnesses: h: {
 }
 
 // fakeProvider makes a directory with a workspace "ws" and an executable
-// shell script of body standing in for a provider CLI.
+// shell script of body standing in for a provider CLI (its validators,
+// `doctor`, `app-server` and `execpolicy`, pass without running body).
 func fakeProvider(t *testing.T, body string) (dir, script string) {
 	t.Helper()
 	dir = t.TempDir()
@@ -299,7 +300,10 @@ func fakeProvider(t *testing.T, body string) (dir, script string) {
 		t.Fatal(err)
 	}
 	script = filepath.Join(dir, "fake-provider")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+	// The offline validators Spawn runs first pass, as the real ones do
+	// on a valid plan.
+	validators := `case "$1" in doctor|app-server) exit 0;; execpolicy) echo '{"decision":"forbidden"}'; exit 0;; esac` + "\n"
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"+validators+body), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return dir, script

@@ -77,7 +77,11 @@ func (e *AttestationError) Error() string {
 // directory in its own process group, kills the group when the wall clock
 // runs out, parses the stream into observations and, where the provider
 // echoes its effective policy, stops the run when the echo differs from the
-// plan. The run directory is removed afterwards.
+// plan. Before any of that it runs the plan's offline validators
+// (Preflight) unless a plan with the same digest passed them in this
+// process: a provider that ignores a settings file it cannot parse (as
+// `claude -p` does) would otherwise run without the plan's rules. The run
+// directory is removed afterwards.
 func Spawn(ctx context.Context, plan *Plan, opts SpawnOptions) (*RunResult, error) {
 	p, ok := providers[plan.Provider]
 	if !ok {
@@ -100,6 +104,9 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 		return nil, &NotEnforcedError{Harness: plan.Harness, Results: b}
 	}
 	if err := plan.checkDigest(); err != nil {
+		return nil, err
+	}
+	if err := preflightOnce(ctx, plan); err != nil {
 		return nil, err
 	}
 	getenv := opts.Getenv

@@ -263,10 +263,6 @@ func runHarnessRun(ctx context.Context, e *env, p *harnessRunParams) error {
 	if err := blocking(e, rep); err != nil {
 		return err
 	}
-	if err := harness.Preflight(ctx, plan); err != nil {
-		fmt.Fprintf(e.stderr, "polc: %v\n", err)
-		return &exitError{ExitFindings}
-	}
 	enc := json.NewEncoder(e.stdout)
 	res, err := harness.Spawn(ctx, plan, harness.SpawnOptions{Prompt: p.prompt, Getenv: os.LookupEnv,
 		OnObservation: func(o harness.Observation) { enc.Encode(o) }})

@@ -1,0 +1,89 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"polc.dev/polc/harness"
+)
+
+// TestSpawnRunsPreflight: Spawn itself runs the plan's offline validators
+// before the provider, so an integrator calling Compile then Spawn cannot
+// run a provider whose settings its own validator rejects (`claude -p`
+// silently ignores a settings file it cannot parse, rules and sandbox
+// with it). A failure is not remembered; a pass is, per plan digest.
+func TestSpawnRunsPreflight(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	calls, invalid := filepath.Join(dir, "calls"), filepath.Join(dir, "invalid")
+	script := filepath.Join(dir, "fake-codex")
+	body := `#!/bin/sh
+echo "$1" >> '` + calls + `'
+case "$1" in
+app-server) if [ -f '` + invalid + `' ]; then echo '{"error":"unknown field in config"}'; fi; exit 0;;
+execpolicy) echo '{"decision":"forbidden"}'; exit 0;;
+esac
+echo '{"type":"thread.started","thread_id":"t1"}'
+echo '{"type":"turn.completed"}'
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(invalid, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := specFrom(t, dir, `package h
+harnesses: h: {
+	provider: "codex"
+	workspace: root: "ws"
+	tools: allow: ["read_file"]
+	resources: wall_clock: "20s"
+	allow_degraded: ["tools.allowlist/v1"]
+}
+`)
+	p := fakeProbe("codex", false)
+	p.Executable = script
+	plan, _, err := harness.Compile(s, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(arg string) int {
+		b, _ := os.ReadFile(calls)
+		n := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if l == arg {
+				n++
+			}
+		}
+		return n
+	}
+
+	_, err = harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x"})
+	var pe *harness.PreflightError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Spawn with a plan its validator rejects = %v, want a *PreflightError", err)
+	}
+	if n := count("exec"); n != 0 {
+		t.Fatalf("the provider ran %d times after its validator failed", n)
+	}
+
+	os.Remove(invalid)
+	for i := range 2 {
+		res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x"})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("run %d: %v %+v", i, err, res)
+		}
+	}
+	if got := count("app-server"); got != 2 {
+		t.Errorf("the validator ran %d times, want 2 (the failure, then one pass for both runs)", got)
+	}
+	if got := count("exec"); got != 2 {
+		t.Errorf("the provider ran %d times, want 2", got)
+	}
+}
