@@ -138,6 +138,8 @@ func TestMintRefusals(t *testing.T) {
 				w.issuer.Snapshots = certificate.MapSnapshots{s.PolicyID + " " + s.Version: b}
 				return w.head()
 			}, certificate.RuleMissingPolicy, chain.CodePolicyMismatch},
+		// Nothing pins the policy: a certificate could name any.
+		{"no operation", func(p *evidencegen.Producer) { p.Close() }, nil, certificate.RuleMissingPolicy, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -153,6 +153,11 @@ func (i *Issuer) Mint(ctx context.Context, b Boundary, expectedHead chain.Hash) 
 	switch {
 	case snap.PolicyID != b.PolicyID || snap.Version != b.PolicyVersion:
 		return nil, refuse(RuleMissingPolicy, chain.CodePolicyMismatch, "snapshot is for another policy version", b.PolicyID+" "+b.PolicyVersion, snap.PolicyID+" "+snap.Version)
+	case res.PolicyDigest == "" && res.Operations == 0:
+		// Only policy_bound records pin the policy in the chain: with no
+		// operation, a certificate could name any policy and nothing an
+		// auditor holds would contradict it.
+		return nil, refuse(RuleMissingPolicy, "", "no operation ran under the boundary, so no policy_bound record binds a policy to the chain", snap.Digest, "none")
 	case res.PolicyDigest == "":
 		return nil, refuse(RuleMissingPolicy, chain.CodePolicyMismatch, "the chain has no policy_bound record", snap.Digest, "none")
 	case snap.Digest != res.PolicyDigest:

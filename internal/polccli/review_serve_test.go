@@ -242,9 +242,11 @@ func TestServeCloseBeganRefusesAtOnce(t *testing.T) {
 // TestServeFailedCloseSaysSo: a close whose certificate could not be
 // minted answers 500 with the evidence summary and, as every error
 // answer, {"error": {"code": "close_failed"}}; before, the 500 carried no
-// error member, so a client reading error.code saw none. (Today a
-// certifiable session closed before any governed action has no
-// policy_bound record and its certificate is refused; see the report.)
+// error member, so a client reading error.code saw none. The error says
+// why (the message and the ADR-0087 rule), not only the server's log. A
+// certifiable session closed before any action ran has no policy_bound
+// record, so nothing in its chain pins the policy: its certificate is
+// refused (docs/serve.md).
 func TestServeFailedCloseSaysSo(t *testing.T) {
 	dir := t.TempDir()
 	e := compileDemo(t, dir)
@@ -262,17 +264,24 @@ func TestServeFailedCloseSaysSo(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var m struct {
-		Error    struct{ Code string } `json:"error"`
-		Evidence map[string]any        `json:"evidence"`
+		Error struct {
+			Code, Message, Rule, Finding string
+		} `json:"error"`
+		Evidence    map[string]any `json:"evidence"`
+		Certificate map[string]any `json:"certificate"`
 	}
 	b, _ := io.ReadAll(resp.Body)
-	json.Unmarshal(b, &m)
-	<-done
-	if resp.StatusCode == http.StatusOK {
-		t.Skip("the close no longer fails here; find another way to fail it")
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusInternalServerError || m.Error.Code != "close_failed" || m.Evidence == nil {
+	if err := <-done; err == nil {
+		t.Error("serve exited 0 after its certificate was refused")
+	}
+	if resp.StatusCode != http.StatusInternalServerError || m.Error.Code != "close_failed" || m.Evidence == nil || m.Certificate != nil {
 		t.Fatalf("close: %d %s", resp.StatusCode, b)
+	}
+	if m.Error.Rule != "missing_policy" || m.Error.Finding != "" || !strings.Contains(m.Error.Message, "no operation ran") {
+		t.Errorf("close error %+v: want the missing_policy rule, no finding, and why", m.Error)
 	}
 }
 

@@ -273,12 +273,12 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 			failed = true
 		}
 	}
-	var closeFailed bool
+	var closeFailed error
 	rep.Evidence, rep.Certificate, closeFailed, err = s.finish(ctx)
 	if err != nil {
 		return err
 	}
-	failed = failed || closeFailed
+	failed = failed || closeFailed != nil
 	if p.format == "json" {
 		if err := printJSON(e, rep); err != nil {
 			return err

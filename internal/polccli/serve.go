@@ -25,6 +25,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"polc.dev/polc/certificate"
 	"polc.dev/polc/executor"
 )
 
@@ -251,10 +252,18 @@ func (sv *server) close(ctx context.Context) (*closeResult, error) {
 		sv.closeErr = err
 		return nil, err
 	}
-	sv.result = &closeResult{Evidence: ev, Certificate: cert, failed: failed}
-	if failed {
-		sv.result.Error = map[string]any{"code": "close_failed",
-			"message": "the task boundary could not be closed or the certificate not minted (the server's log says why)"}
+	sv.result = &closeResult{Evidence: ev, Certificate: cert, failed: failed != nil}
+	if failed != nil {
+		// The client is told why, not only the server's log: a refused
+		// mint names its ADR-0087 rule (and the finding that broke it).
+		sv.result.Error = map[string]any{"code": "close_failed", "message": failed.Error()}
+		var re *certificate.RefusedError
+		if errors.As(failed, &re) {
+			sv.result.Error["rule"] = string(re.Rule)
+			if re.Code != "" {
+				sv.result.Error["finding"] = string(re.Code)
+			}
+		}
 	}
 	return sv.result, nil
 }

@@ -215,12 +215,12 @@ func (s *session) execute(ctx context.Context, action string, args map[string]an
 
 // finish closes the task boundary (governed) and writes the certificate
 // (certifiable). It returns the evidence and certificate summaries polc
-// run prints, failed when the boundary could not be closed or the
-// certificate not minted (said on stderr), and err for an error to
-// return (the certificate could not be signed or written).
-func (s *session) finish(ctx context.Context) (evidence, cert map[string]any, failed bool, err error) {
+// run prints, failed (also said on stderr) when the boundary could not be
+// closed or the certificate not minted, and err for an error to return
+// (the certificate could not be signed or written).
+func (s *session) finish(ctx context.Context) (evidence, cert map[string]any, failed, err error) {
 	if s.boundary == nil {
-		return nil, nil, false, nil
+		return nil, nil, nil, nil
 	}
 	res, cerr := s.ex.CloseBoundary(ctx, s.boundary)
 	if res != nil {
@@ -229,22 +229,23 @@ func (s *session) finish(ctx context.Context) (evidence, cert map[string]any, fa
 	}
 	if cerr != nil {
 		fmt.Fprintf(s.e.stderr, "polc: %v\n", cerr)
-		return evidence, nil, true, nil
+		return evidence, nil, cerr, nil
 	}
 	if res.Certificate == nil {
-		return evidence, nil, false, nil
+		return evidence, nil, nil, nil
 	}
 	out, err := certificateBytes(res.Certificate, s.signer)
 	if err != nil {
-		return evidence, nil, true, err
+		return evidence, nil, err, err
 	}
 	certPath := s.e.abs(s.p.cert)
 	if err := atomicfile.WriteFile(certPath, out, 0o644); err != nil {
-		return evidence, nil, true, s.ioErr(certPath, "write", err)
+		err = s.ioErr(certPath, "write", err)
+		return evidence, nil, err, err
 	}
 	cert = map[string]any{"path": diag.Rel(s.e.dir, certPath), "certificate_id": res.Certificate.CertificateID,
 		"process_grade": res.Certificate.ProcessGrade, "signed": s.signer != nil}
-	return evidence, cert, false, nil
+	return evidence, cert, nil, nil
 }
 
 // release closes the stores.
