@@ -256,7 +256,7 @@ func refVerify(data []byte, expectedHead string) (ok bool, reason string) {
 	boundary, digest := "", ""
 	type op struct {
 		types    []string
-		excepted map[string]string
+		excepted map[string][][2]string // gate_id → [issued_at, expires_at] of its exceptions
 		blocked  bool
 	}
 	ops := map[string]*op{}
@@ -295,7 +295,7 @@ func refVerify(data []byte, expectedHead string) (ok bool, reason string) {
 		default:
 			o := ops[r.s("operation_id")]
 			if o == nil {
-				o = &op{excepted: map[string]string{}}
+				o = &op{excepted: map[string][][2]string{}}
 				ops[r.s("operation_id")] = o
 				order = append(order, r.s("operation_id"))
 			}
@@ -308,19 +308,22 @@ func refVerify(data []byte, expectedHead string) (ok bool, reason string) {
 				started++
 			}
 			if typ == "exception_granted" {
-				// Any earlier unexpired exception excuses a soft deny:
-				// keep the latest expiry.
-				if exp := r.p("expires_at"); exp > o.excepted[r.p("gate_id")] {
-					o.excepted[r.p("gate_id")] = exp
-				}
+				// Any earlier exception in force at the deny's time
+				// excuses it: keep every window.
+				o.excepted[r.p("gate_id")] = append(o.excepted[r.p("gate_id")], [2]string{r.p("issued_at"), r.p("expires_at")})
 			}
 			if typ == "gate_evaluated" && r.p("decision") == "deny" && len(o.types) >= 2 {
 				switch r.p("level") {
 				case "hard":
 					o.blocked = true
 				case "soft":
-					exp, ok := o.excepted[r.p("gate_id")]
-					if !ok || exp < r.s("created_at") {
+					excused := false
+					for _, w := range o.excepted[r.p("gate_id")] {
+						if w[0] <= r.s("created_at") && r.s("created_at") <= w[1] {
+							excused = true
+						}
+					}
+					if !excused {
 						o.blocked = true
 					}
 				}

@@ -126,14 +126,26 @@ type opState struct {
 	blocked   bool   // a hard deny, or a soft deny without an exception
 	blockedBy string // gate_id of the first blocking deny (clipped, for the message)
 	// excepted maps the SHA-256 of a gate_id (its canonical JSON string)
-	// to the latest expires_at of the operation's exception_granted
-	// records for it: a soft deny is excused when some earlier exception
-	// has not expired, that is when the latest has not. (A list scanned per
-	// deny made a hostile chain quadratic; keeping the gate ids themselves
-	// let a chain of long distinct gate ids hold memory in proportion to
-	// its bytes.)
-	excepted map[Hash][timeLen]byte
+	// to the windows of the operation's earlier exception_granted records
+	// for it: a soft deny is excused when one of them was in force at the
+	// deny's created_at (issued_at <= created_at <= expires_at). At most
+	// maxExceptionWindows are kept per gate, so a hostile chain's denies
+	// cost a bounded scan each; keeping the gate ids themselves would let
+	// a chain of long distinct gate ids hold memory in proportion to its
+	// bytes.
+	excepted map[Hash][]exceptionWindow
 }
+
+// exceptionWindow is an exception's issued_at and expires_at, in
+// TimeFormat (which compares as strings).
+type exceptionWindow [2][timeLen]byte
+
+// maxExceptionWindows bounds the exceptions remembered per gate and
+// operation. The executor records at most one (a grant is single-use and
+// a gate is evaluated once per operation); further ones are not
+// remembered, so they excuse nothing: a chain that needs them is
+// reported, not trusted.
+const maxExceptionWindows = 8
 
 // timeLen is the length of a time in TimeFormat.
 const timeLen = len(TimeFormat)
@@ -607,8 +619,14 @@ func (v *Verifier) apply(l *line, seq int64) {
 				blocked := level == `"hard"`
 				if level == `"soft"` {
 					// Times in TimeFormat compare as strings.
-					exp, ok := st.excepted[sha256.Sum256(sp[2].of(p))]
-					blocked = !ok || string(exp[:]) < string(l.createdAt)
+					blocked = true
+					at := string(l.createdAt)
+					for _, w := range st.excepted[sha256.Sum256(sp[2].of(p))] {
+						if string(w[0][:]) <= at && at <= string(w[1][:]) {
+							blocked = false
+							break
+						}
+					}
 				}
 				if blocked {
 					st.blocked, st.blockedBy = true, clip(str(2), maxQuoted)
@@ -617,15 +635,16 @@ func (v *Verifier) apply(l *line, seq int64) {
 		} else {
 			v.res.Exceptions++
 			if st != nil && st.phase == phaseStarted {
-				// The time's JSON string without its quotes.
-				var exp [timeLen]byte
-				copy(exp[:], sp[1].of(p)[1:])
+				// The times' JSON strings without their quotes.
+				var w exceptionWindow
+				copy(w[0][:], sp[4].of(p)[1:])
+				copy(w[1][:], sp[1].of(p)[1:])
 				if st.excepted == nil {
-					st.excepted = make(map[Hash][timeLen]byte)
+					st.excepted = make(map[Hash][]exceptionWindow)
 				}
 				gate := sha256.Sum256(sp[2].of(p))
-				if cur, ok := st.excepted[gate]; !ok || string(exp[:]) > string(cur[:]) {
-					st.excepted[gate] = exp
+				if ws := st.excepted[gate]; len(ws) < maxExceptionWindows {
+					st.excepted[gate] = append(ws, w)
 				}
 			}
 		}

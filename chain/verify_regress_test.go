@@ -139,17 +139,21 @@ func BenchmarkVerifyManyExceptions(b *testing.B) {
 }
 
 // TestSoftDenyExcusedByAnyUnexpiredException: a soft deny is excused when
-// some earlier exception for its gate has not expired, whichever came last.
+// some earlier exception for its gate was in force at the deny's time
+// (issued_at <= created_at <= expires_at), whichever came last. An
+// exception issued after the deny (a window not yet open) excuses nothing,
+// and so does one beyond the few remembered per gate and operation.
 func TestSoftDenyExcusedByAnyUnexpiredException(t *testing.T) {
 	snap, _ := evidencegen.Snapshot("p", "1", evidencegen.NewIDs("snap"))
-	build := func(expires ...time.Duration) []byte {
+	type window struct{ issued, expires time.Duration } // from the exception's record time
+	build := func(ws ...window) []byte {
 		p := evidencegen.NewProducer("excused", snap)
 		op := p.Start("bash")
-		for _, e := range expires {
+		for _, w := range ws {
 			now := p.Clock.T
 			p.Append(op, chain.ExceptionGrantedPayload{
-				Actor: "user:o", ExpiresAt: chain.FormatTime(now.Add(e)), GateID: "g",
-				GrantID: p.IDs.Next(), IssuedAt: chain.FormatTime(now.Add(-time.Hour)), ReasonCode: "x",
+				Actor: "user:o", ExpiresAt: chain.FormatTime(now.Add(w.expires)), GateID: "g",
+				GrantID: p.IDs.Next(), IssuedAt: chain.FormatTime(now.Add(w.issued)), ReasonCode: "x",
 			})
 		}
 		p.Gate(op, evidencegen.Gate{ID: "g", Level: "soft", Decision: "deny"})
@@ -157,16 +161,21 @@ func TestSoftDenyExcusedByAnyUnexpiredException(t *testing.T) {
 		p.Close()
 		return p.JSONL()
 	}
+	valid, expired, future := window{-time.Hour, time.Hour}, window{-time.Hour, -time.Minute}, window{time.Hour, 2 * time.Hour}
 	for _, tc := range []struct {
 		name    string
-		expires []time.Duration
+		ws      []window
 		excused bool
 	}{
-		{"unexpired then expired", []time.Duration{time.Hour, -time.Minute}, true},
-		{"expired then unexpired", []time.Duration{-time.Minute, time.Hour}, true},
-		{"only expired", []time.Duration{-time.Minute, -time.Second}, false},
+		{"unexpired then expired", []window{valid, expired}, true},
+		{"expired then unexpired", []window{expired, valid}, true},
+		{"only expired", []window{expired, {-time.Hour, -time.Second}}, false},
+		{"issued after the deny", []window{future}, false},
+		{"not yet issued, then in force", []window{future, valid}, true},
+		{"in force, the eighth for its gate", []window{expired, expired, expired, expired, expired, expired, expired, valid}, true},
+		{"in force, the ninth for its gate", []window{expired, expired, expired, expired, expired, expired, expired, expired, valid}, false},
 	} {
-		res, err := chain.Verify(bytes.NewReader(build(tc.expires...)), chain.VerifyOptions{})
+		res, err := chain.Verify(bytes.NewReader(build(tc.ws...)), chain.VerifyOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
