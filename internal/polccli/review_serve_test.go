@@ -208,7 +208,7 @@ func TestServeCloseBeganRefusesAtOnce(t *testing.T) {
 	sv.mu.RLock() // an action in flight
 	closed := make(chan struct{})
 	go func() {
-		sv.close(context.Background())
+		sv.close(context.Background(), time.Hour)
 		close(closed)
 	}()
 	for !sv.closeBegan.Load() {

@@ -50,7 +50,9 @@ never the request's. Actions come as HTTP requests (JSON):
   GET  /v1/session   the session: profile, principal, policy, task boundary
   POST /v1/execute   {"action", "arguments", "timeout"} -> the outcome
   POST /v1/close     close the task boundary (governed: evidence; certifiable:
-                     the certificate to --cert), answer, and stop serving
+                     the certificate to --cert), answer, and stop serving;
+                     actions still running after {"grace": "30s"} are
+                     cancelled (and recorded so)
 
 The listener is a Unix socket (mode 0600: its permissions are the access
 control) or TCP on a loopback address; anything else is refused, and so
@@ -121,7 +123,9 @@ func runServe(ctx context.Context, e *env, p *serveParams) error {
 	} else if ln, err = net.Listen(network, addr); err != nil {
 		return usagef("--listen: %v", err)
 	}
-	sv := &server{s: s, closing: make(chan struct{}), tcp: network == "tcp"}
+	actions, stopActions := context.WithCancel(ctx)
+	defer stopActions()
+	sv := &server{s: s, closing: make(chan struct{}), tcp: network == "tcp", actions: actions, stopActions: stopActions}
 	hs := &http.Server{Handler: sv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: readTimeout,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	served := make(chan error, 1)
@@ -144,7 +148,7 @@ func runServe(ctx context.Context, e *env, p *serveParams) error {
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	hs.Shutdown(shutdown)
-	res, err := sv.close(context.WithoutCancel(ctx))
+	res, err := sv.close(context.WithoutCancel(ctx), defaultCloseGrace)
 	if err != nil {
 		return err // the close's own error, once more if /v1/close had it
 	}
@@ -225,7 +229,17 @@ type server struct {
 	// tcp: the listener is TCP, which a browser can reach (the Host
 	// header is checked).
 	tcp bool
+	// actions is the context of the actions in flight, on top of their
+	// requests'; stopActions cancels it when a close's grace runs out
+	// (nil: never).
+	actions     context.Context
+	stopActions context.CancelFunc
 }
+
+// defaultCloseGrace is how long a close waits for the actions in flight
+// before it cancels them, unless /v1/close says otherwise: an action
+// without a timeout must not hold the session open forever.
+const defaultCloseGrace = 30 * time.Second
 
 type closeResult struct {
 	Evidence    map[string]any `json:"evidence"`
@@ -237,9 +251,16 @@ type closeResult struct {
 
 // close finishes the session once; later calls return the same result,
 // or the same error. Either way the session is over (the task boundary
-// was closed, or cannot be used again), so the server stops.
-func (sv *server) close(ctx context.Context) (*closeResult, error) {
+// was closed, or cannot be used again), so the server stops. It waits for
+// the actions in flight; those still running after grace are cancelled
+// (the executor records them as cancelled, and the close goes on once
+// they have ended).
+func (sv *server) close(ctx context.Context, grace time.Duration) (*closeResult, error) {
 	sv.closeBegan.Store(true)
+	if sv.stopActions != nil {
+		t := time.AfterFunc(grace, sv.stopActions)
+		defer t.Stop()
+	}
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	if sv.closed {
@@ -391,7 +412,14 @@ func (sv *server) execute(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusConflict, "session_closed", "the session is closed")
 		return
 	}
-	out, err := sv.s.execute(r.Context(), req.Action, req.Arguments, req.Timeout)
+	ctx := r.Context()
+	if sv.actions != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(sv.actions, cancel)()
+	}
+	out, err := sv.s.execute(ctx, req.Action, req.Arguments, req.Timeout)
 	if err != nil {
 		apiError(w, http.StatusBadRequest, "invalid_input", "%v", err)
 		return
@@ -430,12 +458,29 @@ func outcomeJSON(out executor.Outcome) map[string]any {
 	return m
 }
 
+// closeRequest is POST /v1/close's body.
+type closeRequest struct {
+	// Grace is how long to wait for the actions in flight before
+	// cancelling them, a Go duration >= 0 (default 30s).
+	Grace string `json:"grace"`
+}
+
 func (sv *server) closeSession(w http.ResponseWriter, r *http.Request) {
-	if err := decodeBody(r, &struct{}{}); err != nil {
+	var req closeRequest
+	if err := decodeBody(r, &req, "grace"); err != nil {
 		apiError(w, http.StatusBadRequest, "invalid_input", "%v", err)
 		return
 	}
-	res, err := sv.close(context.WithoutCancel(r.Context()))
+	grace := defaultCloseGrace
+	if req.Grace != "" {
+		d, err := time.ParseDuration(req.Grace)
+		if err != nil || d < 0 {
+			apiError(w, http.StatusBadRequest, "invalid_input", "grace %q is not a duration >= 0", req.Grace)
+			return
+		}
+		grace = d
+	}
+	res, err := sv.close(context.WithoutCancel(r.Context()), grace)
 	if err != nil {
 		apiError(w, http.StatusInternalServerError, "close_failed", "%v", err)
 		return
