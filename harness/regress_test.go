@@ -152,7 +152,7 @@ harnesses: h: {
 }
 `)
 	p := fakeProbe("codex", false)
-	p.Executable = script
+	probeAt(t, p, script)
 	plan, rep, err := harness.Compile(s, p)
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +271,7 @@ harnesses: h: {
 }
 `)
 	p := fakeProbe("claude-code", false)
-	p.Executable = script
+	probeAt(t, p, script)
 	plan, _, err := harness.Compile(s, p)
 	if err != nil {
 		t.Fatal(err)

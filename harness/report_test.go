@@ -2,6 +2,8 @@ package harness_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -21,6 +23,19 @@ func fakeProbe(provider string, bwrap bool) *harness.ProbeResult {
 	if bwrap {
 		p.Bwrap, p.Socat = "/usr/bin/bwrap", "/usr/bin/socat"
 	}
+	return p
+}
+
+// probeAt points a fake probe at a real file: its path and hash, so that
+// Spawn finds the executable it was planned for.
+func probeAt(t *testing.T, p *harness.ProbeResult, path string) *harness.ProbeResult {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	p.Executable, p.Resolved, p.SHA256 = path, path, hex.EncodeToString(sum[:])
 	return p
 }
 

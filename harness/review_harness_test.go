@@ -392,7 +392,7 @@ harnesses: h: {
 }
 `)
 		p := fakeProbe("claude-code", true) // a host with bwrap and socat
-		p.Executable = real.Executable
+		p.Executable, p.Resolved, p.SHA256 = real.Executable, real.Resolved, real.SHA256
 		plan, rep, err := harness.Compile(s, p)
 		if err != nil {
 			t.Fatal(err)
@@ -575,7 +575,7 @@ harnesses: h: {
 }
 `, name))
 	p := fakeProbe("codex", false)
-	p.Executable = script
+	probeAt(t, p, script)
 	plan, _, err := harness.Compile(s, p)
 	if err != nil {
 		t.Fatal(err)

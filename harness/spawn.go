@@ -77,7 +77,8 @@ func (e *AttestationError) Error() string {
 // directory in its own process group, kills the group when the wall clock
 // runs out, parses the stream into observations and, where the provider
 // echoes its effective policy, stops the run when the echo differs from the
-// plan. Before any of that it runs the plan's offline validators
+// plan. Before any of that it checks that the executable is still the file
+// that was probed, and runs the plan's offline validators
 // (Preflight) unless a plan with the same digest passed them in this
 // process: a provider that ignores a settings file it cannot parse (as
 // `claude -p` does) would otherwise run without the plan's rules. The run
@@ -104,6 +105,9 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 		return nil, &NotEnforcedError{Harness: plan.Harness, Results: b}
 	}
 	if err := plan.checkDigest(); err != nil {
+		return nil, err
+	}
+	if err := plan.checkExecutable(); err != nil {
 		return nil, err
 	}
 	if err := preflightOnce(ctx, plan); err != nil {
@@ -261,6 +265,24 @@ func (p *Plan) checkDigest() error {
 		got := p.Digest
 		p.Digest = d
 		return &CompileError{p.Harness, p.Provider, fmt.Sprintf("plan digest %s does not match its content (%s): the plan was changed after compile", d, got)}
+	}
+	return nil
+}
+
+// checkExecutable refuses a plan whose executable is no longer the file
+// that was probed (an upgrade in between, or a swap): the plan's version,
+// capability table and report describe the probed file. The hash is
+// recomputed only when the file's size or modification time changed.
+func (p *Plan) checkExecutable() error {
+	resolved, err := filepath.EvalSymlinks(p.Executable)
+	if err == nil {
+		var sha string
+		if sha, err = fileSHA256(resolved); err == nil && sha != p.ExecutableSHA256 {
+			err = fmt.Errorf("sha256 %s, probed %s", sha, p.ExecutableSHA256)
+		}
+	}
+	if err != nil {
+		return &CompileError{p.Harness, p.Provider, fmt.Sprintf("executable %s is not the one probed (%v): probe and plan again", p.Executable, err)}
 	}
 	return nil
 }

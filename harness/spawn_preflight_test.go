@@ -48,7 +48,7 @@ harnesses: h: {
 }
 `)
 	p := fakeProbe("codex", false)
-	p.Executable = script
+	probeAt(t, p, script)
 	plan, _, err := harness.Compile(s, p)
 	if err != nil {
 		t.Fatal(err)
@@ -85,5 +85,42 @@ harnesses: h: {
 	}
 	if got := count("exec"); got != 2 {
 		t.Errorf("the provider ran %d times, want 2", got)
+	}
+}
+
+// TestSpawnRefusesChangedExecutable: the plan's version, capability table
+// and report describe the file that was probed. When that file changed
+// before the spawn (an upgrade in between), Spawn refuses instead of
+// running another program under the plan's claims.
+func TestSpawnRefusesChangedExecutable(t *testing.T) {
+	dir, script := fakeProvider(t, `touch ran
+echo '{"type":"thread.started","thread_id":"t1"}'
+echo '{"type":"turn.completed"}'
+`)
+	s := specFrom(t, dir, `package h
+harnesses: h: {
+	provider: "codex"
+	workspace: root: "ws"
+	tools: allow: ["read_file"]
+	allow_degraded: ["tools.allowlist/v1"]
+}
+`)
+	plan, _, err := harness.Compile(s, probeAt(t, fakeProbe("codex", false), script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(script, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("# upgraded\n")
+	f.Close()
+	_, err = harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x"})
+	var ce *harness.CompileError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "not the one probed") {
+		t.Fatalf("Spawn after the executable changed = %v, want a CompileError", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ws", "ran")); err == nil {
+		t.Error("the changed executable ran")
 	}
 }
