@@ -192,6 +192,9 @@ func (l *loader) loadCUE(dir string, args []string) []cue.Value {
 			l.addCUEErrors(inst.Err, "", diag.CodeSyntax)
 			continue
 		}
+		if l.splitDeclarations(inst.Files) {
+			continue
+		}
 		v := l.ctx.BuildInstance(inst)
 		if err := v.Err(); err != nil {
 			l.addCUEErrors(err, "", diag.CodeSchemaViolation)
@@ -200,6 +203,73 @@ func (l *loader) loadCUE(dir string, args []string) []cue.Value {
 		out = append(out, v)
 	}
 	return out
+}
+
+// splitDeclarations reports each policy or harness declared in more than
+// one place of a CUE package (in two files, or twice in one), and tests
+// declared in more than one place, and says whether it found any. CUE
+// unifies such declarations: a second declaration of a policy silently
+// adds its fields to the first (a grant in a file nobody reviews as part
+// of that policy), conflicting ones fail as a "conflicting values" error
+// that names one place, and two test lists unify element by element.
+// Only literal labels count: a pattern constraint such as
+// `policies: [string]: {tenants: ["acme"]}` declares no policy.
+func (l *loader) splitDeclarations(files []*ast.File) bool {
+	type place struct {
+		what string // "policy \"a\"", "harness \"h\"" or "tests"
+		pos  token.Pos
+	}
+	var places []place
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.Field)
+			if !ok {
+				continue
+			}
+			top, _, err := ast.LabelName(fd.Label)
+			if err != nil {
+				continue
+			}
+			switch top {
+			case "tests":
+				places = append(places, place{"tests", fd.Label.Pos()})
+			case "policies", "harnesses":
+				st, ok := fd.Value.(*ast.StructLit)
+				if !ok {
+					continue
+				}
+				kind := "policy"
+				if top == "harnesses" {
+					kind = "harness"
+				}
+				for _, e := range st.Elts {
+					ef, ok := e.(*ast.Field)
+					if !ok {
+						continue
+					}
+					if name, _, err := ast.LabelName(ef.Label); err == nil {
+						places = append(places, place{fmt.Sprintf("%s %q", kind, name), ef.Label.Pos()})
+					}
+				}
+			}
+		}
+	}
+	first := map[string]token.Pos{}
+	found := false
+	for _, p := range places {
+		prev, seen := first[p.what]
+		if !seen {
+			first[p.what] = p.pos
+			continue
+		}
+		found = true
+		if p.what == "tests" {
+			l.diags.Add(l.pos(p.pos), diag.CodeDuplicatePolicy, "tests are declared in more than one place (also at %s): CUE would unify the lists element by element; keep a package's tests in one list", l.pos(prev))
+			continue
+		}
+		l.diags.Add(l.pos(p.pos), diag.CodeDuplicatePolicy, "%s is declared in more than one place (also at %s): CUE would merge the declarations silently; declare each policy once", p.what, l.pos(prev))
+	}
+	return found
 }
 
 func (l *loader) loadData(abs string) (cue.Value, bool) {
