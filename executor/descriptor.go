@@ -144,6 +144,16 @@ const argsSchemaURL = "polc:///descriptor/arguments.json"
 // from files or the network), and the descriptor must have a canonical
 // form (its digest). The registry keeps a deep copy of d. fn may be nil
 // for descriptor-only registries.
+//
+// Hints decide which policy rules apply beyond the action rule: only an
+// argument a hint names is judged as a path, command, URL or MCP target.
+// So every argument a hint names must be a property of the schema's
+// top-level "properties" that its "required" lists (the MCP resource may be
+// optional): an absent or misspelt argument would leave the callable's
+// default or the real argument unjudged. Path accesses are "read", "write"
+// or "execute", at least one each. A built-in id (BuiltinDescriptors) must
+// carry the built-in's hints, which policies assume. A descriptor without
+// hints is judged by its action rules alone.
 func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 	if d.ID == "" || d.Version == "" {
 		return fmt.Errorf("register: descriptor needs an id and a version")
@@ -171,6 +181,9 @@ func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 	sch, err := c.Compile(argsSchemaURL)
 	if err != nil {
 		return fmt.Errorf("register %s: argument schema: %v", d.ID, err)
+	}
+	if err := checkHints(&d); err != nil {
+		return fmt.Errorf("register %s: %v", d.ID, err)
 	}
 	for i, a := range d.Aliases {
 		switch {
@@ -209,6 +222,99 @@ func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 		r.aliases[a] = d.ID
 	}
 	return nil
+}
+
+// checkHints checks d's hints against its argument schema and, for a
+// built-in id, against the built-in's (see Register).
+func checkHints(d *ActionDescriptor) error {
+	var sch struct {
+		Type       any                        `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+	}
+	if err := json.Unmarshal(d.Arguments, &sch); err != nil || sch.Type != "object" {
+		return fmt.Errorf(`argument schema: want "type": "object" at its top level`)
+	}
+	arg := func(what, name string, required bool) error {
+		if _, ok := sch.Properties[name]; !ok {
+			return fmt.Errorf("hint %s names argument %q, which the schema's properties do not declare", what, name)
+		}
+		if required && !slices.Contains(sch.Required, name) {
+			return fmt.Errorf("hint %s names argument %q, which the schema does not require (an absent argument would go unjudged)", what, name)
+		}
+		return nil
+	}
+	h := d.Hints
+	for i, p := range h.Paths {
+		if err := arg(fmt.Sprintf("paths[%d]", i), p.Arg, true); err != nil {
+			return err
+		}
+		if len(p.Access) == 0 {
+			return fmt.Errorf("hint paths[%d] (%s) has no access", i, p.Arg)
+		}
+		for _, a := range p.Access {
+			if a != "read" && a != "write" && a != "execute" {
+				return fmt.Errorf("hint paths[%d] (%s): access %q is not read, write or execute", i, p.Arg, a)
+			}
+		}
+	}
+	for _, c := range []struct{ what, name string }{{"command", h.Command}, {"url", h.URL}} {
+		if c.name != "" {
+			if err := arg(c.what, c.name, true); err != nil {
+				return err
+			}
+		}
+	}
+	if m := h.MCP; m != nil {
+		if err := arg("mcp.server", m.Server, true); err != nil {
+			return err
+		}
+		if err := arg("mcp.tool", m.Tool, true); err != nil {
+			return err
+		}
+		if m.Resource != "" {
+			if err := arg("mcp.resource", m.Resource, false); err != nil {
+				return err
+			}
+		}
+	}
+	for _, b := range builtinHints() {
+		if b.id == d.ID && !hintsEqual(b.hints, h) {
+			return fmt.Errorf("%s is a built-in action id: policies judge it by the built-in's hints (%s); register it with those, or use another id", d.ID, describeHints(b.hints))
+		}
+	}
+	return nil
+}
+
+type idHints struct {
+	id    string
+	hints NormalizationHints
+}
+
+// builtinHints are the built-in descriptors' ids and hints.
+var builtinHints = sync.OnceValue(func() []idHints {
+	var out []idHints
+	for _, d := range BuiltinDescriptors() {
+		out = append(out, idHints{d.ID, d.Hints})
+	}
+	return out
+})
+
+func hintsEqual(a, b NormalizationHints) bool {
+	if len(a.Paths) != len(b.Paths) || a.Command != b.Command || a.URL != b.URL || (a.MCP == nil) != (b.MCP == nil) {
+		return false
+	}
+	for i := range a.Paths {
+		if a.Paths[i].Arg != b.Paths[i].Arg || !slices.Equal(a.Paths[i].Access, b.Paths[i].Access) {
+			return false
+		}
+	}
+	return a.MCP == nil || *a.MCP == *b.MCP
+}
+
+func describeHints(h NormalizationHints) string {
+	b, _ := json.Marshal(h)
+	return string(b)
 }
 
 // Resolve returns a copy of the descriptor a reference (id or alias) names.

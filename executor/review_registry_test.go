@@ -5,17 +5,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"polc.dev/polc/executor"
 	"polc.dev/polc/snapshot"
 )
 
+// putProps are the properties and required list of writeDescriptor's
+// schema: every argument its hints name.
+const putProps = `"properties":{"path":{"type":"string"},"srv":{"type":"string"},"tl":{"type":"string"}},"required":["path","srv","tl"]`
+
 func writeDescriptor() executor.ActionDescriptor {
 	return executor.ActionDescriptor{
 		ID: "put", Version: "1", Aliases: []string{"store"},
 		Source:      executor.Source{Kind: "sdk", Ref: "example"},
-		Arguments:   json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
+		Arguments:   json.RawMessage(`{"type":"object",` + putProps + `}`),
 		Hints:       executor.NormalizationHints{Paths: []executor.PathHint{{Arg: "path", Access: []string{"write"}}}, MCP: &executor.MCPHint{Server: "srv", Tool: "tl"}},
 		Containment: []string{"filesystem"},
 	}
@@ -86,13 +91,13 @@ func TestRegistryDescriptorIsNotShared(t *testing.T) {
 func TestRegisterRefusesUnbindableDescriptors(t *testing.T) {
 	for name, mod := range map[string]func(*executor.ActionDescriptor){
 		"number beyond float64": func(d *executor.ActionDescriptor) {
-			d.Arguments = json.RawMessage(`{"type":"object","maxProperties":1e400}`)
+			d.Arguments = json.RawMessage(`{"type":"object",` + putProps + `,"maxProperties":1e400}`)
 		},
 		"duplicate schema key": func(d *executor.ActionDescriptor) {
-			d.Arguments = json.RawMessage(`{"type":"object","maxProperties":1,"maxProperties":5}`)
+			d.Arguments = json.RawMessage(`{"type":"object",` + putProps + `,"maxProperties":1,"maxProperties":5}`)
 		},
 		"lone surrogate in schema": func(d *executor.ActionDescriptor) {
-			d.Arguments = json.RawMessage(`{"type":"object","properties":{"a":{"const":"\ud800"}}}`)
+			d.Arguments = json.RawMessage(`{"type":"object",` + putProps + `,"$defs":{"a":{"const":"\ud800"}}}`)
 		},
 		"empty alias":         func(d *executor.ActionDescriptor) { d.Aliases = []string{""} },
 		"mcp shorthand alias": func(d *executor.ActionDescriptor) { d.Aliases = []string{"mcp:s/t"} },
@@ -157,6 +162,54 @@ policies: p: {
 			Arguments: map[string]any{"path": "/etc/passwd"}, Scope: executor.EphemeralScope{ID: "s"}}, ec)
 		if out.Kind() != executor.KindDenied {
 			t.Fatalf("request %d: %s %s, want denied (a write outside /ws/ok)", i, out.Kind(), out.Base().ReasonCode)
+		}
+	}
+}
+
+// TestRegisterRefusesUnjudgedHints: only an argument a hint names is
+// judged by path, command, URL or MCP rules. A hint that names an argument
+// the schema does not declare (a typo), one the schema lets be absent (the
+// callable's default goes unjudged), a path without a valid access, or a
+// built-in id without the built-in's hints (policies assume them) let the
+// callable act on what no rule saw: an integrator's read_file without
+// hints read /etc/shadow under a workspace-only policy. Each is refused.
+func TestRegisterRefusesUnjudgedHints(t *testing.T) {
+	obj := func(props string, required ...string) json.RawMessage {
+		req, _ := json.Marshal(append([]string{}, required...))
+		return json.RawMessage(`{"type":"object","properties":{` + props + `},"required":` + string(req) + `}`)
+	}
+	str := `{"type":"string"}`
+	pathHint := func(arg string, access ...string) executor.NormalizationHints {
+		return executor.NormalizationHints{Paths: []executor.PathHint{{Arg: arg, Access: access}}}
+	}
+	for _, tc := range []struct {
+		name string
+		d    executor.ActionDescriptor
+		want string // "" registers
+	}{
+		{"path hint typo", executor.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":`+str, "path"), Hints: pathHint("pth", "read")}, `"pth", which the schema's properties do not declare`},
+		{"path argument optional", executor.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":` + str), Hints: pathHint("path", "read")}, "does not require"},
+		{"path without access", executor.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":`+str, "path"), Hints: pathHint("path")}, "has no access"},
+		{"unknown access", executor.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":`+str, "path"), Hints: pathHint("path", "wrte")}, `access "wrte"`},
+		{"command undeclared", executor.ActionDescriptor{ID: "run", Arguments: obj(`"cmd":`+str, "cmd"), Hints: executor.NormalizationHints{Command: "command"}}, `"command"`},
+		{"url optional", executor.ActionDescriptor{ID: "get", Arguments: obj(`"url":` + str), Hints: executor.NormalizationHints{URL: "url"}}, "does not require"},
+		{"mcp tool undeclared", executor.ActionDescriptor{ID: "call", Arguments: obj(`"server":`+str, "server"), Hints: executor.NormalizationHints{MCP: &executor.MCPHint{Server: "server", Tool: "tool"}}}, `"tool"`},
+		{"schema not an object", executor.ActionDescriptor{ID: "fetch", Arguments: json.RawMessage(`{"type":"string"}`)}, `"type": "object"`},
+		{"built-in id without hints", executor.ActionDescriptor{ID: "read_file", Arguments: obj(`"path":`+str, "path")}, "built-in action id"},
+		{"built-in id with other hints", executor.ActionDescriptor{ID: "bash", Arguments: obj(`"command":`+str+`,"cwd":`+str, "command", "cwd"),
+			Hints: executor.NormalizationHints{Command: "command", Paths: []executor.PathHint{{Arg: "cwd", Access: []string{"read"}}}}}, "built-in action id"},
+		{"custom id without hints", executor.ActionDescriptor{ID: "send_report", Arguments: obj(`"to":`+str, "to")}, ""},
+		{"built-in id with its hints", executor.ActionDescriptor{ID: "read_file", Arguments: obj(`"path":`+str+`,"encoding":`+str, "path"), Hints: pathHint("path", "read")}, ""},
+		{"optional mcp resource", executor.ActionDescriptor{ID: "call", Arguments: obj(`"server":`+str+`,"tool":`+str+`,"res":`+str, "server", "tool"),
+			Hints: executor.NormalizationHints{MCP: &executor.MCPHint{Server: "server", Tool: "tool", Resource: "res"}}}, ""},
+	} {
+		tc.d.Version = "1"
+		err := executor.NewRegistry().Register(tc.d, nil)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: Register = %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}
 }
