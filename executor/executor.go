@@ -1145,6 +1145,18 @@ func IdempotencyKeyFromContext(ctx context.Context) (string, bool) {
 	return k, ok
 }
 
+type workspaceKey struct{}
+
+// WorkspaceFromContext returns the trusted context's workspace from the
+// context Execute gives the callable of an action with path or command
+// hints: the directory the policy resolved its relative paths and
+// commands against. A callable resolves them against the same, or
+// refuses to run when it was built for another (builtin does).
+func WorkspaceFromContext(ctx context.Context) (string, bool) {
+	ws, ok := ctx.Value(workspaceKey{}).(string)
+	return ws, ok
+}
+
 // attemptCtx is the callable's context: its parent with the attempt id
 // under attemptKey, like context.WithValue, but stored in the attempt
 // instead of a separate allocation.
@@ -1233,6 +1245,11 @@ func (a *attempt) invoke() Outcome {
 		// A separate value, not a field of attemptCtx: requests without a
 		// key (and the hot path) keep attemptOut in its size class.
 		ctx = context.WithValue(ctx, idempotencyKey{}, a.req.IdempotencyKey)
+	}
+	if h := &a.en.desc.Hints; len(h.Paths) > 0 || h.Command != "" {
+		// Relative paths and commands were judged against this
+		// workspace; the callable must resolve them against the same.
+		ctx = context.WithValue(ctx, workspaceKey{}, a.ec.Workspace)
 	}
 	tok := &a.out.token
 	tok.args = a.args

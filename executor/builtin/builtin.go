@@ -26,7 +26,11 @@ import (
 // Options configure the built-in callables.
 type Options struct {
 	// Workspace is the absolute directory relative paths and commands
-	// run in.
+	// run in, or "" for the workspace of each call's trusted context
+	// (executor.WorkspaceFromContext). A call whose context names another
+	// workspace than a non-empty Workspace is refused
+	// (workspace_mismatch): the policy judged its paths against the
+	// context's.
 	Workspace string
 	// Env is the whole environment of subprocesses (default: PATH only).
 	Env []string
@@ -85,8 +89,8 @@ func Register(reg *executor.Registry, o Options) error {
 
 // callables are the built-in callables by action id, o's defaults filled.
 func callables(o Options) (map[string]executor.Callable, error) {
-	if !filepath.IsAbs(o.Workspace) {
-		return nil, fmt.Errorf("builtin: workspace %q must be absolute", o.Workspace)
+	if o.Workspace != "" && !filepath.IsAbs(o.Workspace) {
+		return nil, fmt.Errorf("builtin: workspace %q must be absolute (or empty: each call's)", o.Workspace)
 	}
 	if o.Env == nil {
 		o.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
@@ -103,6 +107,25 @@ func callables(o Options) (map[string]executor.Callable, error) {
 	}, nil
 }
 
+// at returns o with the workspace of the call: the trusted context's (see
+// Options.Workspace).
+func (o Options) at(ctx context.Context) (Options, error) {
+	ws, ok := executor.WorkspaceFromContext(ctx)
+	switch {
+	case !ok && o.Workspace == "":
+		return o, fail("workspace_unknown", errors.New("no workspace: Options.Workspace is empty and the call's context names none"))
+	case !ok:
+		return o, nil
+	case !filepath.IsAbs(ws):
+		return o, fail("workspace_mismatch", fmt.Errorf("the context's workspace %q is not absolute", ws))
+	case o.Workspace == "":
+		o.Workspace = filepath.Clean(ws)
+	case filepath.Clean(ws) != filepath.Clean(o.Workspace):
+		return o, fail("workspace_mismatch", fmt.Errorf("the policy judged this call in workspace %s; these callables serve %s", ws, o.Workspace))
+	}
+	return o, nil
+}
+
 // path resolves a path argument against the workspace, refusing escapes
 // the normalizer would refuse (a second check at the point of use), and
 // refusing a path that goes through a symlink inside the workspace
@@ -110,7 +133,11 @@ func callables(o Options) (map[string]executor.Callable, error) {
 // and a link retargeted before the call would lead elsewhere. With no link
 // on the way, the path opened (without following any, openNoFollow) is the
 // path judged.
-func (o Options) path(args map[string]any) (string, error) {
+func (o Options) path(ctx context.Context, args map[string]any) (string, error) {
+	o, err := o.at(ctx)
+	if err != nil {
+		return "", err
+	}
 	p, _ := args["path"].(string)
 	abs, nerr := executor.NormalizePath(o.Workspace, p)
 	if nerr != nil {
@@ -135,6 +162,10 @@ func (o Options) path(args map[string]any) (string, error) {
 // exit is a failure of class "exit_status"; the result carries the exit
 // code and bounded output.
 func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
+	o, err := o.at(ctx)
+	if err != nil {
+		return nil, err
+	}
 	command, _ := args["command"].(string)
 	c, nerr := executor.ParseCommand(command)
 	if nerr != nil {
@@ -162,7 +193,7 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 	var stdout, stderr limitedBuffer
 	stdout.max, stderr.max = o.MaxOutput, o.MaxOutput
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	res := map[string]any{"exit_code": cmd.ProcessState.ExitCode(), "stdout": stdout.String(), "stderr": stderr.String(), "shell": c.ShellControl}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -177,8 +208,8 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 	return res, nil
 }
 
-func (o Options) readFile(_ context.Context, args map[string]any) (any, error) {
-	p, err := o.path(args)
+func (o Options) readFile(ctx context.Context, args map[string]any) (any, error) {
+	p, err := o.path(ctx, args)
 	if err != nil {
 		return nil, err
 	}
@@ -216,8 +247,8 @@ func fileFailure(class string, err error) error {
 	return fail(class, err)
 }
 
-func (o Options) writeFile(_ context.Context, args map[string]any) (any, error) {
-	p, err := o.path(args)
+func (o Options) writeFile(ctx context.Context, args map[string]any) (any, error) {
+	p, err := o.path(ctx, args)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +260,7 @@ func (o Options) writeFile(_ context.Context, args map[string]any) (any, error) 
 }
 
 func (o Options) editFile(ctx context.Context, args map[string]any) (any, error) {
-	p, err := o.path(args)
+	p, err := o.path(ctx, args)
 	if err != nil {
 		return nil, err
 	}
