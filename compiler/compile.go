@@ -249,7 +249,7 @@ func (s *state) lower() diag.List {
 		}
 		for _, g := range l.snap.GateBindings {
 			if len(g.RuleIDs) == 0 && g.GateID != defaultGate {
-				diags.Warn(p.Pos, diag.CodeGateUnknownRule, "policy %q: gate %q selects no rule (selectors %s)", p.Name, g.GateID, strings.Join(g.Selectors, ", "))
+				diags.Warn(gateRulesPos(p, g.GateID), diag.CodeGateUnknownRule, "policy %q: gate %q selects no rule (selectors %s)", p.Name, g.GateID, strings.Join(g.Selectors, ", "))
 			}
 		}
 		s.lowered[p.Name] = l
@@ -261,6 +261,21 @@ func (s *state) lower() diag.List {
 		}
 	}
 	return diags
+}
+
+// gateRulesPos is where a gate's selectors are written: the `rules` of the
+// policy's own entry for it. A policy that declares no gates inherits them
+// all, so the field that brings the gate in is `extends`.
+func gateRulesPos(p *Policy, id string) diag.Pos {
+	if p.Decl.Gates == nil {
+		return p.PosOf("extends")
+	}
+	for i, g := range *p.Decl.Gates {
+		if g.ID == id {
+			return p.PosOf(fmt.Sprintf("gates[%d].rules", i))
+		}
+	}
+	return p.PosOf("gates")
 }
 
 // checkGates reports a child gate binding that puts a parent's rule under a

@@ -462,6 +462,9 @@ func (r *resolver) budgets() {
 func (r *resolver) expiry() {
 	o := r.out
 	contributed := false
+	// An inverted window is reported at the field of this policy that took
+	// effect (not_before first); with neither, it came through extends.
+	inverted := r.p.PosOf("extends")
 	if r.d.ExpiresAt != nil {
 		t, err := parseTime(*r.d.ExpiresAt)
 		if err != nil {
@@ -470,6 +473,7 @@ func (r *resolver) expiry() {
 			r.diags.Warn(r.p.PosOf("expires_at"), diag.CodeExpiryClamped, "policy %q: expires_at %s is later than the parent's %s; the earlier one applies", r.p.Name, formatTime(t), formatTime(*o.expiresAt))
 		} else {
 			o.expiresAt, contributed = &t, true
+			inverted = r.p.PosOf("expires_at")
 		}
 	}
 	if r.d.NotBefore != nil {
@@ -480,10 +484,11 @@ func (r *resolver) expiry() {
 			r.diags.Warn(r.p.PosOf("not_before"), diag.CodeExpiryClamped, "policy %q: not_before %s is earlier than the parent's %s; the later one applies", r.p.Name, formatTime(t), formatTime(*o.notBefore))
 		} else {
 			o.notBefore, contributed = &t, true
+			inverted = r.p.PosOf("not_before")
 		}
 	}
 	if o.notBefore != nil && o.expiresAt != nil && !o.notBefore.Before(*o.expiresAt) {
-		r.diags.Add(r.p.Pos, diag.CodeInvalidValue, "policy %q: not_before %s is not before expires_at %s", r.p.Name, formatTime(*o.notBefore), formatTime(*o.expiresAt))
+		r.diags.Add(inverted, diag.CodeInvalidValue, "policy %q: not_before %s is not before expires_at %s", r.p.Name, formatTime(*o.notBefore), formatTime(*o.expiresAt))
 	}
 	if contributed {
 		if o.expiryEntry == nil {
