@@ -220,7 +220,7 @@ func Print(w io.Writer, l List, f Format) error {
 			if d.Severity == Warning {
 				kind = "warning"
 			}
-			if _, err := fmt.Fprintf(w, "::%s file=%s,line=%d,col=%d::%s: %s\n", kind, escapeGitHubProperty(d.Pos.File), d.Pos.Line, d.Pos.Col, d.Code, escapeGitHub(d.Message)); err != nil {
+			if _, err := fmt.Fprintf(w, "::%s%s::%s: %s\n", kind, githubProperties(d.Pos), d.Code, escapeGitHub(d.Message)); err != nil {
 				return err
 			}
 		}
@@ -239,6 +239,27 @@ func Print(w io.Writer, l List, f Format) error {
 		}
 		return nil
 	}
+}
+
+// githubProperties is " file=…,line=…,col=…" with only what is known:
+// GitHub reads "file=" as a file named "" and "line=0" as a line, and
+// annotates nothing or the wrong place; without them the annotation is
+// on the run.
+func githubProperties(p Pos) string {
+	var props []string
+	if p.File != "" {
+		props = append(props, "file="+escapeGitHubProperty(p.File))
+		if p.Line > 0 {
+			props = append(props, fmt.Sprintf("line=%d", p.Line))
+			if p.Col > 0 {
+				props = append(props, fmt.Sprintf("col=%d", p.Col))
+			}
+		}
+	}
+	if len(props) == 0 {
+		return ""
+	}
+	return " " + strings.Join(props, ",")
 }
 
 func escapeGitHub(s string) string {

@@ -25,3 +25,25 @@ func TestGitHubEscapes(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }
+
+// TestGitHubUnknownPosition: properties not known are left out, not
+// printed empty or zero (GitHub would look for a file named "" or line 0);
+// a line without a file is meaningless to GitHub and is dropped too.
+func TestGitHubUnknownPosition(t *testing.T) {
+	var l diag.List
+	l.Add(diag.Pos{}, "no_policies", "nothing")
+	l.Add(diag.Pos{File: "f.yaml"}, "invalid_input", "file only")
+	l.Add(diag.Pos{File: "g.yaml", Line: 3}, "syntax_error", "line only")
+	l.Warn(diag.Pos{Line: 2, Col: 1}, "expiry_clamped", "no file")
+	var b strings.Builder
+	if err := diag.Print(&b, l, diag.FormatGitHub); err != nil {
+		t.Fatal(err)
+	}
+	want := "::error::no_policies: nothing\n" +
+		"::warning::expiry_clamped: no file\n" +
+		"::error file=f.yaml::invalid_input: file only\n" +
+		"::error file=g.yaml,line=3::syntax_error: line only\n"
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
