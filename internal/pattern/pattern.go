@@ -77,6 +77,11 @@ func Validate(k Kind, p string) error {
 	}
 	switch k {
 	case Action:
+		if action, _, ok := strings.Cut(p, ":"); ok {
+			// Not "character ':' not allowed": the author meant a
+			// qualified action, valid only where targets are.
+			return fmt.Errorf("an action id pattern has no target; qualified actions (%s:<target>) are for deny and approval patterns, and the target's own section (filesystem, network, subprocess, mcp) allows it", action)
+		}
 		return validChars(p, isActionChar, "an action id pattern")
 	case Path:
 		return validatePath(p)
@@ -205,6 +210,11 @@ func validateHost(p string) error {
 	if p == "*" {
 		return nil
 	}
+	if strings.Contains(p, "://") {
+		// Split as host:port, "https://x" is host "https" with port
+		// "//x": say what the author wrote instead.
+		return urlNotHost(p)
+	}
 	host, port, err := SplitHostPort(p)
 	if err != nil {
 		return err
@@ -241,6 +251,34 @@ func validateHost(p string) error {
 		}
 	}
 	return nil
+}
+
+// urlNotHost is the error for a URL where a host pattern is expected,
+// suggesting the host[:port] the URL reaches when it has one.
+func urlNotHost(p string) error {
+	// The caller names p: the message does not repeat it.
+	const want = "a URL, not a host pattern: write host[:port], without scheme or path"
+	// Parsed by hand, not with net/url: certverify links this package
+	// (through snapshot) and may link nothing of the network.
+	scheme, rest, _ := strings.Cut(p, "://")
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	host, port, err := SplitHostPort(rest)
+	if err != nil || host == "" {
+		return errors.New(want)
+	}
+	host = strings.ToLower(host) // an IPv6 host keeps its brackets
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(scheme)]
+	}
+	if port == "" {
+		return fmt.Errorf("%s (here %q)", want, host)
+	}
+	return fmt.Errorf("%s (here %q, or %q for any port)", want, host+":"+port, host)
 }
 
 // SplitHostPort splits "host", "host:port", "[v6]" or "[v6]:port".

@@ -279,3 +279,36 @@ func TestRegexpMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// TestHostPatternURL: a URL where a host pattern is expected is named as
+// a URL, with the host[:port] to write, not reported as the "port" after
+// the scheme's colon.
+func TestHostPatternURL(t *testing.T) {
+	cases := []struct{ p, want string }{
+		{"https://github.com", `a URL, not a host pattern: write host[:port], without scheme or path (here "github.com:443", or "github.com" for any port)`},
+		{"http://X.com:8080/a", `a URL, not a host pattern: write host[:port], without scheme or path (here "x.com:8080", or "x.com" for any port)`},
+		{"https://[::1]/", `a URL, not a host pattern: write host[:port], without scheme or path (here "[::1]:443", or "[::1]" for any port)`},
+		{"ftp://files.example", `a URL, not a host pattern: write host[:port], without scheme or path (here "files.example")`},
+		{"https://", `a URL, not a host pattern: write host[:port], without scheme or path`},
+	}
+	for _, c := range cases {
+		err := Validate(Host, c.p)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Validate(Host, %q) = %v\nwant %s", c.p, err, c.want)
+		}
+	}
+	_, _, _, err := ValidateQualified("http_get:https://x.com/")
+	want := `target of http_get: a URL, not a host pattern: write host[:port], without scheme or path (here "x.com:443", or "x.com" for any port)`
+	if err == nil || err.Error() != want {
+		t.Errorf("ValidateQualified(http_get:https://x.com/) = %v\nwant %s", err, want)
+	}
+}
+
+// TestActionPatternQualified: a qualified action where only action ids
+// are allowed says so, instead of rejecting the ':' as a character.
+func TestActionPatternQualified(t *testing.T) {
+	err := Validate(Action, "http_get:https://x.com/")
+	if err == nil || !strings.Contains(err.Error(), "qualified actions (http_get:<target>) are for deny and approval patterns") {
+		t.Errorf("Validate(Action, http_get:https://x.com/) = %v", err)
+	}
+}
