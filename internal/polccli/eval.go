@@ -32,15 +32,23 @@ func newEvalCmd(e *env) *cobra.Command {
 		Long: `eval prints the decision for a request as JSON. REQ.json is an action request
 ({"action", "arguments", "principal", "tenant", "workspace"[, "time", "usage"]}),
 which is normalized first, or a normalized request (polc normalize). A request
-that cannot be normalized is a deny decision with its reason. Exit 0 whenever a
-decision was produced, 2 when the snapshot or the input cannot be read.`,
+that cannot be normalized is a deny decision with its reason.
+
+--explain prints {"decision", "request", "explanation"}: the normalized request
+(null if the request cannot be normalized) and the native evaluator's match sets,
+with "normalize_error" ({"reason", "detail"}, or null) saying why a request could
+not be normalized. The match sets are the native evaluator's, so --explain needs
+--engine native; with --engine opa it is a usage error.
+
+Exit 0 whenever a decision was produced, 2 on a usage error or when the snapshot
+or the input cannot be read or is malformed.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error { return runEval(c.Context(), e, p) },
 	}
 	c.Flags().StringVar(&p.snapshot, "snapshot", "", "compiled snapshot file (required)")
 	c.Flags().StringVar(&p.input, "input", "-", "request file, - for standard input")
 	c.Flags().StringVar(&p.engine, "engine", "native", "native or opa (the Rego bundle in embedded OPA)")
-	c.Flags().BoolVar(&p.explain, "explain", false, "also print the normalized request and the match sets (native engine)")
+	c.Flags().BoolVar(&p.explain, "explain", false, "also print the normalized request and the match sets (native engine only)")
 	c.Flags().StringVar(&p.now, "now", "", "RFC 3339 time for requests without one (default: the clock)")
 	return c
 }
@@ -50,14 +58,25 @@ func newNormalizeCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "normalize --input REQ.json",
 		Short: "Print the normalized form of an action request",
-		Args:  cobra.NoArgs,
+		Long: `normalize prints, as JSON, the normalized request the engines evaluate.
+
+A request the normalizer refuses (an unknown action, a path escaping the
+workspace, a command it cannot parse, …) is input normalize cannot process:
+an invalid_input diagnostic with the reason and its detail, nothing on stdout.
+(eval decides such a request: a deny with that reason.)
+
+Exit 0 when the request was normalized, 2 on a usage error or when the input
+cannot be read, is malformed or cannot be normalized.`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			req, err := readRequest(e, p)
 			if err != nil {
 				return err
 			}
 			if req.nerr != nil {
-				return printJSON(e, map[string]any{"error": req.nerr.Reason, "detail": req.nerr.Detail})
+				var d diag.List
+				d.Add(diag.Pos{File: req.name}, diag.CodeInvalidInput, "cannot normalize the request: %s: %s", req.nerr.Reason, req.nerr.Detail)
+				return report(e, d, diag.FormatText)
 			}
 			return printJSON(e, req.normalized)
 		},
@@ -70,6 +89,7 @@ func newNormalizeCmd(e *env) *cobra.Command {
 // request is a decoded eval input: a normalized request or the reason the
 // action request could not be normalized.
 type request struct {
+	name       string // the input as diagnostics name it
 	normalized *executor.Normalized
 	nerr       *executor.NormalizeError
 }
@@ -97,7 +117,7 @@ func readRequest(e *env, p *evalParams) (*request, error) {
 		if err != nil {
 			return nil, bad(err)
 		}
-		return &request{normalized: n}, nil
+		return &request{name: name, normalized: n}, nil
 	}
 	ar, err := executor.ParseActionRequest(data)
 	if err != nil {
@@ -112,7 +132,7 @@ func readRequest(e *env, p *evalParams) (*request, error) {
 		norm.Now = func() time.Time { return t }
 	}
 	n, nerr := norm.Normalize(ar)
-	return &request{normalized: n, nerr: nerr}, nil
+	return &request{name: name, normalized: n, nerr: nerr}, nil
 }
 
 func runEval(ctx context.Context, e *env, p *evalParams) error {
@@ -121,6 +141,11 @@ func runEval(ctx context.Context, e *env, p *evalParams) error {
 	}
 	if p.engine != "native" && p.engine != "opa" {
 		return usagef("--engine %q: want native or opa", p.engine)
+	}
+	if p.explain && p.engine != "native" {
+		// The match sets are the native evaluator's scratch state; beside
+		// an OPA decision they would explain a decision not printed.
+		return usagef("--explain needs --engine native (the match sets are the native evaluator's)")
 	}
 	name, data, err := readInput(e, p.snapshot)
 	if err != nil {
@@ -139,7 +164,15 @@ func runEval(ctx context.Context, e *env, p *evalParams) error {
 		return err
 	}
 	if req.nerr != nil {
-		return printJSON(e, executor.Decision{Disposition: executor.Deny, RuleIDs: []string{}, Reasons: []string{req.nerr.Reason}, Gates: []executor.GateResult{}})
+		dec := executor.Decision{Disposition: executor.Deny, RuleIDs: []string{}, Reasons: []string{req.nerr.Reason}, Gates: []executor.GateResult{}}
+		if p.explain {
+			// Nothing was evaluated: empty match sets, and why.
+			return printJSON(e, explained{Decision: dec, Explanation: &explanation{
+				Explanation:    executor.Explanation{DenyMatches: []string{}, NotAllowed: map[string]string{}, Grants: []string{}, Approvals: []string{}},
+				NormalizeError: &normalizeError{Reason: req.nerr.Reason, Detail: req.nerr.Detail},
+			}})
+		}
+		return printJSON(e, dec)
 	}
 	pol, err := executor.Compile(snap)
 	if err != nil {
@@ -148,7 +181,7 @@ func runEval(ctx context.Context, e *env, p *evalParams) error {
 		return report(e, d, diag.FormatText)
 	}
 	var dec executor.Decision
-	var expl *executor.Explanation
+	var expl *explanation
 	switch {
 	case p.engine == "opa":
 		bb, err := compiler.WriteBundle([]*snapshot.Snapshot{snap}, nil)
@@ -164,18 +197,33 @@ func runEval(ctx context.Context, e *env, p *evalParams) error {
 		}
 	case p.explain:
 		d, x, _ := pol.Explain(req.normalized)
-		dec, expl = d, &x
+		dec, expl = d, &explanation{Explanation: x}
 	default:
 		dec, _ = pol.Evaluate(req.normalized)
 	}
 	if p.explain {
-		out := map[string]any{"decision": dec, "request": req.normalized}
-		if expl != nil {
-			out["explanation"] = expl
-		}
-		return printJSON(e, out)
+		return printJSON(e, explained{Decision: dec, Request: req.normalized, Explanation: expl})
 	}
 	return printJSON(e, dec)
+}
+
+// explained is eval --explain's output, one shape whether or not the
+// request could be normalized.
+type explained struct {
+	Decision    executor.Decision    `json:"decision"`
+	Request     *executor.Normalized `json:"request"`
+	Explanation *explanation         `json:"explanation"`
+}
+
+type explanation struct {
+	executor.Explanation
+	NormalizeError *normalizeError `json:"normalize_error"`
+}
+
+// normalizeError is what polc normalize reports for the same request.
+type normalizeError struct {
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
 }
 
 // printJSON writes v as indented JSON with a trailing newline.
