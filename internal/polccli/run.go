@@ -1,6 +1,7 @@
 package polccli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -101,11 +102,11 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 	}
 	f, err := cueyaml.Extract(path, data)
 	if err != nil {
-		return nil, cueError(path, err)
+		return nil, atYAMLProblem(path, data, cueError(path, err))
 	}
 	v := cuecontext.New().BuildFile(f)
 	if err := v.Err(); err != nil {
-		return nil, cueError(path, err)
+		return nil, atYAMLProblem(path, data, cueError(path, err))
 	}
 	raw, err := v.MarshalJSON()
 	if err != nil {
@@ -121,39 +122,117 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "json: "))
 	}
+	var missing []string
+	for _, m := range []struct{ name, value string }{{"snapshot", s.Snapshot}, {"profile", s.Profile}, {"workspace", s.Workspace}, {"principal", s.Principal}} {
+		if m.value == "" {
+			missing = append(missing, m.name)
+		}
+	}
 	switch {
-	case s.Snapshot == "" || s.Profile == "" || s.Workspace == "" || s.Principal == "":
-		return nil, fmt.Errorf("a scenario needs snapshot, profile, workspace and principal")
+	case len(missing) > 0:
+		// An absent member has no node; an empty one is positioned.
+		return nil, errAt(v, cue.MakePath(cue.Str(missing[0])), "a scenario needs snapshot, profile, workspace and principal: %s missing or empty", strings.Join(missing, ", "))
 	case needActions && len(s.Actions) == 0:
-		return nil, fmt.Errorf("a scenario needs actions")
+		return nil, errAt(v, cue.MakePath(cue.Str("actions")), "a scenario needs actions")
 	case !needActions && len(s.Actions) > 0:
-		return nil, fmt.Errorf("a session has no actions: they come as requests")
+		return nil, errAt(v, cue.MakePath(cue.Str("actions")), "a session has no actions: they come as requests")
 	}
 	switch executor.Profile(s.Profile) {
 	case executor.ProfileMinimal, executor.ProfileDurable, executor.ProfileGoverned, executor.ProfileCertifiable:
 	default:
 		// Not left to the executor, which would deny every action
 		// (unknown_profile) of a run that exits 0.
-		msg := fmt.Sprintf("profile %q: want minimal, durable, governed or certifiable", s.Profile)
-		if pos := v.LookupPath(cue.ParsePath("profile")).Pos(); pos.IsValid() {
-			return nil, &posError{pos.Line(), pos.Column(), msg}
-		}
-		return nil, errors.New(msg)
+		return nil, errAt(v, cue.MakePath(cue.Str("profile")), "profile %q: want minimal, durable, governed or certifiable", s.Profile)
 	}
-	seen := map[string]bool{}
+	if kind, id, ok := strings.Cut(s.Principal, ":"); !ok || kind == "" || id == "" {
+		return nil, errAt(v, cue.MakePath(cue.Str("principal")), "principal %q: want kind:id", s.Principal)
+	}
+	first := map[string]int{}
 	for i, a := range s.Actions {
-		if a.ID == "" || a.Action == "" || seen[a.ID] {
-			return nil, fmt.Errorf("actions[%d]: each action needs a unique id and an action", i)
+		at := func(member string) cue.Path {
+			if member == "" {
+				return cue.MakePath(cue.Str("actions"), cue.Index(i))
+			}
+			return cue.MakePath(cue.Str("actions"), cue.Index(i), cue.Str(member))
 		}
-		seen[a.ID] = true
+		switch j, dup := first[a.ID]; {
+		case a.ID == "":
+			return nil, errAt(v, at("id"), "actions[%d]: needs an id", i)
+		case a.Action == "":
+			return nil, errAt(v, at("action"), "actions[%d] (id %s): needs an action", i, a.ID)
+		case dup:
+			return nil, errAt(v, at("id"), "actions[%d]: id %q is also the id of actions[%d]; ids must be unique", i, a.ID, j)
+		}
+		first[a.ID] = i
+		// Checked before any action runs: a bad timeout found at its
+		// action would stop a run that had already had effects.
+		if _, err := parseTimeout(a.Timeout); err != nil {
+			return nil, errAt(v, at("timeout"), "actions[%d] (id %s): %v", i, a.ID, err)
+		}
 	}
 	return &s, nil
+}
+
+// errAt is a scenario error at the node of path, or, where the node is
+// absent, at its nearest enclosing node; with no node at all (a member
+// missing from the top level), the file alone.
+func errAt(v cue.Value, path cue.Path, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	for sel := path.Selectors(); len(sel) > 0; sel = sel[:len(sel)-1] {
+		if pos := v.LookupPath(cue.MakePath(sel...)).Pos(); pos.IsValid() {
+			return &posError{pos.Line(), pos.Column(), msg}
+		}
+	}
+	return errors.New(msg)
 }
 
 var (
 	scenarioMembers = strictjson.Fields(reflect.TypeFor[Scenario]())
 	actionMembers   = strictjson.Fields(reflect.TypeFor[ScenarioAction]())
+	scenarioKinds   = memberKinds(reflect.TypeFor[Scenario]())
+	actionKinds     = memberKinds(reflect.TypeFor[ScenarioAction]())
 )
+
+// memberKinds maps each JSON member of a scenario struct to the kind of
+// value it decodes from.
+func memberKinds(t reflect.Type) map[string]cue.Kind {
+	kinds := map[string]cue.Kind{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch f.Type.Kind() {
+		case reflect.String:
+			kinds[name] = cue.StringKind
+		case reflect.Slice:
+			kinds[name] = cue.ListKind
+		case reflect.Map:
+			kinds[name] = cue.StructKind
+		default:
+			panic(fmt.Sprintf("scenario member %s: no kind for %v", name, f.Type)) // a programming error, caught at init
+		}
+	}
+	return kinds
+}
+
+func kindName(k cue.Kind) string {
+	switch k {
+	case cue.StringKind:
+		return "a string"
+	case cue.ListKind:
+		return "a list"
+	case cue.StructKind:
+		return "a mapping"
+	}
+	return k.String()
+}
+
+// posOr is msg at x's position, or without one when x has none.
+func posOr(x cue.Value, msg string) error {
+	if pos := x.Pos(); pos.IsValid() {
+		return &posError{pos.Line(), pos.Column(), msg}
+	}
+	return errors.New(msg)
+}
 
 // checkMembers rejects, at its position, a member of the scenario or of one
 // of its actions that the format does not declare, names compared exactly
@@ -161,9 +240,12 @@ var (
 // silently override profile), or that is null (encoding/json would leave
 // the member unset).
 func checkMembers(v cue.Value) error {
-	check := func(x cue.Value, where string, declared []string) error {
+	check := func(x cue.Value, where string, declared []string, kinds map[string]cue.Kind) error {
 		if x.Kind() != cue.StructKind {
-			return nil // the decoder reports the type
+			if where == "" {
+				return nil // the decoder reports the type
+			}
+			return posOr(x, fmt.Sprintf("%s: want a mapping, got %s", strings.TrimSuffix(where, "."), kindName(x.Kind())))
 		}
 		it, err := x.Fields()
 		if err != nil {
@@ -181,17 +263,17 @@ func checkMembers(v cue.Value) error {
 				msg = fmt.Sprintf("unknown field %q", name)
 			case it.Value().IsNull():
 				msg = fmt.Sprintf("%s%s: null where a value is required", where, name)
+			case it.Value().Kind() != kinds[name]:
+				// The decoder would say this too, without a position.
+				msg = fmt.Sprintf("%s%s: want %s, got %s", where, name, kindName(kinds[name]), kindName(it.Value().Kind()))
 			default:
 				continue
 			}
-			if pos := it.Value().Pos(); pos.IsValid() {
-				return &posError{pos.Line(), pos.Column(), msg}
-			}
-			return errors.New(msg)
+			return posOr(it.Value(), msg)
 		}
 		return nil
 	}
-	if err := check(v, "", scenarioMembers); err != nil {
+	if err := check(v, "", scenarioMembers, scenarioKinds); err != nil {
 		return err
 	}
 	actions, err := v.LookupPath(cue.MakePath(cue.Str("actions"))).List()
@@ -199,7 +281,7 @@ func checkMembers(v cue.Value) error {
 		return nil // absent or not a list: the decoder and the checks below report it
 	}
 	for i := 0; actions.Next(); i++ {
-		if err := check(actions.Value(), fmt.Sprintf("actions[%d].", i), actionMembers); err != nil {
+		if err := check(actions.Value(), fmt.Sprintf("actions[%d].", i), actionMembers, actionKinds); err != nil {
 			return err
 		}
 	}
@@ -228,6 +310,48 @@ func cueError(path string, err error) error {
 	}
 	return err
 }
+
+// atYAMLProblem moves a YAML syntax error of cueError (a line, no column)
+// to the line of its problem.
+func atYAMLProblem(path string, data []byte, err error) error {
+	if pe, ok := err.(*posError); ok && pe.line > 0 && pe.col == 0 {
+		return &posError{yamlProblemLine(path, data, pe.line, pe.msg), 0, pe.msg}
+	}
+	return err
+}
+
+// yamlProblemLine is the line of the token a YAML syntax error is about.
+// The decoder (yaml.v3) reports where the enclosing block began, or the
+// line before the problem, so a bad indent on line 12 of an action can be
+// reported at line 7, or at line 1 for a top-level key. The problem is on
+// the last line of the shortest prefix of the file, in whole lines, that
+// fails with the same message; the problem is never above the decoder's
+// line less one, so the search starts there. Each try parses the prefix,
+// so the search stops after maxYAMLSearch lines (the decoder's line is
+// kept): a large file's error costs a bounded number of parses.
+func yamlProblemLine(path string, data []byte, line int, msg string) int {
+	end := 0
+	for n, l := range bytes.SplitAfter(data, []byte("\n")) {
+		end += len(l)
+		if n+1 < line-1 {
+			continue
+		}
+		if n+1 > line+maxYAMLSearch {
+			break
+		}
+		_, err := cueyaml.Extract(path, data[:end])
+		if err == nil {
+			continue
+		}
+		if _, m, ok := compiler.SplitLineError(err, path); ok && m == msg {
+			return n + 1
+		}
+	}
+	return line
+}
+
+// maxYAMLSearch bounds yamlProblemLine's search.
+const maxYAMLSearch = 200
 
 // posError is a scenario error at a line and column.
 type posError struct {

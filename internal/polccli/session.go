@@ -203,14 +203,25 @@ func posIn(file string, err error) diag.Pos {
 // input (a bad timeout); everything else is in the outcome.
 func (s *session) execute(ctx context.Context, action string, args map[string]any, timeout string) (executor.Outcome, error) {
 	req := executor.ExecutionRequest{RequestID: s.ids(), Action: action, Arguments: args, Scope: s.ec.Scope}
-	if timeout != "" {
-		d, err := time.ParseDuration(timeout)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("timeout %q is not a positive duration", timeout)
-		}
-		req.Timeout = d
+	d, err := parseTimeout(timeout)
+	if err != nil {
+		return nil, err
 	}
+	req.Timeout = d
 	return s.ex.Execute(ctx, req, s.ec), nil
+}
+
+// parseTimeout parses an action's timeout: "" for none, else a positive Go
+// duration.
+func parseTimeout(timeout string) (time.Duration, error) {
+	if timeout == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(timeout)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("timeout %q is not a positive duration", timeout)
+	}
+	return d, nil
 }
 
 // finish closes the task boundary (governed) and writes the certificate
