@@ -46,7 +46,7 @@ func PAE(payloadType string, payload []byte) []byte {
 
 // Sign returns the DSSE envelope file (canonical JSON and a newline) of c,
 // signed by each signer over the PAE of its canonical JSON. Signers are
-// signed-note signers (note.NewSigner on a key from keys.Generate); the
+// signed-note signers (note.NewSigner on a key from polc.dev/polc/keys.Generate, or keys.ReadSigner on a `polc keygen` file); the
 // keyid is the signer's "name+hex8".
 func Sign(c *Certificate, signers ...note.Signer) ([]byte, error) {
 	if len(signers) == 0 {

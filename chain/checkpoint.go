@@ -64,7 +64,7 @@ func ParseCheckpoint(text string) (Checkpoint, error) {
 }
 
 // SignCheckpoint returns the signed note of c. Signers are typically built
-// with note.NewSigner from a key written by keys.Generate.
+// with note.NewSigner from a key made by polc.dev/polc/keys.Generate (or keys.ReadSigner on a `polc keygen` file).
 func SignCheckpoint(c Checkpoint, signers ...note.Signer) ([]byte, error) {
 	return note.Sign(&note.Note{Text: c.Body()}, signers...)
 }

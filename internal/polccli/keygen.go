@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"polc.dev/polc/internal/diag"
-	"polc.dev/polc/internal/keys"
+	"polc.dev/polc/keys"
 )
 
 func newKeygenCmd(e *env) *cobra.Command {

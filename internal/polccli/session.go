@@ -17,7 +17,7 @@ import (
 	"polc.dev/polc/executor/builtin"
 	"polc.dev/polc/internal/atomicfile"
 	"polc.dev/polc/internal/diag"
-	"polc.dev/polc/internal/keys"
+	"polc.dev/polc/keys"
 	"polc.dev/polc/snapshot"
 )
 
