@@ -203,37 +203,7 @@ func (s *FileStore) Close() error {
 	s.closed = true
 	var errs []error
 	for _, c := range s.chains {
-		c.mu.Lock()
-		c.closed = true
-		if c.flushing {
-			// Let the flusher finish the records already accepted.
-			exited := c.exited
-			c.mu.Unlock()
-			<-exited
-			c.mu.Lock()
-		}
-		for c.filling {
-			done := c.fillDone
-			c.mu.Unlock()
-			<-done
-			c.mu.Lock()
-		}
-		if c.f != nil && c.broken == nil && c.torn == 0 && (c.alloc > c.size || c.noReserve) {
-			// A closed chain file ends with its last record (a failed
-			// extension may have left zeros past alloc).
-			if err := c.f.Truncate(c.size); err != nil {
-				errs = append(errs, err)
-			} else {
-				errs = append(errs, datasync(c.f))
-			}
-		}
-		if c.f != nil {
-			errs = append(errs, c.f.Close())
-		}
-		if c.lock != nil {
-			errs = append(errs, unlockFile(c.lock), c.lock.Close())
-		}
-		c.mu.Unlock()
+		errs = append(errs, c.release())
 	}
 	s.chains = map[string]*fileChain{}
 	s.idxMu.Lock()
@@ -243,6 +213,106 @@ func (s *FileStore) Close() error {
 	}
 	s.idxMu.Unlock()
 	return errors.Join(errs...)
+}
+
+// Release ends the writing of one chain: it waits until the records
+// accepted so far are written and synced, truncates the reserve, and
+// closes the chain's file and lock. The file then ends with its last
+// record, so it can be handed to an auditor as it is, and the store holds
+// no descriptor or reserve for it (the executor releases a chain once its
+// task_closed is durable). A later Append or Head opens the chain again;
+// an append racing with Release fails. Releasing a chain that is not open
+// does nothing.
+func (s *FileStore) Release(chainID string) error {
+	s.mu.Lock()
+	c := s.chains[chainID]
+	delete(s.chains, chainID)
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.release()
+}
+
+// release finishes c's writer: the flusher and the reserve's writer
+// done, the reserve truncated, the file and the lock closed.
+func (c *fileChain) release() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.flushing {
+		// Let the flusher finish the records already accepted.
+		exited := c.exited
+		c.mu.Unlock()
+		<-exited
+		c.mu.Lock()
+	}
+	for c.filling {
+		done := c.fillDone
+		c.mu.Unlock()
+		<-done
+		c.mu.Lock()
+	}
+	var errs []error
+	if c.f != nil && c.broken == nil && c.torn == 0 && (c.alloc > c.size || c.noReserve) {
+		// A closed chain file ends with its last record (a failed
+		// extension may have left zeros past alloc).
+		if err := c.f.Truncate(c.size); err != nil {
+			errs = append(errs, err)
+		} else {
+			errs = append(errs, datasync(c.f))
+		}
+	}
+	if c.f != nil {
+		errs = append(errs, c.f.Close())
+		c.f = nil
+	}
+	if c.lock != nil {
+		errs = append(errs, unlockFile(c.lock), c.lock.Close())
+		c.lock = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Export writes the chain's records as they are durable on disk (JSONL,
+// the reserve and any torn tail left out) to w: what an auditor verifies,
+// whether or not the chain is still open for writing. A missing chain
+// writes nothing.
+func (s *FileStore) Export(chainID string, w io.Writer) error {
+	if !IsUUID(chainID) {
+		return fmt.Errorf("chain: %q is not a lowercase UUID", chainID)
+	}
+	f, err := os.Open(s.path(chainID))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	s.mu.Lock()
+	c := s.chains[chainID]
+	s.mu.Unlock()
+	if c != nil {
+		_, err = io.Copy(w, io.NewSectionReader(f, 0, c.durable.Load()))
+		return err
+	}
+	// A released or never-opened chain: its file ends with its last
+	// record, unless a crash left a torn tail or reserve zeros, where
+	// the export stops (neither is a record).
+	br := bufio.NewReader(f)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) == 0 || line[len(line)-1] != '\n' || bytes.IndexByte(line, 0) >= 0 {
+			if err != nil && err != io.EOF {
+				return err
+			}
+			return nil
+		}
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+	}
 }
 
 func (s *FileStore) path(chainID string) string { return filepath.Join(s.dir, chainID+".jsonl") }

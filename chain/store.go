@@ -47,6 +47,14 @@ type Store interface {
 	Verify(ctx context.Context, chainID string, expectedHead Hash) (*Result, error)
 }
 
+// Releaser is a Store that can end the writing of one chain, giving back
+// what it holds for it (FileStore: its file, lock and reserve). The
+// executor releases a task boundary's chain once its task_closed is
+// durable: no record may follow it.
+type Releaser interface {
+	Release(chainID string) error
+}
+
 // ProjectionReceipt is one append as delivered to a projection consumer.
 type ProjectionReceipt struct {
 	Cursor   string `json:"cursor"`

@@ -19,7 +19,7 @@ import (
 const DefaultMaxFindings = 100
 
 // VerifyOptions configures a verification. The zero value verifies a chain
-// on its own (it cannot detect truncation or a rewrite: see Result.Anchored).
+// on its own (it cannot detect truncation or a rewrite: see Audit.Anchored).
 type VerifyOptions struct {
 	// ExpectedHead, when set, must equal the chain_hash of the last record.
 	ExpectedHead *Hash
@@ -291,22 +291,22 @@ func Verify(r io.Reader, opts VerifyOptions) (*Result, error) {
 			v.Add(b[:len(b)-1])
 		case errors.Is(err, bufio.ErrBufferFull):
 			// An over-long line: skip to its end without buffering it.
-			n := int64(len(b))
+			n, zeros := int64(len(b)), allZero(b)
 			for errors.Is(err, bufio.ErrBufferFull) {
 				b, err = br.ReadSlice('\n')
-				n += int64(len(b))
+				n, zeros = n+int64(len(b)), zeros && allZero(b)
 			}
 			if err != nil && err != io.EOF {
 				return nil, err
 			}
 			if err == io.EOF {
-				v.addTorn(n)
+				v.addTail(n, zeros)
 				return v.Finish(), nil
 			}
 			v.addOversized(n)
 		case err == io.EOF:
 			if len(b) > 0 {
-				v.addTorn(int64(len(b)))
+				v.addTail(int64(len(b)), allZero(b))
 			}
 			return v.Finish(), nil
 		default:
@@ -331,6 +331,30 @@ func (v *Verifier) addTorn(n int64) {
 
 // AddTorn records that the input ends with n bytes after the last newline.
 func (v *Verifier) AddTorn(n int64) { v.addTorn(n) }
+
+// addTail records a final line without its newline: torn_tail, whose
+// message says what n zero bytes are. No record holds a NUL byte, and the
+// file store keeps zeros ahead of the data while a chain is open for
+// writing, so a file copied then ends in them though no append was
+// interrupted.
+func (v *Verifier) addTail(n int64, zeros bool) {
+	if !zeros {
+		v.addTorn(n)
+		return
+	}
+	v.bytes += n
+	v.res.TornTail = true
+	v.add(NewFinding(CodeTornTail, fmt.Sprintf("the input ends in %d zero bytes, no record: the file store's reserve, in a chain file copied while a store was writing it (copy it once the task is closed, or use the store's Export), or left by a crash (polc evidence repair removes it)", n)).At(-1, v.lineNo+1))
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // malformed reports an unusable line; a run of consecutive unusable lines
 // is reported once, at its first line.

@@ -32,10 +32,11 @@ type TaskBoundary struct {
 	// that Close waits for in-flight operations and nothing is appended
 	// after task_closed.
 	ops     sync.RWMutex
-	mu      sync.Mutex
-	closed  bool
-	started int64
-	grants  []*grant
+	mu       sync.Mutex
+	closed   bool
+	closedAt time.Time // set with closed
+	started  int64
+	grants   []*grant
 }
 
 // ID is the task boundary's id (task_boundary_id in its records).
@@ -49,6 +50,15 @@ func (b *TaskBoundary) Policy() SnapshotRef { return b.policy }
 
 // OpenedAt is when the boundary opened.
 func (b *TaskBoundary) OpenedAt() time.Time { return b.openedAt }
+
+// ClosedAt is when the boundary closed (its task_closed record's
+// closed_at), and false while it is open: with the chain head, what
+// certificate.Issuer needs to mint again after a refused mint.
+func (b *TaskBoundary) ClosedAt() (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closedAt, b.closed
+}
 
 // Certifiable reports whether closing the boundary mints a certificate.
 func (b *TaskBoundary) Certifiable() bool { return b.certifiable }
@@ -149,8 +159,18 @@ type CloseResult struct {
 // and, for a certifiable boundary, mints the certificate at that head. A
 // second close is ErrBoundaryClosed. A close whose task_closed could not
 // be appended at all (a cancelled ctx, a store refusing it) leaves the
-// boundary open, to be closed again; one appended but not made durable
-// leaves it closed. b must have been opened by e.
+// boundary open, to be closed again (nil result); one appended but not
+// made durable leaves it closed (nil result). b must have been opened by e.
+//
+// Once task_closed is durable the boundary is closed for good, and the
+// result (head, record count) is returned even with an error: a refused
+// mint is a *certificate.RefusedError beside the result (mint again with
+// certificate.Issuer, the head and ClosedAt), and a store that could not
+// release the chain (chain.Releaser) gives its error. The mint does not
+// observe ctx's cancellation: the chain is closed either way, and a
+// cancelled context would refuse the only certificate it can have.
+// Closing releases the chain when the store can (chain.Releaser), so its
+// file ends with task_closed and can be handed to an auditor as it is.
 func (e *Executor) CloseBoundary(ctx context.Context, b *TaskBoundary) (*CloseResult, error) {
 	if b == nil || b.owner != e {
 		return nil, errors.New("close boundary: the task boundary was not opened by this executor")
@@ -162,10 +182,10 @@ func (e *Executor) CloseBoundary(ctx context.Context, b *TaskBoundary) (*CloseRe
 		b.mu.Unlock()
 		return nil, ErrBoundaryClosed
 	}
-	b.closed = true
+	closedAt := e.now()
+	b.closed, b.closedAt = true, closedAt
 	started := b.started
 	b.mu.Unlock()
-	closedAt := e.now()
 	_, rc, wait, err := b.writer.AppendAsync(ctx, chain.Draft{
 		RecordID: e.cfg.IDs(), PolicyID: b.policy.PolicyID, PolicyVersion: b.policy.Version, CreatedAt: closedAt,
 		Payload: chain.TaskClosedPayload{TaskBoundaryID: b.id, OpenedAt: chain.FormatTime(b.openedAt), ClosedAt: chain.FormatTime(closedAt), OperationCount: started},
@@ -175,7 +195,7 @@ func (e *Executor) CloseBoundary(ctx context.Context, b *TaskBoundary) (*CloseRe
 		// that refused it): the task is still open, and a later close may
 		// succeed. (ops is still held: no operation ran meanwhile.)
 		b.mu.Lock()
-		b.closed = false
+		b.closed, b.closedAt = false, time.Time{}
 		b.mu.Unlock()
 		return nil, &GovernanceEvidenceError{RecordType: string(chain.TaskClosed), Err: err}
 	}
@@ -185,19 +205,22 @@ func (e *Executor) CloseBoundary(ctx context.Context, b *TaskBoundary) (*CloseRe
 		return nil, &GovernanceEvidenceError{RecordType: string(chain.TaskClosed), Err: err}
 	}
 	res := &CloseResult{Head: rc.HeadHash, Records: rc.Sequence + 1}
-	if !b.certifiable {
-		return res, nil
+	var mintErr error
+	if b.certifiable {
+		iss := certificate.Issuer{Store: e.cfg.Evidence, Snapshots: snapshotSource{e}, Now: e.now, NewID: e.cfg.IDs}
+		res.Certificate, mintErr = iss.Mint(context.WithoutCancel(ctx), certificate.Boundary{
+			TaskBoundaryID: b.id, ChainID: b.chainID, PolicyID: b.policy.PolicyID, PolicyVersion: b.policy.Version,
+			OpenedAt: b.openedAt, ClosedAt: closedAt,
+		}, rc.HeadHash)
 	}
-	iss := certificate.Issuer{Store: e.cfg.Evidence, Snapshots: snapshotSource{e}, Now: e.now, NewID: e.cfg.IDs}
-	c, err := iss.Mint(ctx, certificate.Boundary{
-		TaskBoundaryID: b.id, ChainID: b.chainID, PolicyID: b.policy.PolicyID, PolicyVersion: b.policy.Version,
-		OpenedAt: b.openedAt, ClosedAt: closedAt,
-	}, rc.HeadHash)
-	if err != nil {
-		return res, err
+	var relErr error
+	if r, ok := e.cfg.Evidence.(chain.Releaser); ok {
+		// After the mint, which verifies the chain through the store.
+		if err := r.Release(b.chainID); err != nil {
+			relErr = fmt.Errorf("close boundary: release chain %s: %w", b.chainID, err)
+		}
 	}
-	res.Certificate = c
-	return res, nil
+	return res, errors.Join(mintErr, relErr)
 }
 
 // snapshotSource serves the executor's snapshots to the certificate issuer.
