@@ -31,7 +31,7 @@ type TaskBoundary struct {
 	// ops holds a read lock for the whole of each governed operation, so
 	// that Close waits for in-flight operations and nothing is appended
 	// after task_closed.
-	ops     sync.RWMutex
+	ops      sync.RWMutex
 	mu       sync.Mutex
 	closed   bool
 	closedAt time.Time // set with closed
