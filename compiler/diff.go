@@ -24,10 +24,19 @@ type Change struct {
 	Note string `json:"note,omitempty"`
 	// Approved is the NEW snapshot's expansion that authorizes a widening.
 	Approved *snapshot.Expansion `json:"approved,omitempty"`
+	// WithinParent names NEW's parent ("name@version") when the parent
+	// already grants what widened: the policy relaxed a narrowing of its
+	// own inside what its parent permits every descendant, which needs no
+	// expansion (the compiler would call one unused) and is approved by
+	// the parent's grant.
+	WithinParent string `json:"within_parent,omitempty"`
 }
 
-// Unapproved reports whether c is a widening without an approved expansion.
-func (c Change) Unapproved() bool { return c.Kind == "widened" && c.Approved == nil }
+// Unapproved reports whether c is a widening that neither an expansion nor
+// NEW's parent approves.
+func (c Change) Unapproved() bool {
+	return c.Kind == "widened" && c.Approved == nil && c.WithinParent == ""
+}
 
 func (c Change) String() string {
 	v, _ := json.Marshal(c.Value)
@@ -37,6 +46,8 @@ func (c Change) String() string {
 	}
 	if c.Approved != nil {
 		s += fmt.Sprintf(" [approved by %s: %s]", c.Approved.Authority, c.Approved.Evidence)
+	} else if c.WithinParent != "" {
+		s += fmt.Sprintf(" [within parent %s, which grants it]", c.WithinParent)
 	}
 	return s
 }
@@ -77,8 +88,42 @@ func DiffSets(old, new []*snapshot.Snapshot) []Change {
 // Diff lists every permission that widened or narrowed from old to new,
 // deciding pattern coverage as conservatively as the compiler does, and
 // marks widenings that the expansions recorded in new or in one of its
-// ancestors (whose digests new's lineage pins) approve.
+// ancestors (whose digests new's lineage pins) approve, and, when new's
+// parent is among the ancestors, those the parent already grants: a
+// change that is no widening from the parent to new (WithinParent).
 func Diff(old, new *snapshot.Snapshot, ancestors ...*snapshot.Snapshot) []Change {
+	out := diff(old, new, ancestors)
+	if len(new.Lineage) == 0 {
+		return out
+	}
+	pa := new.Lineage[len(new.Lineage)-1]
+	var parent *snapshot.Snapshot
+	for _, a := range ancestors {
+		if a.Name == pa.Name && a.Digest == pa.Digest {
+			parent = a
+		}
+	}
+	if parent == nil {
+		return out
+	}
+	// What new has beyond its parent: any other widening from old stays
+	// inside what the parent grants.
+	beyond := map[string]bool{}
+	for _, c := range diff(parent, new, nil) {
+		if c.Kind == "widened" {
+			beyond[c.Path+"\x00"+valueKey(c.Value)] = true
+		}
+	}
+	for i := range out {
+		c := &out[i]
+		if c.Unapproved() && !beyond[c.Path+"\x00"+valueKey(c.Value)] {
+			c.WithinParent = parent.Name + "@" + parent.Version
+		}
+	}
+	return out
+}
+
+func diff(old, new *snapshot.Snapshot, ancestors []*snapshot.Snapshot) []Change {
 	approvers := append([]*snapshot.Snapshot{new}, ancestors...)
 	o, n := raise(old, nil), raise(new, nil)
 	var out []Change
