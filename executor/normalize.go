@@ -1,6 +1,7 @@
 // Package executor is polc's runtime: request normalization (stage 2 of the
 // action plan), the native decision evaluator for compiled snapshots, and
-// (in later files) the authoritative action executor.
+// the authoritative action executor, Executor.Execute, the only path from a
+// request to an action's callable (docs/executor.md).
 package executor
 
 import (
@@ -229,7 +230,10 @@ func (e *entry) validate(args map[string]any, jsonArgs bool) *NormalizeError {
 			msg = ve.Error()
 			for len(ve.Causes) > 0 {
 				ve = ve.Causes[0]
-				msg = ve.InstanceLocation + ": " + ve.Message
+				msg = ve.Message
+				if ve.InstanceLocation != "" { // "" is the arguments object itself
+					msg = ve.InstanceLocation + ": " + msg
+				}
 			}
 		}
 		return nerr(ReasonInvalidRequest, "arguments of %s: %s", e.desc.ID, msg)
@@ -499,6 +503,14 @@ func mcpFacets(args map[string]string, _ string, out *Normalized) *NormalizeErro
 	if r, ok := args["resource"]; ok {
 		if r == "" {
 			return nerr(ReasonInvalidRequest, "empty mcp resource")
+		}
+		// Resource patterns match '/'-separated segments ("repo/*"), so
+		// "repo/.." matched what was meant to be one repository's entries,
+		// and a server that resolves it reaches beyond the resource judged.
+		for _, seg := range strings.Split(r, "/") {
+			if seg == "." || seg == ".." {
+				return nerr(ReasonInvalidRequest, "mcp resource %q has a %q segment: a server may resolve it outside the resource the policy judged", r, seg)
+			}
 		}
 		t.Resource = &r
 	}

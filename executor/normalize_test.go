@@ -157,6 +157,9 @@ func TestNormalizeRejects(t *testing.T) {
 		{"NUL", "/ws", "read_file", map[string]any{"path": "a\x00b"}, ReasonInvalidRequest},
 		{"empty path", "/ws", "read_file", map[string]any{"path": ""}, ReasonInvalidPath},
 		{"bad shorthand", "/ws", "mcp:github", map[string]any{}, ReasonInvalidRequest},
+		// "repo/*" matched "repo/..": resources are judged by segments.
+		{"mcp resource dot-dot", "/ws", "mcp", map[string]any{"server": "github", "tool": "read", "resource": "repo/.."}, ReasonInvalidRequest},
+		{"mcp resource dot", "/ws", "mcp", map[string]any{"server": "github", "tool": "read", "resource": "./repo/x"}, ReasonInvalidRequest},
 	}
 	for _, c := range cases {
 		if _, err := norm(t, c.ws, c.action, c.args); err == nil || err.Reason != c.reason {
