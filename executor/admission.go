@@ -32,16 +32,30 @@ func (l Lease) Release() {
 	}
 }
 
+// DefaultLeaseTTL is a Limiter's lease lifetime when its LeaseTTL is 0.
+const DefaultLeaseTTL = 5 * time.Minute
+
 // Limiter bounds concurrency and rate: at most MaxConcurrent attempts in
 // flight and Rate admissions per second (with bursts of Burst). A zero
-// field means no bound of that kind.
+// field means no bound of that kind. Set the fields before the first
+// Acquire and leave them; one Limiter may serve several executors, which
+// then share its bounds.
 type Limiter struct {
+	// MaxConcurrent bounds the attempts holding a lease (0: no bound).
 	MaxConcurrent int
-	Rate          float64
-	Burst         int
-	// LeaseTTL is how long a lease (and its preflight report) stays valid.
+	// Rate is the admissions per second (0: no bound).
+	Rate float64
+	// Burst is how many admissions Rate allows at once (at least 1).
+	Burst int
+	// LeaseTTL is how long a lease (and its preflight report) stays
+	// valid: 0 means DefaultLeaseTTL. It must not be negative: such a
+	// lease has expired when granted, and the governed profiles refuse
+	// it at stage 4 (preflight_expired).
 	LeaseTTL time.Duration
-	// IDs mints lease ids; nil leaves them empty.
+	// IDs mints lease ids, which preflight reports bind (LeaseID). nil
+	// leaves them empty: the Limiter New makes when Config.Admission is
+	// nil uses Config.IDs, but one the composition root builds must be
+	// given its ids (executor.NewUUID, say).
 	IDs func() string
 
 	mu       sync.Mutex
@@ -54,7 +68,7 @@ type Limiter struct {
 func (l *Limiter) Acquire(_ context.Context, t time.Time) (Lease, time.Time, bool) {
 	ttl := l.LeaseTTL
 	if ttl == 0 {
-		ttl = 5 * time.Minute
+		ttl = DefaultLeaseTTL
 	}
 	id := ""
 	if l.IDs != nil {

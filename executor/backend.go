@@ -52,7 +52,7 @@ type EffectBackend interface {
 type InProcessBackend struct{}
 
 // ID implements EffectBackend.
-func (InProcessBackend) ID() string { return "inprocess" }
+func (InProcessBackend) ID() string { return InProcessBackendName }
 
 // Probe implements EffectBackend. The report never changes; callers must
 // not modify its map.
@@ -65,7 +65,7 @@ var inProcessReport = func() BackendCapabilityReport {
 	for _, class := range ContainmentClasses {
 		c[class] = ContainmentUnsupported
 	}
-	return BackendCapabilityReport{Format: BackendCapabilityFormat, BackendID: "inprocess", Version: "1", Containment: c}
+	return BackendCapabilityReport{Format: BackendCapabilityFormat, BackendID: InProcessBackendName, Version: "1", Containment: c}
 }()
 
 // Invoke implements EffectBackend.

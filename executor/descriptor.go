@@ -22,6 +22,13 @@ import (
 // once per attempt, at stage 12, with the final validated arguments. A
 // Callable that cannot tell whether its external effect happened returns an
 // error wrapping ErrAmbiguous.
+//
+// Its result should be a JSON value (Succeeded.ResultDigest binds its
+// canonical form): a result without one (NaN, a chan) still succeeds, but
+// its digest names the encoding error, not the result. Its error should
+// carry an ErrorClass of the documented grammar ([a-z0-9_.], 1 to 64
+// characters); any other error fails with the class "callable_error", and
+// the error's text is kept nowhere.
 type Callable func(ctx context.Context, args map[string]any) (any, error)
 
 // ErrAmbiguous marks a callable error whose external effect is unknown (the
@@ -46,8 +53,11 @@ type ActionDescriptor struct {
 	// Hints say which arguments are paths, commands, URLs or MCP targets.
 	Hints NormalizationHints `json:"hints"`
 	// Containment lists the effect containment the backend must prove
-	// before the action may run: "filesystem", "network", "subprocess",
-	// "environment", "secrets".
+	// before the action may run, each one of ContainmentClasses:
+	// "filesystem", "network", "subprocess", "environment", "secrets".
+	// Register refuses any other: a misspelt class is a requirement no
+	// backend states, found only when every call is denied
+	// (containment_unsupported).
 	Containment []string `json:"containment"`
 }
 
@@ -153,7 +163,8 @@ const argsSchemaURL = "polc:///descriptor/arguments.json"
 // default or the real argument unjudged. Path accesses are "read", "write"
 // or "execute", at least one each. A built-in id (BuiltinDescriptors) must
 // carry the built-in's hints, which policies assume. A descriptor without
-// hints is judged by its action rules alone.
+// hints is judged by its action rules alone. Every Containment class must
+// be one of ContainmentClasses.
 func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 	if d.ID == "" || d.Version == "" {
 		return fmt.Errorf("register: descriptor needs an id and a version")
@@ -184,6 +195,13 @@ func (r *Registry) Register(d ActionDescriptor, fn Callable) error {
 	}
 	if err := checkHints(&d); err != nil {
 		return fmt.Errorf("register %s: %v", d.ID, err)
+	}
+	for _, c := range d.Containment {
+		if !slices.Contains(ContainmentClasses, c) {
+			// Refused here, where the author sees it, rather than as
+			// containment_unsupported on every call.
+			return fmt.Errorf("register %s: containment %q is not one of %s", d.ID, c, strings.Join(ContainmentClasses, ", "))
+		}
 	}
 	for i, a := range d.Aliases {
 		switch {

@@ -24,14 +24,24 @@ type Config struct {
 	Registry *Registry
 	// Policies are the snapshots contexts may pin (by id and version).
 	Policies []*snapshot.Snapshot
-	// Backends are the effect backends contexts may select; default
-	// InProcessBackend.
+	// Backends are the effect backends contexts may select by ID
+	// (ExecutionContext.Backend); IDs must be unique. Empty means
+	// InProcessBackend alone, selected as InProcessBackendName.
 	Backends []EffectBackend
-	// Admission is the capacity port; default: unbounded.
+	// Admission is the capacity port; default: an unbounded Limiter whose
+	// lease ids come from IDs.
 	Admission Admission
-	// Evidence is the chain store of the governed profiles.
+	// Evidence is the chain store of the governed and certifiable
+	// profiles, required by them (profile_unavailable without it).
 	Evidence chain.Store
-	// State is the durable profile's store.
+	// State is the durable profile's store, required by it
+	// (profile_unavailable without it). Only durable attempts are
+	// committed to it (stage 14): governed and certifiable attempts
+	// write evidence to Evidence and nothing here, whether State is set
+	// or not. Their state is derived from that evidence by an
+	// EvidenceProjector (Source and Chains: the evidence store; Store:
+	// a ProjectionStore, such as statestore's SQLite store), which the
+	// composition root runs beside the executor.
 	State StateStore
 	// Transformers rewrite arguments at stage 8, in order. They cannot
 	// remove or reorder security stages: every rewrite is normalized and
@@ -214,7 +224,15 @@ func (a *attempt) newID() string { return a.e.cfg.IDs() }
 func (e *Executor) policy(ref SnapshotRef) (*compiledPolicy, error) {
 	p, ok := e.policies[policyKey{ref.PolicyID, ref.Version}]
 	if !ok {
-		return nil, fmt.Errorf("policy %s@%s is not loaded", ref.PolicyID, ref.Version)
+		// The usual cause is a context built without its Policy: say so
+		// rather than name a policy "@".
+		if ref == (SnapshotRef{}) {
+			return nil, errors.New("the context pins no policy (ExecutionContext.Policy is the zero SnapshotRef; use SnapshotRefOf)")
+		}
+		return nil, fmt.Errorf("policy %q version %q is not among Config.Policies", ref.PolicyID, ref.Version)
+	}
+	if ref.Digest == "" {
+		return nil, fmt.Errorf("policy %s@%s: the context pins no digest (the loaded snapshot's is %s)", ref.PolicyID, ref.Version, p.snap.Digest)
 	}
 	if p.snap.Digest != ref.Digest {
 		return nil, fmt.Errorf("policy %s@%s has digest %s, the context pins %s", ref.PolicyID, ref.Version, p.snap.Digest, ref.Digest)
@@ -598,6 +616,10 @@ func (a *attempt) bind() Outcome {
 		return a.deny(3, "scope_mismatch", "the request's scope is not the context's")
 	case a.req.RequestID == "":
 		return a.deny(3, ReasonInvalidRequest, "no request id")
+	case a.req.Timeout < 0:
+		// invoke sets a deadline only for a positive timeout: a negative
+		// one (an unchecked subtraction, most likely) would run unbounded.
+		return a.deny(3, ReasonInvalidRequest, "negative timeout %v", a.req.Timeout)
 	case !validScope(ec.Scope):
 		// Refused before anything runs: a durable commit after the call
 		// would fail on it, leaving an executed action with no record.
@@ -636,7 +658,10 @@ func (a *attempt) bind() Outcome {
 	a.pol = pol
 	a.backend = a.e.backends[ec.Backend]
 	if a.backend == nil {
-		return a.deny(3, "unknown_backend", "no effect backend %q", ec.Backend)
+		if ec.Backend == "" {
+			return a.deny(3, "unknown_backend", "no backend named in the ExecutionContext (Backend is empty; the default backend is %q)", InProcessBackendName)
+		}
+		return a.deny(3, "unknown_backend", "no effect backend %q among Config.Backends", ec.Backend)
 	}
 	caps, err := a.backend.Probe(a.ctx)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"polc.dev/polc/internal/jcs"
+	"polc.dev/polc/snapshot"
 )
 
 // ExecutionScope names the owner of an operation. It is a closed union:
@@ -70,7 +71,11 @@ type ExecutionRequest struct {
 	PrincipalClaim *string
 	// Scope must equal the context's scope.
 	Scope ExecutionScope
-	// Timeout bounds the callable (0: no per-action deadline).
+	// Timeout bounds the callable, from stage 12 (the invocation) on: 0
+	// means no per-action deadline (the caller's context
+	// still applies). It must not be negative: a negative timeout is
+	// refused at stage 3 (invalid_request) rather than read as "none",
+	// since it is most likely an unchecked subtraction.
 	Timeout time.Duration
 	// IdempotencyKey is the caller's key for the request, the same across
 	// its retries: covered by the request digest (so it is in the
@@ -241,12 +246,31 @@ type Principal struct {
 // String is the principal as policies see it: "kind:id".
 func (p Principal) String() string { return p.Kind + ":" + p.ID }
 
-// SnapshotRef pins an exact policy snapshot.
+// SnapshotRef pins an exact policy snapshot: all three members must be
+// those of a snapshot in Config.Policies, or stage 3 refuses the attempt
+// (policy_digest_mismatch) and OpenBoundary the boundary. Build it with
+// SnapshotRefOf rather than member by member.
 type SnapshotRef struct {
 	PolicyID string
 	Version  string
 	Digest   string
 }
+
+// SnapshotRefOf returns the reference that pins s exactly (its policy id,
+// version and digest). s should be a snapshot given to New in
+// Config.Policies; a nil s gives the zero SnapshotRef, which pins nothing
+// and is refused wherever a pin is checked.
+func SnapshotRefOf(s *snapshot.Snapshot) SnapshotRef {
+	if s == nil {
+		return SnapshotRef{}
+	}
+	return SnapshotRef{PolicyID: s.PolicyID, Version: s.Version, Digest: s.Digest}
+}
+
+// InProcessBackendName is the ID of InProcessBackend, the backend New
+// configures when Config.Backends is empty: the name an ExecutionContext
+// gives in Backend to run callables in the executor's process.
+const InProcessBackendName = "inprocess"
 
 // ExecutionContext is the trusted context, built by the composition root
 // (never deserialized from the request it authorizes).
@@ -258,9 +282,15 @@ type ExecutionContext struct {
 	Tenant    string
 	// Workspace is the absolute root paths are resolved against.
 	Workspace string
-	// Policy is the exact snapshot every request is evaluated against.
+	// Policy is the exact snapshot every request is evaluated against
+	// (SnapshotRefOf). A zero or unknown reference is refused at stage 3.
 	Policy SnapshotRef
-	// Backend is the effect backend's id.
+	// Backend is the ID of the effect backend that runs the callable: one
+	// of Config.Backends, or InProcessBackendName when those were left
+	// empty. It has no default: an empty Backend is refused at stage 3
+	// (unknown_backend) like any name the executor does not know, since
+	// the backend decides which containment the action's descriptor can
+	// rely on, and that choice is the composition root's to make.
 	Backend string
 	// Profile selects the persistence and evidence guarantees.
 	Profile Profile
@@ -499,7 +529,17 @@ func (e *TrailEntry) UnmarshalJSON(b []byte) error {
 // nil result is a success, not a failure.
 type Succeeded struct {
 	OutcomeBase
-	Result       any
+	// Result is what the callable returned, as it returned it.
+	Result any
+	// ResultDigest is the sha256-v1 digest (lowercase hex) of Result's
+	// canonical JSON (RFC 8785; a nil Result digests "null"). A result
+	// with no canonical form (NaN or an infinity, a chan or func, a
+	// cycle, nesting deeper than 1000) still succeeds, because the effect
+	// has happened and cannot be refused after the fact: its digest is
+	// then that of the text "unencodable: " followed by the encoder's
+	// error, which binds no result. Return JSON values (strings, finite
+	// numbers, bools, nil, []any, map[string]any, or structs that encode
+	// to them) for a digest that identifies the result.
 	ResultDigest string
 }
 
@@ -572,8 +612,15 @@ func (e *GovernanceEvidenceError) Error() string {
 // Unwrap returns the store's error.
 func (e *GovernanceEvidenceError) Unwrap() error { return e.Err }
 
-// ErrorClass lets a callable's error name its stable class; any other
-// error is class "callable_error".
+// ErrorClass lets a callable's error name its stable class, the Failed
+// outcome's Class and reason code (errors.As finds it anywhere in the
+// error's chain). The class is a stable code, never error text (which may
+// hold secrets): 1 to 64 characters, each of a-z, 0-9, '_' or '.'
+// ("quota_exceeded", "http.status_503"). A class outside that grammar is
+// replaced by "callable_error", as is an error without an ErrorClass, so
+// that nothing unchecked reaches the outcome or the evidence. The
+// executor's own classes (callable_panic, backend_panic,
+// backend_skipped_call, governance_evidence) should not be reused.
 type ErrorClass interface {
 	ErrorClass() string
 }

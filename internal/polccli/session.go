@@ -148,13 +148,13 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	if s.ex, err = executor.New(cfg); err != nil {
 		return nil, s.inputErr(snapPath, err)
 	}
-	ref := executor.SnapshotRef{PolicyID: snap.PolicyID, Version: snap.Version, Digest: snap.Digest}
+	ref := executor.SnapshotRefOf(snap)
 	var scope executor.ExecutionScope = executor.EphemeralScope{ID: s.ids()}
 	if profile == executor.ProfileDurable {
 		scope = executor.DurableRunScope{RunID: s.ids()}
 	}
 	s.ec = executor.ExecutionContext{ContextID: s.ids(), Scope: scope, Principal: executor.Principal{Kind: kind, ID: id},
-		Tenant: s.sc.Tenant, Workspace: ws, Policy: ref, Backend: "inprocess", Profile: profile}
+		Tenant: s.sc.Tenant, Workspace: ws, Policy: ref, Backend: executor.InProcessBackendName, Profile: profile}
 	if governed {
 		if s.boundary, err = s.ex.OpenBoundary(ref, profile == executor.ProfileCertifiable); err != nil {
 			return nil, err
