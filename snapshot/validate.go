@@ -235,9 +235,13 @@ func targetGrammar(tk string) string {
 	return ""
 }
 
-// TargetKindName maps a pattern grammar to the target_kind member value.
-func TargetKindName(k pattern.Kind) string {
-	switch k {
+// TargetKindName maps the name of a pattern grammar ("command", "path",
+// "host", "mcp") to the target_kind member value of a qualified rule, and
+// any other name to "". It is generic over string types so that callers
+// outside this module (with a plain string) and the compiler (with its
+// internal grammar type) share it.
+func TargetKindName[K ~string](grammar K) string {
+	switch pattern.Kind(grammar) {
 	case pattern.Command:
 		return TargetCommand
 	case pattern.Path:
