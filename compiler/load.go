@@ -122,6 +122,9 @@ func loadSources(cfg Config, paths []string) (*Declarations, diag.List) {
 		}
 		switch ext := strings.ToLower(filepath.Ext(abs)); {
 		case fi.IsDir():
+			if l.noCUEFiles(abs) {
+				break
+			}
 			// The directory is the package's root: CUE reads a directory
 			// argument outside its Dir as a non-canonical import path.
 			decls.values = append(decls.values, l.loadCUE(abs, []string{"."})...)
@@ -182,6 +185,37 @@ func unwrapPathErr(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// noCUEFiles reports a directory without CUE files, and says whether it
+// did. CUE's own error names the directory "." and reads as a syntax
+// error; an author who passed a directory of JSON or YAML files expected
+// them to be read, so the error says how to have them read.
+func (l *loader) noCUEFiles(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false // CUE's load reports it
+	}
+	var data []string
+	for _, e := range entries {
+		switch strings.ToLower(filepath.Ext(e.Name())) {
+		case ".cue":
+			if !e.IsDir() {
+				return false
+			}
+		case ".json", ".yaml", ".yml":
+			if !e.IsDir() {
+				data = append(data, diag.Rel(l.cfg.Dir, filepath.Join(dir, e.Name())))
+			}
+		}
+	}
+	rel := diag.Rel(l.cfg.Dir, dir)
+	msg := fmt.Sprintf("no CUE files in directory %s: a directory is read as a CUE package; name JSON and YAML declaration files on the command line", rel)
+	if len(data) > 0 {
+		msg += " (" + strings.Join(data, " ") + ")"
+	}
+	l.diags.Add(diag.Pos{File: rel}, diag.CodeIO, "%s", msg)
+	return true
 }
 
 func (l *loader) loadCUE(dir string, args []string) []cue.Value {
@@ -297,6 +331,9 @@ func (l *loader) loadData(abs string) (cue.Value, bool) {
 		f, err = cueyaml.Extract(name, data)
 		if err == nil {
 			v = l.ctx.BuildFile(f)
+		} else if line, msg, ok := SplitLineError(err, name); ok && line > 0 {
+			l.diags.Add(diag.Pos{File: name, Line: YAMLProblemLine(name, data, line, msg)}, diag.CodeSyntax, "%s", msg)
+			return cue.Value{}, false
 		}
 	}
 	if err != nil {
@@ -392,6 +429,41 @@ func SplitLineError(err error, file string) (line int, msg string, ok bool) {
 	}
 	return line, msg, true
 }
+
+// YAMLProblemLine is the line of the token a YAML syntax error is about,
+// for YAML declarations and polc run/serve scenarios alike: path is the
+// name data was extracted under, line and msg the decoder's error split by
+// SplitLineError. The decoder (yaml.v3) reports where the enclosing block began, or the
+// line before the problem, so a bad indent on line 12 of an action can be
+// reported at line 7, or at line 1 for a top-level key. The problem is on
+// the last line of the shortest prefix of the file, in whole lines, that
+// fails with the same message; the problem is never above the decoder's
+// line less one, so the search starts there. Each try parses the prefix,
+// so the search stops after maxYAMLSearch lines (the decoder's line is
+// kept): a large file's error costs a bounded number of parses.
+func YAMLProblemLine(path string, data []byte, line int, msg string) int {
+	end := 0
+	for n, l := range bytes.SplitAfter(data, []byte("\n")) {
+		end += len(l)
+		if n+1 < line-1 {
+			continue
+		}
+		if n+1 > line+maxYAMLSearch {
+			break
+		}
+		_, err := cueyaml.Extract(path, data[:end])
+		if err == nil {
+			continue
+		}
+		if _, m, ok := SplitLineError(err, path); ok && m == msg {
+			return n + 1
+		}
+	}
+	return line
+}
+
+// maxYAMLSearch bounds YAMLProblemLine's search.
+const maxYAMLSearch = 200
 
 // declarations checks the top level of one source and validates each
 // policy and harness.
@@ -514,6 +586,15 @@ func (l *loader) check(k declKind, name string, v cue.Value, positions map[strin
 			}
 			switch {
 			case msg == "field not allowed":
+				// With other errors in the declaration, CUE may report the
+				// fields inside an unknown one (netwrk.mode) instead of the
+				// key the author typed: report that key, once.
+				if root := l.unknownRoot(k, path); root != path {
+					path, pos = root, posOf(root)
+				}
+				if reported[path] {
+					continue
+				}
 				l.diags.Add(pos, diag.CodeUnknownField, "%s %q: unknown field %q%s", k.noun, name, path, l.allowedHint(k, path))
 			case strings.Contains(msg, "required but not present"):
 				l.diags.Add(posOf(parentPath(path)), diag.CodeSchemaViolation, "%s %q: missing required field %q", k.noun, name, path)
@@ -521,7 +602,8 @@ func (l *loader) check(k declKind, name string, v cue.Value, positions map[strin
 				if reported[path] {
 					continue
 				}
-				l.diags.Add(pos, diag.CodeSchemaViolation, "%s %q: %s: %s", k.noun, name, path, l.describe(k, v, path, msg))
+				code, desc := l.describe(k, v, path, msg)
+				l.diags.Add(pos, code, "%s %q: %s: %s", k.noun, name, path, desc)
 			}
 			reported[path] = true
 		}
@@ -614,18 +696,35 @@ func (l *loader) requireFields(k declKind, name string, posOf func(string) diag.
 }
 
 // describe improves CUE's message for the common cases: a value outside an
-// enumeration (mode: "sometimes" is not one of "deny", "allowlist", "allow")
-// and a value of the wrong type (want string, got 2).
-func (l *loader) describe(k declKind, raw cue.Value, path, msg string) string {
+// enumeration (mode: "sometimes" is not one of "deny", "allowlist", "allow"),
+// a value of the wrong type (want string, got 2), and a value that fails a
+// disjunction or a duration or time format, where the type alone would not
+// say what is wrong ("1d" is a string): those say what the value must be.
+// It returns the code too: a duration or time of the right type that polc
+// cannot use is invalid_value whether the schema's format or polc's parser
+// refuses it (docs/errors.md), so that "1d" and "0s" get the same code.
+func (l *loader) describe(k declKind, raw cue.Value, path, msg string) (string, string) {
 	sv := l.schemaAt(k, path)
-	got, _ := raw.LookupPath(cuePath(path)).MarshalJSON()
+	gotV := raw.LookupPath(cuePath(path))
+	got, _ := gotV.MarshalJSON()
 	op, args := sv.Expr()
-	if op == cue.SelectorOp && len(args) == 2 {
-		// A reference to a definition (#ToolID): describe the definition.
-		if def, err := args[1].String(); err == nil && strings.HasPrefix(def, "#") {
-			op, args = l.schema.LookupPath(cue.ParsePath(def)).Expr()
-		}
+	timeLike := ""
+	if w, ok := fieldWants[k.def+" "+indexFree.ReplaceAllString(path, "[]")]; ok {
+		timeLike = w
+	} else if def := defRef(op, args); def == "#Duration" || def == "#Time" {
+		timeLike = defWants[def]
 	}
+	if timeLike != "" && len(got) > 0 {
+		if gotV.Kind()&sv.IncompleteKind() != 0 {
+			return diag.CodeInvalidValue, fmt.Sprintf("want %s, got %s", timeLike, got)
+		}
+		return diag.CodeSchemaViolation, fmt.Sprintf("want %s, got %s", timeLike, got)
+	}
+	if def := defRef(op, args); def != "" {
+		// A reference to a definition (#ToolID): describe the definition.
+		op, args = l.schema.LookupPath(cue.ParsePath(def)).Expr()
+	}
+	op, args = untop(op, args)
 	if op == cue.OrOp {
 		var alts []string
 		for _, a := range args {
@@ -634,16 +733,102 @@ func (l *loader) describe(k declKind, raw cue.Value, path, msg string) string {
 			}
 		}
 		if len(alts) == len(args) && len(got) > 0 {
-			return fmt.Sprintf("%s is not one of %s", got, strings.Join(alts, ", "))
+			return diag.CodeSchemaViolation, fmt.Sprintf("%s is not one of %s", got, strings.Join(alts, ", "))
+		}
+		if len(got) > 0 {
+			// The kinds of the alternatives ((int|string)) would not
+			// say why "1d" fails: say what each alternative accepts.
+			return diag.CodeSchemaViolation, fmt.Sprintf("want %s, got %s", want(sv), got)
 		}
 	}
 	if (strings.Contains(msg, "mismatched types") || strings.HasSuffix(msg, "empty disjunction:")) && len(got) > 0 {
-		return fmt.Sprintf("want %s, got %s", sv.IncompleteKind(), got)
+		return diag.CodeSchemaViolation, fmt.Sprintf("want %s, got %s", sv.IncompleteKind(), got)
 	}
 	if strings.HasSuffix(msg, "empty disjunction:") {
-		return "value does not match the schema"
+		return diag.CodeSchemaViolation, "value does not match the schema"
 	}
-	return msg
+	return diag.CodeSchemaViolation, msg
+}
+
+// durationWant is what a #Duration accepts, as authors need to hear it:
+// the schema's pattern is Go's duration syntax, and polc refuses zero.
+const durationWant = `a duration such as "90s", "1h" or "1h30m" (Go syntax: numbers with units ns, us, ms, s, m or h; more than 0)`
+
+// defWants says what a value of a schema definition must be.
+var defWants = map[string]string{
+	"#Duration": durationWant,
+	"#Time":     `an RFC 3339 time such as "2027-01-01T00:00:00Z" (at most microsecond precision)`,
+	"#Name":     `a name of letters, digits, '_', '.' or '-', starting with a letter or digit`,
+	"#UUID":     "a lowercase UUID",
+	"#Pattern":  "a non-empty pattern",
+	"#SafeInt":  "an integer from -9007199254740991 to 9007199254740991",
+}
+
+// fieldWants overrides the description where the schema cannot say it: a
+// window's integer alternative is a count of microseconds.
+var fieldWants = map[string]string{
+	"#PermissionPolicy budgets.window": "a positive integer of microseconds (at most 9007199254740991) or " + durationWant,
+}
+
+var indexFree = regexp.MustCompile(`\[[0-9]+\]`)
+
+// defRef is the definition an expression refers to (#Duration), or "".
+func defRef(op cue.Op, args []cue.Value) string {
+	if op != cue.SelectorOp || len(args) != 2 {
+		return ""
+	}
+	if def, err := args[1].String(); err == nil && strings.HasPrefix(def, "#") {
+		return def
+	}
+	return ""
+}
+
+// untop drops the `_` of a list element's constraint ([...X] & [_, ...]
+// gives X & _), leaving X's expression.
+func untop(op cue.Op, args []cue.Value) (cue.Op, []cue.Value) {
+	if op != cue.AndOp {
+		return op, args
+	}
+	var rest []cue.Value
+	for _, a := range args {
+		if a.IncompleteKind() != cue.TopKind {
+			rest = append(rest, a)
+		}
+	}
+	if len(rest) != 1 {
+		return op, args
+	}
+	return rest[0].Expr()
+}
+
+// want describes what a schema value accepts, alternative by alternative.
+func want(v cue.Value) string {
+	op, args := untop(v.Expr())
+	switch op {
+	case cue.OrOp:
+		alts := make([]string, len(args))
+		for i, a := range args {
+			alts[i] = want(a)
+		}
+		// Commas: an alternative's description may itself say "or".
+		return strings.Join(alts, ", or ")
+	case cue.SelectorOp:
+		if w, ok := defWants[defRef(op, args)]; ok {
+			return w
+		}
+	}
+	if v.IsNull() {
+		return "null"
+	}
+	if s, err := v.String(); err == nil {
+		return strconv.Quote(s)
+	}
+	switch t := fmt.Sprint(v); t {
+	case "string", "int", "bool":
+		return "a " + t
+	default:
+		return t // CUE syntax: exact, if terse
+	}
 }
 
 // schemaAt looks a declaration path up in the kind's definition, whose
@@ -737,3 +922,18 @@ func joinPath(path, key string) string {
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// unknownRoot is the shortest prefix of path (a declaration path) that the
+// kind's definition does not declare, or path itself when every prefix is
+// declared.
+func (l *loader) unknownRoot(k declKind, path string) string {
+	for i := 0; i < len(path); i++ {
+		if path[i] != '.' && path[i] != '[' {
+			continue
+		}
+		if !l.schemaAt(k, path[:i]).Exists() {
+			return path[:i]
+		}
+	}
+	return path
+}

@@ -279,6 +279,13 @@ func (r *resolver) approvals() {
 	if a == nil || a.Approve == nil {
 		return
 	}
+	// The parent's expiries, before this policy's entries shorten any.
+	inherited := map[string]int64{}
+	for key, ap := range r.out.approvals {
+		if ap.expiresAfter != nil {
+			inherited[key] = *ap.expiresAfter
+		}
+	}
 	for i, ad := range *a.Approve {
 		path := fmt.Sprintf("actions.approve[%d]", i)
 		lp := strings.ToLower(ad.Pattern)
@@ -307,6 +314,11 @@ func (r *resolver) approvals() {
 			prev.addOrigin(r.origin("actions.approve"))
 			if ap.expiresAfter != nil && *ap.expiresAfter < *prev.expiresAfter {
 				prev.expiresAfter = ap.expiresAfter
+			}
+			if parent, ok := inherited[key]; ok && ap.expiresAfter != nil && *ap.expiresAfter > parent {
+				// As for expires_at: the author asked for more than the
+				// parent allows and gets less, which must not pass unseen.
+				r.diags.Warn(r.p.PosOf(path+".expires_after"), diag.CodeExpiryClamped, "policy %q: %s.expires_after %s is longer than the parent's %s for %s; the shorter one applies", r.p.Name, path, *ad.ExpiresAfter, time.Duration(parent)*time.Microsecond, key)
 			}
 			continue
 		}

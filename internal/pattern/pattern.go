@@ -16,7 +16,8 @@
 //     matches any port.
 //   - MCP:       server/tool, each a glob segment.
 //   - MCPResource: server/resource, the resource a '/'-separated URI
-//     path whose segments may be empty; '**' as in paths.
+//     path whose segments may be empty (file:///x) but not '.' or '..';
+//     '**' as in paths.
 //   - Env:       environment variable name glob.
 //   - Namespace: secret namespace, '/'-separated glob segments; "**" as a
 //     whole segment matches zero or more segments (as in paths).
@@ -46,8 +47,9 @@ const (
 	Host    Kind = "host"
 	MCP     Kind = "mcp"
 	// MCPResource is server/resource where the resource is a URI-like
-	// path: '/'-separated segments (empty ones allowed, as in file:///x),
-	// '*' and '?' within a segment and '**' for zero or more segments.
+	// path: '/'-separated segments (empty ones allowed, as in file:///x,
+	// so a leading '/' is too; '.' and '..' are not), '*' and '?' within
+	// a segment and '**' for zero or more segments.
 	MCPResource Kind = "mcp_resource"
 	Env         Kind = "env"
 	Namespace   Kind = "namespace"
@@ -110,7 +112,14 @@ func Validate(k Kind, p string) error {
 			return errors.New("whitespace in MCP resource pattern")
 		}
 		for seg := range strings.SplitSeq(res, "/") {
-			if seg != "**" && strings.Contains(seg, "**") {
+			switch {
+			case seg == "." || seg == "..":
+				// Matching is literal, so such a pattern matches only a
+				// resource that names its way out of (or around) a
+				// directory, which a server may resolve elsewhere: never
+				// what an author means.
+				return fmt.Errorf("resource segment %q; patterns are clean paths", seg)
+			case seg != "**" && strings.Contains(seg, "**"):
 				return errors.New("'**' must be a whole resource segment")
 			}
 		}

@@ -1,7 +1,6 @@
 package polccli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -315,43 +314,10 @@ func cueError(path string, err error) error {
 // to the line of its problem.
 func atYAMLProblem(path string, data []byte, err error) error {
 	if pe, ok := err.(*posError); ok && pe.line > 0 && pe.col == 0 {
-		return &posError{yamlProblemLine(path, data, pe.line, pe.msg), 0, pe.msg}
+		return &posError{compiler.YAMLProblemLine(path, data, pe.line, pe.msg), 0, pe.msg}
 	}
 	return err
 }
-
-// yamlProblemLine is the line of the token a YAML syntax error is about.
-// The decoder (yaml.v3) reports where the enclosing block began, or the
-// line before the problem, so a bad indent on line 12 of an action can be
-// reported at line 7, or at line 1 for a top-level key. The problem is on
-// the last line of the shortest prefix of the file, in whole lines, that
-// fails with the same message; the problem is never above the decoder's
-// line less one, so the search starts there. Each try parses the prefix,
-// so the search stops after maxYAMLSearch lines (the decoder's line is
-// kept): a large file's error costs a bounded number of parses.
-func yamlProblemLine(path string, data []byte, line int, msg string) int {
-	end := 0
-	for n, l := range bytes.SplitAfter(data, []byte("\n")) {
-		end += len(l)
-		if n+1 < line-1 {
-			continue
-		}
-		if n+1 > line+maxYAMLSearch {
-			break
-		}
-		_, err := cueyaml.Extract(path, data[:end])
-		if err == nil {
-			continue
-		}
-		if _, m, ok := compiler.SplitLineError(err, path); ok && m == msg {
-			return n + 1
-		}
-	}
-	return line
-}
-
-// maxYAMLSearch bounds yamlProblemLine's search.
-const maxYAMLSearch = 200
 
 // posError is a scenario error at a line and column.
 type posError struct {
