@@ -52,8 +52,10 @@ func (c Change) String() string {
 	return s
 }
 
-// DiffSets compares two sets of snapshots by policy name.
-func DiffSets(old, new []*snapshot.Snapshot) []Change {
+// DiffSets compares two sets of snapshots by policy name. A NEW policy's
+// ancestors (for approvals) are found among new and extra, by the name
+// and digest its lineage pins; extra are not compared themselves.
+func DiffSets(old, new []*snapshot.Snapshot, extra ...*snapshot.Snapshot) []Change {
 	byName := func(ss []*snapshot.Snapshot) map[string]*snapshot.Snapshot {
 		m := map[string]*snapshot.Snapshot{}
 		for _, s := range ss {
@@ -78,6 +80,13 @@ func DiffSets(old, new []*snapshot.Snapshot) []Change {
 		for _, a := range nm[name].Lineage {
 			if s, ok := nm[a.Name]; ok && s.Digest == a.Digest {
 				ancestors = append(ancestors, s)
+				continue
+			}
+			for _, s := range extra {
+				if s.Name == a.Name && s.Digest == a.Digest {
+					ancestors = append(ancestors, s)
+					break
+				}
 			}
 		}
 		out = append(out, Diff(o, nm[name], ancestors...)...)

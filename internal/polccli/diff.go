@@ -18,6 +18,7 @@ import (
 type diffParams struct {
 	old, new string
 	format   string
+	parents  []string
 }
 
 func newDiffCmd(e *env) *cobra.Command {
@@ -29,8 +30,11 @@ func newDiffCmd(e *env) *cobra.Command {
 Each side is a snapshot file, a compile output directory (DIR/snapshots), or
 declarations (a CUE file or directory, JSON or YAML), which are compiled.
 Every widened or narrowed permission is listed; a widening that NEW's recorded
-expansions approve is marked with its authority. Exit 1 when any widening is
-not approved (for CI), 0 otherwise, 2 when an input cannot be read.`,
+expansions approve is marked with its authority, one NEW's parent already
+grants with the parent. --parent gives parent snapshots that declarations on
+either side may extend (as for compile); they also serve as NEW's parents.
+Exit 1 when any widening is not approved (for CI), 0 otherwise, 2 when an
+input cannot be read.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			p.old, p.new = args[0], args[1]
@@ -38,11 +42,12 @@ not approved (for CI), 0 otherwise, 2 when an input cannot be read.`,
 		},
 	}
 	c.Flags().StringVar(&p.format, "format", "text", "text or json")
+	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
 	return c
 }
 
-// loadSide reads one side of a diff.
-func loadSide(e *env, arg string) ([]*snapshot.Snapshot, diag.List) {
+// loadSide reads one side of a diff; declarations may extend parents.
+func loadSide(e *env, arg string, parents []*snapshot.Snapshot) ([]*snapshot.Snapshot, diag.List) {
 	var diags diag.List
 	abs := e.abs(arg)
 	fi, err := os.Stat(abs)
@@ -95,7 +100,7 @@ func loadSide(e *env, arg string) ([]*snapshot.Snapshot, diag.List) {
 		}
 		return out, diags
 	}
-	res := compiler.Vet(compiler.Config{Dir: e.dir}, []string{arg})
+	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents}, []string{arg})
 	return res.Snapshots, res.Diagnostics.Errors()
 }
 
@@ -103,12 +108,16 @@ func runDiff(_ context.Context, e *env, p *diffParams) error {
 	if p.format != "text" && p.format != "json" {
 		return usagef("--format %q: want text or json", p.format)
 	}
-	old, d1 := loadSide(e, p.old)
-	new, d2 := loadSide(e, p.new)
+	parents, d0 := readParents(e, p.parents)
+	if d0.HasErrors() {
+		return report(e, d0, diag.FormatText)
+	}
+	old, d1 := loadSide(e, p.old, parents)
+	new, d2 := loadSide(e, p.new, parents)
 	if diags := append(d1, d2...); diags.HasErrors() {
 		return report(e, diags, diag.FormatText)
 	}
-	changes := compiler.DiffSets(old, new)
+	changes := compiler.DiffSets(old, new, parents...)
 	unapproved := 0
 	for _, c := range changes {
 		if c.Unapproved() {

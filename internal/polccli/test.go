@@ -13,9 +13,10 @@ import (
 )
 
 type testParams struct {
-	paths  []string
-	engine string
-	format string
+	paths   []string
+	engine  string
+	format  string
+	parents []string
 }
 
 func newTestCmd(e *env) *cobra.Command {
@@ -36,6 +37,7 @@ must both pass. Failures are positioned at the test; exit 1 when any fails.`,
 	}
 	c.Flags().StringVar(&p.engine, "engine", "both", "native, opa or both")
 	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
+	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
 	return c
 }
 
@@ -47,8 +49,12 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 	if p.engine != "native" && p.engine != "opa" && p.engine != "both" {
 		return usagef("--engine %q: want native, opa or both", p.engine)
 	}
-	res := compiler.Vet(compiler.Config{Dir: e.dir}, p.paths)
-	diags := res.Diagnostics
+	parents, diags := readParents(e, p.parents)
+	if diags.HasErrors() {
+		return report(e, diags, f)
+	}
+	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents}, p.paths)
+	diags = append(diags, res.Diagnostics...)
 	if diags.HasErrors() {
 		return report(e, diags, f)
 	}
