@@ -6,10 +6,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/pattern"
 	"polc.dev/polc/snapshot"
@@ -100,16 +102,76 @@ func (r *resolver) identity() {
 // validPattern checks a pattern of facet f and reports invalid_pattern.
 func (r *resolver) validPattern(k pattern.Kind, p, path string) bool {
 	var err error
-	if k == "qualified" {
-		_, _, _, err = pattern.ValidateQualified(p)
-	} else {
+	action := ""
+	switch k {
+	case "qualified":
+		action, _, _, err = pattern.ValidateQualified(p)
+	case pattern.Action:
+		action, err = p, pattern.Validate(k, p)
+	default:
 		err = pattern.Validate(k, p)
 	}
 	if err != nil {
 		r.diags.Add(r.p.PosOf(path), diag.CodeInvalidPattern, "policy %q: %s: %q: %v", r.p.Name, path, p, err)
 		return false
 	}
+	if near := nearBuiltinAction(action); near != "" {
+		r.diags.Warn(r.p.PosOf(path), diag.CodeActionUnknown, "policy %q: %s: %q is not a built-in action; did you mean %q? (action ids match exactly, case included; ignore this for a runtime's own action of that name)", r.p.Name, path, action, near)
+	}
 	return true
+}
+
+// builtinActions are the built-in action ids.
+var builtinActions = sync.OnceValue(func() []string {
+	var ids []string
+	for _, d := range executor.BuiltinDescriptors() {
+		ids = append(ids, d.ID)
+	}
+	return ids
+})
+
+// nearBuiltinAction returns the built-in action id a literal action id
+// nearly spells (the same but for case, or at most two edits away, for
+// ids of four characters or more), or "". Allow rules match ids exactly,
+// so "Bash" or "read_fil" allows nothing and a misspelt deny denies
+// nothing, silently. Custom actions are legitimate: only near misses are
+// flagged, and only as a warning.
+func nearBuiltinAction(a string) string {
+	if a == "" || strings.ContainsAny(a, "*?") {
+		return ""
+	}
+	for _, id := range builtinActions() {
+		if a == id {
+			return ""
+		}
+	}
+	for _, id := range builtinActions() {
+		if strings.EqualFold(a, id) || (len(a) >= 4 && editDistance(a, id) <= 2) {
+			return id
+		}
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance of two short strings (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // denyFacet unions the child's deny list into the inherited one (rule 1).

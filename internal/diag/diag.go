@@ -52,6 +52,7 @@ const (
 	CodeNoTests               = "no_tests"
 	CodeLegacyUnrepresentable = "legacy_unrepresentable"
 	CodeTestFailed            = "test_failed"
+	CodeActionUnknown         = "action_unknown"
 )
 
 // Pos is a source position. Line and Col are 1-based; a zero Line means the
