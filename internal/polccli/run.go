@@ -333,6 +333,20 @@ type runOutcome struct {
 	Profile     string  `json:"profile"`
 	ReasonCode  string  `json:"reason_code"`
 	OperationID *string `json:"operation_id"`
+	// detail is the text output's why: the detail of the trail's last
+	// entry that has one, for an outcome other than succeeded (JSON
+	// keeps the issue's members; the trail is the executor's).
+	detail string
+}
+
+// outcomeDetail is the detail of the last trail entry that has one.
+func outcomeDetail(b *executor.OutcomeBase) string {
+	for i := len(b.Trail) - 1; i >= 0; i-- {
+		if d := b.Trail[i].Detail; d != "" {
+			return d
+		}
+	}
+	return ""
 }
 
 type runReport struct {
@@ -358,7 +372,11 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 			return s.inputErr(s.scenPath, fmt.Errorf("action %s: %v", a.ID, err))
 		}
 		b := out.Base()
-		rep.Outcomes = append(rep.Outcomes, runOutcome{ID: a.ID, Kind: string(out.Kind()), Profile: string(b.Profile), ReasonCode: b.ReasonCode, OperationID: b.OperationID})
+		o := runOutcome{ID: a.ID, Kind: string(out.Kind()), Profile: string(b.Profile), ReasonCode: b.ReasonCode, OperationID: b.OperationID}
+		if out.Kind() != executor.KindSucceeded {
+			o.detail = outcomeDetail(b)
+		}
+		rep.Outcomes = append(rep.Outcomes, o)
 		if b.EvidenceError != nil || b.StateError != nil {
 			failed = true
 		}
@@ -375,7 +393,11 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 		}
 	} else {
 		for _, o := range rep.Outcomes {
-			fmt.Fprintf(e.stdout, "%-16s %-10s %s\n", o.ID, o.Kind, o.ReasonCode)
+			if o.detail != "" {
+				fmt.Fprintf(e.stdout, "%-16s %-10s %s (%s)\n", o.ID, o.Kind, o.ReasonCode, o.detail)
+			} else {
+				fmt.Fprintf(e.stdout, "%-16s %-10s %s\n", o.ID, o.Kind, o.ReasonCode)
+			}
 		}
 		if rep.Evidence != nil {
 			fmt.Fprintf(e.stdout, "evidence: %s (%v records, head %s)\n", rep.Evidence["path"], rep.Evidence["records"], rep.Evidence["head"])
