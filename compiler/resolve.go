@@ -525,7 +525,9 @@ func (r *resolver) budgets() {
 	if parentHasLimits && (r.parent.window == nil || us < *r.parent.window) {
 		has := "the parent's budgets apply over the policy's lifetime"
 		if r.parent.window != nil {
-			has = fmt.Sprintf("parent window is %dµs", *r.parent.window)
+			// In the author's unit: a duration, and the microseconds
+			// the snapshot stores.
+			has = fmt.Sprintf("parent window is %s (%dµs)", time.Duration(*r.parent.window)*time.Microsecond, *r.parent.window)
 		}
 		r.expand("budgets.window", declared, r.p.PosOf("budgets.window"), has)
 	}
