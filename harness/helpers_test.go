@@ -29,3 +29,25 @@ func specFrom(t *testing.T, dir, src string) *harness.Spec {
 	}
 	return s
 }
+
+// fakeCodexPlan compiles harness h for a fake codex script (in dir, whose
+// workspace is "ws"): read_file only, a 20 s wall clock, the tool
+// allowlist allowed degraded; extra is more CUE inside the harness.
+func fakeCodexPlan(t *testing.T, dir, script, extra string) (*harness.Plan, *harness.CapabilityReport) {
+	t.Helper()
+	s := specFrom(t, dir, `package h
+harnesses: h: {
+	provider: "codex"
+	workspace: root: "ws"
+	tools: allow: ["read_file"]
+	resources: wall_clock: "20s"
+	allow_degraded: ["tools.allowlist/v1"]
+	`+extra+`
+}
+`)
+	plan, rep, err := harness.Compile(s, probeAt(t, fakeProbe("codex", false), script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan, rep
+}

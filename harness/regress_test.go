@@ -142,21 +142,7 @@ echo
 echo '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"after"}}'
 echo '{"type":"turn.completed"}'
 `)
-	s := specFrom(t, dir, `package h
-harnesses: h: {
-	provider: "codex"
-	workspace: root: "ws"
-	tools: allow: ["read_file"]
-	resources: wall_clock: "20s"
-	allow_degraded: ["tools.allowlist/v1"]
-}
-`)
-	p := fakeProbe("codex", false)
-	probeAt(t, p, script)
-	plan, rep, err := harness.Compile(s, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, rep := fakeCodexPlan(t, dir, script, "")
 	if b := rep.Blocking(); len(b) > 0 {
 		t.Fatalf("blocking: %v", b)
 	}

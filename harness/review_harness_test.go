@@ -564,22 +564,7 @@ echo '{"type":"turn.completed"}'
 // in dir) under a plan whose environment holds the secret name with value.
 func spawnFakeCodexWithSecret(t *testing.T, dir, script, name, value string) *harness.RunResult {
 	t.Helper()
-	s := specFrom(t, dir, fmt.Sprintf(`package h
-harnesses: h: {
-	provider: "codex"
-	workspace: root: "ws"
-	tools: allow: ["read_file"]
-	environment: secrets: %s: "env:POLC_SECRET"
-	resources: wall_clock: "20s"
-	allow_degraded: ["tools.allowlist/v1"]
-}
-`, name))
-	p := fakeProbe("codex", false)
-	probeAt(t, p, script)
-	plan, _, err := harness.Compile(s, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, _ := fakeCodexPlan(t, dir, script, fmt.Sprintf(`environment: secrets: %s: "env:POLC_SECRET"`, name))
 	res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x", Getenv: func(k string) (string, bool) {
 		return value, k == "POLC_SECRET"
 	}})

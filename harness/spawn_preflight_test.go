@@ -38,21 +38,7 @@ echo '{"type":"turn.completed"}'
 	if err := os.WriteFile(invalid, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := specFrom(t, dir, `package h
-harnesses: h: {
-	provider: "codex"
-	workspace: root: "ws"
-	tools: allow: ["read_file"]
-	resources: wall_clock: "20s"
-	allow_degraded: ["tools.allowlist/v1"]
-}
-`)
-	p := fakeProbe("codex", false)
-	probeAt(t, p, script)
-	plan, _, err := harness.Compile(s, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, _ := fakeCodexPlan(t, dir, script, "")
 	count := func(arg string) int {
 		b, _ := os.ReadFile(calls)
 		n := 0
@@ -64,7 +50,7 @@ harnesses: h: {
 		return n
 	}
 
-	_, err = harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x"})
+	_, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x"})
 	var pe *harness.PreflightError
 	if !errors.As(err, &pe) {
 		t.Fatalf("Spawn with a plan its validator rejects = %v, want a *PreflightError", err)
@@ -97,18 +83,7 @@ func TestSpawnRefusesChangedExecutable(t *testing.T) {
 echo '{"type":"thread.started","thread_id":"t1"}'
 echo '{"type":"turn.completed"}'
 `)
-	s := specFrom(t, dir, `package h
-harnesses: h: {
-	provider: "codex"
-	workspace: root: "ws"
-	tools: allow: ["read_file"]
-	allow_degraded: ["tools.allowlist/v1"]
-}
-`)
-	plan, _, err := harness.Compile(s, probeAt(t, fakeProbe("codex", false), script))
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, _ := fakeCodexPlan(t, dir, script, "")
 	f, err := os.OpenFile(script, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
