@@ -326,6 +326,7 @@ type attempt struct {
 	pending   []pendingRecord // appended, not yet known durable
 	details   *backendDetails // trail details of the bound backend
 	opIDp     *string         // the operation id its records' drafts point to
+	outbox    *Outbox         // the callable's outbox (durable attempts only)
 	// grants are the exceptions this attempt recorded (governed): a
 	// recheck of the same gate holds them instead of spending others.
 	grants []ExceptionGrant
@@ -1271,6 +1272,10 @@ func (a *attempt) invoke() Outcome {
 		// key (and the hot path) keep attemptOut in its size class.
 		ctx = context.WithValue(ctx, idempotencyKey{}, a.req.IdempotencyKey)
 	}
+	if a.durable() {
+		a.outbox = &Outbox{}
+		ctx = context.WithValue(ctx, outboxKey{}, a.outbox)
+	}
 	if h := &a.en.desc.Hints; len(h.Paths) > 0 || h.Command != "" {
 		// Relative paths and commands were judged against this
 		// workspace; the callable must resolve them against the same.
@@ -1282,6 +1287,9 @@ func (a *attempt) invoke() Outcome {
 	start := a.e.now()
 	a.note(12, TrailInvoke, a.details.invoke)
 	res, err := a.invokeBackend(ctx, tok)
+	// The callable's messages are fixed when it returns: a goroutine it
+	// left behind cannot add to a commit it did not wait for.
+	a.outbox.take()
 	// The token is spent when Invoke returns: a call the backend kept for
 	// later fails instead of running outside the attempt, and a backend
 	// that reports success without calling has failed.
@@ -1395,17 +1403,21 @@ func validClass(c string) bool {
 	return true
 }
 
-// persist is stage 14: the durable profile commits the attempt, its outcome
-// and an outbox message in one StateStore transaction.
+// durable reports whether stage 14 commits this attempt.
+func (a *attempt) durable() bool {
+	_, ok := a.ec.Scope.(DurableRunScope)
+	return ok && a.ec.Profile == ProfileDurable && a.e.cfg.State != nil
+}
+
+// persist is stage 14: the durable profile commits the attempt, its outcome,
+// the executor's action.outcome message and the messages the callable added
+// to its Outbox, in one StateStore transaction.
 func (a *attempt) persist(out Outcome) Outcome {
 	b := out.Base()
-	if a.ec.Profile != ProfileDurable || a.e.cfg.State == nil {
+	if !a.durable() {
 		return out
 	}
-	scope, ok := a.ec.Scope.(DurableRunScope)
-	if !ok {
-		return out
-	}
+	scope := a.ec.Scope.(DurableRunScope)
 	var rd *string
 	if s, ok := out.(*Succeeded); ok {
 		rd = &s.ResultDigest
@@ -1417,6 +1429,10 @@ func (a *attempt) persist(out Outcome) Outcome {
 		ReasonCode: b.ReasonCode, ResultDigest: rd, CallExecuted: b.CallExecuted, Profile: ProfileDurable,
 		StartedAt: a.startedAt, FinishedAt: a.e.now(),
 		Outbox: []OutboxMessage{{MessageID: a.newID(), Topic: "action.outcome", PayloadJSON: string(payload)}},
+	}
+	for _, m := range a.outbox.take() {
+		m.MessageID = a.newID()
+		rec.Outbox = append(rec.Outbox, m)
 	}
 	if a.en != nil {
 		rec.ActionID = a.en.desc.ID

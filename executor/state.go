@@ -2,8 +2,12 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
+
+	"polc.dev/polc/internal/jcs"
 )
 
 // Profile is the strength of the guarantees behind an outcome; every
@@ -61,6 +65,73 @@ type OutboxMessage struct {
 	MessageID   string
 	Topic       string
 	PayloadJSON string
+}
+
+// Outbox collects the messages a durable attempt's callable wants
+// delivered if, and only if, the attempt is committed: stage 14 commits
+// them in the attempt's transaction, after the executor's action.outcome
+// message, each with a new message id (the transactional outbox, for the
+// caller's own events). A callable gets it with OutboxFromContext.
+type Outbox struct {
+	mu     sync.Mutex
+	msgs   []OutboxMessage
+	bytes  int
+	closed bool
+}
+
+// Outbox bounds: what one attempt may add.
+const (
+	MaxOutboxMessages = 64
+	MaxOutboxBytes    = 1 << 20 // payloads, in total
+)
+
+// Add queues a message for topic (non-empty) with payload encoded as
+// canonical JSON. It fails once the callable has returned (a goroutine it
+// left behind), when payload has no JSON form, or beyond MaxOutboxMessages
+// or MaxOutboxBytes. Messages are committed whatever the outcome: a
+// callable adds only what it means to announce.
+func (o *Outbox) Add(topic string, payload any) error {
+	if topic == "" {
+		return errors.New("outbox: empty topic")
+	}
+	b, err := jcs.Marshal(payload)
+	if err != nil {
+		return fmt.Errorf("outbox: payload: %w", err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.closed:
+		return errors.New("outbox: the callable has returned; its attempt's messages are fixed")
+	case len(o.msgs) >= MaxOutboxMessages:
+		return fmt.Errorf("outbox: more than %d messages", MaxOutboxMessages)
+	case o.bytes+len(b) > MaxOutboxBytes:
+		return fmt.Errorf("outbox: more than %d bytes of payload", MaxOutboxBytes)
+	}
+	o.msgs = append(o.msgs, OutboxMessage{Topic: topic, PayloadJSON: string(b)})
+	o.bytes += len(b)
+	return nil
+}
+
+// take closes the outbox and returns its messages (none for a nil one).
+func (o *Outbox) take() []OutboxMessage {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
+	return o.msgs
+}
+
+type outboxKey struct{}
+
+// OutboxFromContext returns the Outbox of the durable attempt whose
+// callable ctx was given to, and false in any other profile (nothing would
+// commit the messages).
+func OutboxFromContext(ctx context.Context) (*Outbox, bool) {
+	o, ok := ctx.Value(outboxKey{}).(*Outbox)
+	return o, ok
 }
 
 // StateStore is the durable profile's store. Implementations commit
