@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -254,7 +255,7 @@ func (c *fileChain) release() error {
 		c.mu.Lock()
 	}
 	var errs []error
-	if c.f != nil && c.broken == nil && c.torn == 0 && (c.alloc > c.size || c.noReserve) {
+	if c.f != nil && c.broken == nil && c.corrupt == nil && c.torn == 0 && (c.alloc > c.size || c.noReserve) {
 		// A closed chain file ends with its last record (a failed
 		// extension may have left zeros past alloc).
 		if err := c.f.Truncate(c.size); err != nil {
@@ -378,7 +379,7 @@ func (c *fileChain) load(chainID string) error {
 			return err
 		}
 		if err == io.EOF || bytes.IndexByte(b, 0) >= 0 {
-			return c.loadTail(st.Size())
+			return c.loadTail(chainID, lineNo, st.Size())
 		}
 		lineNo++
 		if c.corrupt == nil {
@@ -402,13 +403,27 @@ func (c *fileChain) load(chainID string) error {
 // loadTail classifies what follows the last complete line without a NUL
 // byte: trailing zeros are the reserve (or pages of an unacknowledged
 // group that never reached the disk) and are truncated, since no record
-// holds a NUL byte; anything before them is a torn tail.
-func (c *fileChain) loadTail(length int64) error {
+// holds a NUL byte; anything before them is a torn tail. A NUL byte
+// before them that is not part of a whole zero sector is damage, not a
+// write that never reached the disk (a lost write leaves whole sectors of
+// the reserve's zeros): the chain is corrupt, and nothing is truncated or
+// offered to repair, since the complete lines after it may have been
+// acknowledged.
+func (c *fileChain) loadTail(chainID string, lineNo int, length int64) error {
 	tail := make([]byte, length-c.size)
 	if _, err := c.f.ReadAt(tail, c.size); err != nil && err != io.EOF {
 		return err
 	}
 	keep := int64(len(bytes.TrimRight(tail, "\x00")))
+	if off, bad := strayNUL(tail[:keep], c.size); bad && c.corrupt == nil {
+		c.corrupt = &CorruptChainError{ChainID: chainID, Line: lineNo + 1, Err: fmt.Errorf(
+			"a NUL byte at offset %d that is not part of a zero sector: the file is damaged, not torn by an interrupted append (the lines after it may have been acknowledged; nothing is removed)", off)}
+	}
+	if c.corrupt != nil {
+		// Leave a damaged file exactly as it is.
+		c.alloc = length
+		return nil
+	}
 	if keep < int64(len(tail)) {
 		if err := c.f.Truncate(c.size + keep); err != nil {
 			return err
@@ -419,6 +434,29 @@ func (c *fileChain) loadTail(length int64) error {
 	}
 	c.torn, c.alloc = keep, c.size+keep
 	return nil
+}
+
+// sectorSize is the unit in which a write can be lost: a crash leaves a
+// sector either written or as it was (here, the reserve's zeros).
+const sectorSize = 512
+
+// strayNUL reports the file offset of the first NUL byte of b (which
+// starts at file offset base) that lies in a sector not wholly zero.
+func strayNUL(b []byte, base int64) (int64, bool) {
+	for i := bytes.IndexByte(b, 0); i >= 0; {
+		off := base + int64(i)
+		lo := max(int64(0), off-off%sectorSize-base)
+		hi := min(int64(len(b)), lo+sectorSize-((base+lo)%sectorSize))
+		if len(bytes.Trim(b[lo:hi], "\x00")) > 0 {
+			return off, true
+		}
+		next := bytes.IndexByte(b[hi:], 0)
+		if next < 0 {
+			break
+		}
+		i = int(hi) + next
+	}
+	return 0, false
 }
 
 // Append implements Store: it returns once the record is durable.
@@ -705,6 +743,15 @@ func (s *FileStore) Read(ctx context.Context, chainID string, after int64) ([]*R
 	if err != nil {
 		return nil, err
 	}
+	// A NUL byte is the reserve or a lost write (whole zero sectors) or
+	// damage: a damaged chain is an error, not a shorter chain.
+	if i := bytes.IndexByte(data, 0); i >= 0 {
+		start := bytes.LastIndexByte(data[:i], '\n') + 1
+		if off, bad := strayNUL(bytes.TrimRight(data[start:], "\x00"), int64(start)); bad {
+			return nil, &CorruptChainError{ChainID: chainID, Line: bytes.Count(data[:start], []byte("\n")) + 1,
+				Err: fmt.Errorf("a NUL byte at offset %d that is not part of a zero sector: the file is damaged", off)}
+		}
+	}
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	// Line i of a chain holds sequence i: the lines before after's are not
 	// parsed (a projector keeping up with a long chain reads its tail
@@ -808,6 +855,10 @@ func (s *FileStore) Repair(chainID string) (RepairReport, error) {
 		// its tip) is not the disk's: only a fresh open reads the truth.
 		return RepairReport{}, fmt.Errorf("chain %s: a write failed in this process (%v); close and reopen the store, then repair", chainID, c.broken)
 	}
+	if c.corrupt != nil {
+		// Repair removes only a torn tail; a damaged chain needs a person.
+		return RepairReport{}, c.corrupt
+	}
 	rep := RepairReport{ChainID: chainID, Offset: c.size, Bytes: c.torn}
 	if c.torn == 0 {
 		return rep, nil
@@ -816,9 +867,19 @@ func (s *FileStore) Repair(chainID string) (RepairReport, error) {
 	if _, err := c.f.ReadAt(torn, c.size); err != nil {
 		return rep, err
 	}
+	// A side file of that name may exist: a repair that crashed before
+	// truncating (the same bytes), or an earlier tear at the same offset.
+	// The bytes are kept under the first free name, never overwritten.
 	side := s.path(chainID) + ".torn-" + strconv.FormatInt(c.size, 10)
-	if err := atomicfile.CreateSynced(side, torn); err != nil {
-		return rep, err
+	for n := 2; ; n++ {
+		err := atomicfile.CreateSynced(side, torn)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || n > 1000 {
+			return rep, err
+		}
+		side = s.path(chainID) + ".torn-" + strconv.FormatInt(c.size, 10) + "." + strconv.Itoa(n)
 	}
 	if err := c.f.Truncate(c.size); err != nil {
 		return rep, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -202,18 +203,28 @@ func TestFileStoreZeroTailIsReserve(t *testing.T) {
 }
 
 // TestFileStoreHoleIsTornTail simulates a crash in the middle of a group
-// over the reserve whose pages reached the disk out of order: a zero page,
-// then a complete record line, then zeros. The zero-containing line and
-// everything after it is a torn tail (never acknowledged): appends refuse,
-// Repair keeps those bytes (without the trailing zeros) in a side file.
+// over the reserve whose pages reached the disk out of order: the group's
+// first page (4 KiB, aligned in the file, as the page cache writes) is
+// still the reserve's zeros, then complete record lines, then zeros. The
+// zero-containing line and everything after it is a torn tail (never
+// acknowledged): appends refuse, Repair keeps those bytes (without the
+// trailing zeros) in a side file.
 func TestFileStoreHoleIsTornTail(t *testing.T) {
-	dir, path, ids, rcs := closedChain(t, 3)
+	dir, path, ids, rcs := closedChain(t, 16)
 	data, _ := os.ReadFile(path)
 	lines := bytes.SplitAfter(data, []byte("\n"))
-	// Keep two records; the third's line follows a 4 KiB hole.
-	good := len(lines[0]) + len(lines[1])
-	torn := append(make([]byte, 4096), lines[2]...)
-	crashed := append(append(append([]byte{}, data[:good]...), torn...), make([]byte, 64<<10)...)
+	// The group of the records after the first two lost the page after
+	// the one holding their end: the line it starts in, and everything
+	// after, is the torn tail.
+	page := ((len(lines[0])+len(lines[1]))/4096 + 1) * 4096
+	if page+4096 >= len(data) {
+		t.Fatalf("the chain (%d bytes) is too short for a lost page at %d", len(data), page)
+	}
+	crashed := append([]byte{}, data...)
+	copy(crashed[page:page+4096], make([]byte, 4096))
+	crashed = append(crashed, make([]byte, 64<<10)...)
+	good := bytes.LastIndexByte(data[:page], '\n') + 1
+	torn := crashed[good:len(data)]
 	if err := os.WriteFile(path, crashed, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -224,11 +235,12 @@ func TestFileStoreHoleIsTornTail(t *testing.T) {
 	}
 	defer s.Close()
 	tip, _, err := s.Head(context.Background(), testChain)
-	if err != nil || tip.Sequence != 1 || tip.Hash != rcs[1].HeadHash {
-		t.Fatalf("head %+v %v", tip, err)
+	last := bytes.Count(data[:good], []byte("\n")) - 1 // the last record before the torn line
+	if err != nil || tip.Sequence != int64(last) || tip.Hash != rcs[last].HeadHash {
+		t.Fatalf("head %+v %v, want sequence %d", tip, err, last)
 	}
 	recs, err := s.Read(context.Background(), testChain, -1)
-	if err != nil || len(recs) != 2 {
+	if err != nil || len(recs) != last+1 {
 		t.Fatalf("Read: %d records, %v", len(recs), err)
 	}
 	var tt *TornTailError
@@ -246,10 +258,80 @@ func TestFileStoreHoleIsTornTail(t *testing.T) {
 	if !bytes.Equal(saved, torn) {
 		t.Fatalf("side file holds %d bytes, want the %d torn bytes", len(saved), len(torn))
 	}
-	rcs = append(rcs[:2], appendN(t, s, ids, testChain, 1)...)
-	res, err := s.Verify(context.Background(), testChain, rcs[2].HeadHash)
-	if err != nil || !res.OK() || res.Records != 3 {
+	rcs = append(rcs[:last+1], appendN(t, s, ids, testChain, 1)...)
+	res, err := s.Verify(context.Background(), testChain, rcs[last+1].HeadHash)
+	if err != nil || !res.OK() || res.Records != int64(last+2) {
 		t.Fatalf("after repair: %+v %v", res, err)
+	}
+}
+
+// TestFileStoreStrayNULIsDamage: a NUL byte inside acknowledged data that
+// is not part of a whole zero sector (one damaged byte) is not a write
+// lost in a crash. It used to end the chain there: Head and Read gave the
+// records before it, and Repair removed the 14 complete records after it
+// as a "torn tail" and said so with exit 0. Now Head, Read, Append and
+// Repair report the damage, and the file is left exactly as it was.
+func TestFileStoreStrayNULIsDamage(t *testing.T) {
+	dir, path, ids, _ := closedChain(t, 16)
+	data, _ := os.ReadFile(path)
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	at := len(lines[0]) + 40
+	damaged := append([]byte{}, data...)
+	damaged[at] = 0
+	if err := os.WriteFile(path, damaged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *CorruptChainError
+	if _, _, err := s.Head(context.Background(), testChain); !errors.As(err, &ce) || ce.Line != 2 {
+		t.Errorf("Head: %v, want a CorruptChainError at line 2", err)
+	}
+	if _, err := s.Read(context.Background(), testChain, -1); !errors.As(err, &ce) {
+		t.Errorf("Read: %v, want a CorruptChainError", err)
+	}
+	if _, _, err := (&Writer{Store: s, ChainID: testChain}).Append(context.Background(), draft(ids, testChain, new(ids.next()), boundPayload())); !errors.As(err, &ce) {
+		t.Errorf("Append: %v, want a CorruptChainError", err)
+	}
+	if rep, err := s.Repair(testChain); !errors.As(err, &ce) || rep.SavedTo != "" {
+		t.Errorf("Repair: %+v %v, want a CorruptChainError and nothing removed", rep, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, damaged) {
+		t.Errorf("the damaged file changed: %d bytes, was %d", len(after), len(damaged))
+	}
+}
+
+// TestRepairSideFileNameTaken: a side file of the name a repair wants can
+// exist (a repair that crashed before truncating, an earlier tear at the
+// same offset); repair used to fail with "file exists" and leave the chain
+// stuck. It keeps the bytes under the next free name.
+func TestRepairSideFileNameTaken(t *testing.T) {
+	dir, path, _, _ := closedChain(t, 2)
+	size := fileSize(t, path)
+	f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString(`{"torn`)
+	f.Close()
+	taken := path + ".torn-" + strconv.FormatInt(size, 10)
+	os.WriteFile(taken, []byte("an earlier repair's bytes"), 0o644)
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rep, err := s.Repair(testChain)
+	if err != nil || rep.SavedTo != taken+".2" {
+		t.Fatalf("Repair: %+v %v, want the bytes in %s.2", rep, err, taken)
+	}
+	if b, _ := os.ReadFile(taken); string(b) != "an earlier repair's bytes" {
+		t.Errorf("the earlier side file was changed: %q", b)
+	}
+	if b, _ := os.ReadFile(rep.SavedTo); string(b) != `{"torn` {
+		t.Errorf("side file %q", b)
 	}
 }
 

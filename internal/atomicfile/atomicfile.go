@@ -117,15 +117,19 @@ func CreateSynced(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
+	if err != nil {
+		// A partial file (a full disk) must not stand in for the data,
+		// nor take the name a retry will want.
+		os.Remove(path)
+	}
+	return err
 }
 
 // SyncDir fsyncs a directory, making the names created in it durable.

@@ -53,6 +53,7 @@ const (
 	CodeLegacyUnrepresentable = "legacy_unrepresentable"
 	CodeTestFailed            = "test_failed"
 	CodeActionUnknown         = "action_unknown"
+	CodeChainDamaged          = "chain_damaged"
 )
 
 // Pos is a source position. Line and Col are 1-based; a zero Line means the

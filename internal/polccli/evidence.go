@@ -2,6 +2,7 @@ package polccli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,8 +32,12 @@ bytes are kept in <chain_id>.jsonl.torn-<offset> next to the chain. Opening
 the store also drops the zeros a crash leaves after the data (the store's
 reserve). Nothing else is changed: verify the result with certverify chain.
 
-Exit codes: 0 done (including "nothing to repair"), 2 unreadable directory,
-unknown chain or a chain held by another process.`,
+A chain that is damaged rather than torn (a record that does not verify, a
+NUL byte that no lost write explains) is reported as chain_damaged and left
+exactly as it is: the lines after the damage may have been acknowledged.
+
+Exit codes: 0 done (including "nothing to repair"), 1 a chain is damaged,
+2 unreadable directory, unknown chain or a chain held by another process.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return runEvidenceRepair(c.Context(), e, args[0], args[1:])
@@ -80,8 +85,17 @@ func runEvidenceRepair(_ context.Context, e *env, dir string, chains []string) e
 		return fail(dir, "evidence repair: %v", err)
 	}
 	defer s.Close()
+	var damaged diag.List
 	for _, id := range chains {
 		rep, err := s.Repair(id)
+		var ce *chain.CorruptChainError
+		if errors.As(err, &ce) {
+			// Damage, not a torn tail: nothing is removed, and the other
+			// chains are still repaired.
+			damaged.Add(diag.Pos{File: diag.Rel(e.dir, filepath.Join(dir, id+".jsonl")), Line: ce.Line}, diag.CodeChainDamaged,
+				"evidence repair: %v; nothing was removed (only an interrupted append's torn tail is; inspect the file, and keep it)", ce.Err)
+			continue
+		}
 		if err != nil {
 			return fail(filepath.Join(dir, id+".jsonl"), "evidence repair: %v", err)
 		}
@@ -91,6 +105,9 @@ func runEvidenceRepair(_ context.Context, e *env, dir string, chains []string) e
 		}
 		fmt.Fprintf(e.stdout, "%s: removed %d torn bytes at offset %d, kept in %s\n",
 			id, rep.Bytes, rep.Offset, diag.Rel(e.dir, rep.SavedTo))
+	}
+	if len(damaged) > 0 {
+		return report(e, damaged, diag.FormatText)
 	}
 	return nil
 }
