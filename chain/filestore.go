@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -66,9 +68,14 @@ type FileStore struct {
 	chains map[string]*fileChain
 	closed bool // Close was called: chains are not reopened
 
-	idxMu     sync.Mutex
-	idx       *os.File
-	idxSize   int64  // bytes written to idx
+	idxMu   sync.Mutex
+	idx     *os.File
+	idxSize int64 // bytes written to idx
+	// idxGen is the index file's generation (its header line; "" for an
+	// index written before headers). Cursors carry it: a rebuilt index
+	// has another, and a cursor into the old one restarts from the start
+	// instead of landing on an arbitrary entry of the new one.
+	idxGen    string
 	idxSynced int64  // bytes of idx fsynced
 	idxBuf    []byte // entries not yet written (see index)
 
@@ -1142,6 +1149,9 @@ func (s *FileStore) recoverIndex() (err error) {
 		return err
 	}
 	defer unlockIndex(f)
+	if s.idxGen, err = indexGeneration(f); err != nil {
+		return err
+	}
 	if err := s.writeQueue(); err != nil {
 		return err
 	}
@@ -1154,6 +1164,41 @@ func (s *FileStore) recoverIndex() (err error) {
 	}
 	s.idxSynced = st.Size()
 	return nil
+}
+
+// indexHeader starts an index's header line; the generation follows.
+const indexHeader = "polc-projection-index v1 "
+
+// indexGeneration returns the generation of the index f, writing a header
+// with a new random one into an empty index; "" for an index that has
+// entries but no header (written before headers). The index's flock is
+// held. The header is no entry: Scan and readIndex skip it.
+func indexGeneration(f *os.File) (string, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if st.Size() == 0 {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		gen := hex.EncodeToString(b[:])
+		if _, err := f.WriteAt([]byte(indexHeader+gen+"\n"), 0); err != nil {
+			return "", err
+		}
+		return gen, nil
+	}
+	line := make([]byte, len(indexHeader)+33)
+	n, err := f.ReadAt(line, 0)
+	if err != nil && err != io.EOF {
+		return "", err
+	}
+	line = line[:n]
+	if gen, ok := bytes.CutPrefix(line, []byte(indexHeader)); ok && len(gen) == 33 && gen[32] == '\n' {
+		return string(gen[:32]), nil
+	}
+	return "", nil
 }
 
 // readIndex returns the sequences the index f holds per chain, under the
@@ -1196,18 +1241,27 @@ func syncPath(path string) error {
 	return errors.Join(datasync(f), f.Close())
 }
 
-// Scan implements ProjectionSource. A cursor is the decimal byte offset of
-// the next entry in projection.idx. Entries are synced before they are
-// delivered, so a delivered cursor stays valid across crashes. Scan reads
-// the index up to its current end, entries that other stores on the
-// directory appended included, and no further than its page needs. A line
-// that is not a well-formed entry (what a crash left of an unsynced write,
-// see recoverIndex) is skipped.
+// Scan implements ProjectionSource. A cursor is "<generation>:<offset>",
+// the index's generation and the decimal byte offset of the next entry in
+// projection.idx ("<offset>" alone for an index without a generation).
+// Entries are synced before they are delivered, so a delivered cursor
+// stays valid across crashes. An index rebuilt from the chains (deleted,
+// or replaced) has a new generation, and a cursor into another generation
+// starts again from the beginning: every record is delivered again, which
+// at-least-once consumers allow, rather than some skipped because offsets
+// moved. Scan reads the index up to its current end, entries that other
+// stores on the directory appended included, and no further than its page
+// needs. A line that is not a well-formed entry (what a crash left of an
+// unsynced write, see recoverIndex, or the header) is skipped.
 func (s *FileStore) Scan(ctx context.Context, after string, limit int) (ProjectionPage, error) {
 	var off int64
+	gen, offText, hasGen := strings.Cut(after, ":")
+	if !hasGen {
+		gen, offText = "", after
+	}
 	if after != "" {
-		n, err := strconv.ParseInt(after, 10, 64)
-		if err != nil || n < 0 || strconv.FormatInt(n, 10) != after {
+		n, err := strconv.ParseInt(offText, 10, 64)
+		if err != nil || n < 0 || strconv.FormatInt(n, 10) != offText || (hasGen && len(gen) != 32) {
 			return ProjectionPage{}, fmt.Errorf("chain: invalid cursor %q", after)
 		}
 		off = n
@@ -1229,6 +1283,9 @@ func (s *FileStore) Scan(ctx context.Context, after string, limit int) (Projecti
 		return ProjectionPage{}, err
 	}
 	size := st.Size()
+	if after != "" && gen != s.idxGen {
+		off = 0 // a cursor into another generation of the index
+	}
 	if off > size {
 		return ProjectionPage{}, fmt.Errorf("chain: cursor %q is beyond the index", after)
 	}
@@ -1243,7 +1300,13 @@ func (s *FileStore) Scan(ctx context.Context, after string, limit int) (Projecti
 		bufSize = min(bufSize, max(limit*maxIndexEntry, 4096))
 	}
 	br := bufio.NewReaderSize(io.NewSectionReader(s.idx, off, size-off), bufSize)
-	page := ProjectionPage{NextCursor: strconv.FormatInt(off, 10)}
+	cursor := func(off int64) string {
+		if s.idxGen == "" {
+			return strconv.FormatInt(off, 10)
+		}
+		return s.idxGen + ":" + strconv.FormatInt(off, 10)
+	}
+	page := ProjectionPage{NextCursor: cursor(off)}
 	for limit <= 0 || len(page.Receipts) < limit {
 		ln, err := br.ReadSlice('\n')
 		long := false
@@ -1264,7 +1327,7 @@ func (s *FileStore) Scan(ctx context.Context, after string, limit int) (Projecti
 		if !ok || long {
 			continue
 		}
-		rc.Cursor = strconv.FormatInt(off, 10)
+		rc.Cursor = cursor(off)
 		page.Receipts = append(page.Receipts, rc)
 		page.NextCursor = rc.Cursor
 	}
