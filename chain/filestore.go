@@ -85,7 +85,7 @@ type FileStore struct {
 	writeHook  func(f *os.File, b []byte, off int64) (int, error)
 	beforeSync func()
 	syncHook   func(f *os.File) error // replaces a group's datasync
-	zeroHook   func() error
+	zeroHook   func(from int64) error
 }
 
 // FileStoreStats counts a FileStore's group commits since it was opened:
@@ -702,13 +702,24 @@ var zeros [zeroPiece]byte
 
 // fillReserve writes zeros over [from, to), writes each piece back, and
 // fdatasyncs them, then publishes the new reserve. A failure only stops
-// the reserve: appends go on growing the file.
+// the reserve: appends go on growing the file. The failed extension is cut
+// off again (no data reaches from while it runs: a group waits for it), so
+// that on a full disk the zeros written so far do not hold the space the
+// next group needs.
 func (s *FileStore) fillReserve(c *fileChain, from, to int64) {
 	err := s.writeZeros(c.f, from, to)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
 		c.noReserve = true
+		// Data lies below c.size (written or being written) and the
+		// reserve published so far below c.alloc: nothing of value is
+		// past both.
+		if end := max(c.alloc, c.size); end < to {
+			if st, serr := c.f.Stat(); serr == nil && st.Size() > end {
+				c.f.Truncate(end) // best effort: Close truncates to the data too
+			}
+		}
 	} else {
 		c.alloc = max(c.alloc, to)
 		s.reserved.Add(to - from)
@@ -719,7 +730,7 @@ func (s *FileStore) fillReserve(c *fileChain, from, to int64) {
 
 func (s *FileStore) writeZeros(f *os.File, from, to int64) error {
 	if s.zeroHook != nil {
-		if err := s.zeroHook(); err != nil {
+		if err := s.zeroHook(from); err != nil {
 			return err
 		}
 	}
@@ -1140,29 +1151,25 @@ func (s *FileStore) recoverIndex() (err error) {
 			return err
 		}
 		if len(s.idxBuf) >= idxFlushAt {
-			if err := s.writeIndexLocked(); err != nil {
-				return err
-			}
+			s.writeIndexLocked() // a failure keeps the queue (see below)
 		}
 	}
 	if _, err := lockIndex(f, true); err != nil {
 		return err
 	}
 	defer unlockIndex(f)
-	if s.idxGen, err = indexGeneration(f); err != nil {
-		return err
+	// A store that cannot write its index (a full disk) still opens:
+	// reading, verifying, exporting and repairing its chains need no
+	// index, and the entries stay queued. Scan writes and syncs them
+	// before it delivers anything, and fails until it can.
+	if gen, err := indexGeneration(f); err == nil {
+		s.idxGen = gen
 	}
-	if err := s.writeQueue(); err != nil {
-		return err
+	if s.writeQueue() == nil && f.Sync() == nil {
+		if st, err := f.Stat(); err == nil {
+			s.idxSynced = st.Size()
+		}
 	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	s.idxSynced = st.Size()
 	return nil
 }
 
