@@ -54,6 +54,7 @@ const (
 	CodeTestFailed            = "test_failed"
 	CodeActionUnknown         = "action_unknown"
 	CodeChainDamaged          = "chain_damaged"
+	CodeCertificateRefused    = "certificate_refused"
 )
 
 // Pos is a source position. Line and Col are 1-based; a zero Line means the

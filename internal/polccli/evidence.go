@@ -43,6 +43,7 @@ Exit codes: 0 done (including "nothing to repair"), 1 a chain is damaged,
 			return runEvidenceRepair(c.Context(), e, args[0], args[1:])
 		},
 	})
+	c.AddCommand(newEvidenceCertifyCmd(e))
 	return c
 }
 
