@@ -507,15 +507,35 @@ func mcpFacets(args map[string]string, _ string, out *Normalized) *NormalizeErro
 		// Resource patterns match '/'-separated segments ("repo/*"), so
 		// "repo/.." matched what was meant to be one repository's entries,
 		// and a server that resolves it reaches beyond the resource judged.
-		for _, seg := range strings.Split(r, "/") {
-			if seg == "." || seg == ".." {
-				return nerr(ReasonInvalidRequest, "mcp resource %q has a %q segment: a server may resolve it outside the resource the policy judged", r, seg)
-			}
+		// Servers decode URIs: the segments are checked as written and as
+		// percent-decoded (repeatedly: %252e), with '\' a separator too.
+		if seg, ok := dotSegment(r); ok {
+			return nerr(ReasonInvalidRequest, "mcp resource %q has a %q segment (as written, or percent-decoded, or with '\\' as a separator): a server may resolve it outside the resource the policy judged", r, seg)
 		}
 		t.Resource = &r
 	}
 	out.MCP = t
 	return nil
+}
+
+// dotSegment returns a "." or ".." segment of r, as written, percent-
+// decoded (up to four times, for %25 within %2e) or with '\' read as '/'.
+func dotSegment(r string) (string, bool) {
+	for range 5 {
+		for _, seg := range strings.FieldsFunc(r, func(c rune) bool { return c == '/' || c == '\\' }) {
+			if seg == "." || seg == ".." {
+				return seg, true
+			}
+		}
+		// Segments empty between separators are not dot segments, but
+		// FieldsFunc drops them: "./x" and "a/./b" are caught above.
+		d, err := url.PathUnescape(r)
+		if err != nil || d == r {
+			break
+		}
+		r = d
+	}
+	return "", false
 }
 
 // bashFacets puts the command's facets (ParseCommand) in out: its argvs
@@ -874,10 +894,20 @@ func redirection(n *syntax.Redirect) (r *Redirect, ok bool) {
 
 // expandedWord reports whether bash expands the literal word w into
 // another text than wordText: an unquoted glob names the files it
-// matches, a brace (a{b..b}, c{d,}) or a leading tilde other words.
+// matches, a brace (a{b..b}, c{d,}) or a tilde other words. bash expands a
+// tilde at the start of a word and, in a word shaped like an assignment
+// (k=~user/x, even as a redirection target), after '=' and ':'; an
+// unquoted tilde after one of those, or at the start of any unquoted part,
+// counts (a home directory reached through a link in the workspace was
+// judged as the path k=~user/x).
 func expandedWord(w *syntax.Word) bool {
-	for i, p := range w.Parts {
-		if l, isLit := p.(*syntax.Lit); isLit && (strings.ContainsAny(l.Value, "*?[{") || i == 0 && strings.HasPrefix(l.Value, "~")) {
+	for _, p := range w.Parts {
+		l, isLit := p.(*syntax.Lit)
+		if !isLit {
+			continue
+		}
+		if strings.ContainsAny(l.Value, "*?[{") || strings.Contains(l.Value, "=~") || strings.Contains(l.Value, ":~") ||
+			strings.HasPrefix(l.Value, "~") {
 			return true
 		}
 	}
@@ -1291,11 +1321,16 @@ func literalWord(w *syntax.Word) bool {
 }
 
 // ansiCFixed reports whether bash decodes the $'…' text s as expand does
-// (expand.Format): bash's \cX is a control character (\c@ and "\c " are
-// NUL, which ends the string), an octal escape above \377 wraps around
-// (\400 is NUL, \457 is '/'), and \u and \U depend on the locale; expand
-// reads all of them otherwise, so "$'/etc/x\c@/../../ws/notes/a'" was
-// judged as /ws/notes/a while bash opened /etc/x.
+// (expand.Format). Only the escapes both read alike are accepted: the
+// single-character ones (\a \b \e \E \f \n \r \t \v \\ \' \" \?), \x
+// with a hex digit after it, and octal up to \377. Every other escape is
+// refused, since a reading bash does not share lets a word hide what bash
+// makes of it: \cX is a control character to bash (\c@ ends the string, so
+// "$'/etc/x\c@/../../ws/notes/a'" was judged as /ws/notes/a while bash
+// opened /etc/x), an octal escape above \377 wraps around (\457 is '/'),
+// \u and \U depend on the locale, and bash 5.2 reads \x{HH} as a hex
+// escape that expand keeps as text ("<<$'E\x{41}'" ended a here-document
+// at a line polc never saw end it).
 func ansiCFixed(s string) bool {
 	for i := 0; i < len(s)-1; i++ {
 		if s[i] != '\\' {
@@ -1303,16 +1338,25 @@ func ansiCFixed(s string) bool {
 		}
 		i++
 		switch c := s[i]; {
-		case c == 'c' || c == 'u' || c == 'U':
+		case strings.IndexByte(`abeEfnrtv\'"?`, c) >= 0:
+		case c == 'x':
+			if i+1 >= len(s) || !isHex(s[i+1]) {
+				return false // \x{…}, or \x with no digit
+			}
+		case isOctal(c):
+			if c >= '4' && i+2 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) {
+				return false // three digits from \400: more than a byte
+			}
+		default:
 			return false
-		case c >= '4' && c <= '7' && i+2 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]):
-			return false // three digits from \400: more than a byte
 		}
 	}
 	return true
 }
 
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
 
 // wordText is the text bash makes of a literal word (literalWord): its
 // quotes removed. expand.Literal keeps an unquoted backslash, which bash
