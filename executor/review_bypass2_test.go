@@ -31,7 +31,7 @@ func TestReviewANSICEscapesBashReadsOtherwise(t *testing.T) {
 		"echo exfil > $'\\x{2f}dev/tcp/127.0.0.1/8099'",
 		"set $'-\\x{6b}'; git diff GIT_EXTERNAL_DIFF='touch /tmp/x'",
 		"set -o $'k\\x{65}yword'; git diff GIT_EXTERNAL_DIFF='touch /tmp/x'",
-		"echo x > $'\\q'",    // an escape whose reading is not pinned down
+		"echo x > $'\\q'",   // an escape whose reading is not pinned down
 		"echo x > $'\\xzz'", // \x with no hex digit
 	} {
 		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != "invalid_command" {
