@@ -118,8 +118,17 @@ func req(id, action string, args map[string]any) executor.ExecutionRequest {
 func TestOutcomeKinds(t *testing.T) {
 	r := newRig(t, nil, nil)
 	ec := r.ctx(executor.ProfileMinimal, nil)
+	// Cancelled once the slow callable is running, not after a fixed
+	// time: under load the earlier cases could outlast a timer, and the
+	// attempt was then cancelled before its call.
 	cancelled, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	slowBefore := r.calls["slow"].Load()
+	go func() {
+		for r.calls["slow"].Load() == slowBefore {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
 	cases := []struct {
 		name   string
 		ctx    context.Context
@@ -133,12 +142,12 @@ func TestOutcomeKinds(t *testing.T) {
 		{"escalated", context.Background(), req("3", "write_note", nil), executor.KindEscalated, "approval_required:lead", false},
 		{"failed", context.Background(), req("4", "fail", nil), executor.KindFailed, "disk_full", true},
 		{"ambiguous", context.Background(), req("5", "ambiguous", nil), executor.KindAmbiguous, "external_result_ambiguous", true},
+		{"cancelled", cancelled, req("7", "slow", nil), executor.KindCancelled, "cancelled", true},
 		{"timed_out", context.Background(), func() executor.ExecutionRequest {
 			q := req("6", "slow", nil)
 			q.Timeout = 10 * time.Millisecond
 			return q
 		}(), executor.KindTimedOut, "timed_out", true},
-		{"cancelled", cancelled, req("7", "slow", nil), executor.KindCancelled, "cancelled", true},
 		{"bad arguments", context.Background(), req("8", "nothing", map[string]any{"extra": 1}), executor.KindDenied, "invalid_request", false},
 	}
 	for _, c := range cases {
