@@ -1007,6 +1007,17 @@ func (s *FileStore) writeQueue() error {
 	if err != nil {
 		return err
 	}
+	if end == 0 {
+		// An empty index gets its header before any entry (a rebuild
+		// writes entries as it goes); without one, the entries stay
+		// queued.
+		if s.idxGen, err = indexGeneration(s.idx); err != nil {
+			return err
+		}
+		if end, err = s.indexEnd(); err != nil {
+			return err
+		}
+	}
 	if _, err := s.idx.WriteAt(s.idxBuf, end); err != nil {
 		s.idxSize = -1 // the end is unknown: check it next time
 		return err

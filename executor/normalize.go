@@ -520,6 +520,9 @@ func mcpFacets(args map[string]string, _ string, out *Normalized) *NormalizeErro
 
 // dotSegment returns a "." or ".." segment of r, as written, percent-
 // decoded (up to four times, for %25 within %2e) or with '\' read as '/'.
+// Decoding is lenient, as many servers' is: valid %XX escapes are decoded
+// and any other '%' is kept, so one malformed escape ("100%") does not
+// hide the %2e%2e after it.
 func dotSegment(r string) (string, bool) {
 	for range 5 {
 		for _, seg := range strings.FieldsFunc(r, func(c rune) bool { return c == '/' || c == '\\' }) {
@@ -527,15 +530,40 @@ func dotSegment(r string) (string, bool) {
 				return seg, true
 			}
 		}
-		// Segments empty between separators are not dot segments, but
-		// FieldsFunc drops them: "./x" and "a/./b" are caught above.
-		d, err := url.PathUnescape(r)
-		if err != nil || d == r {
+		d := percentDecode(r)
+		if d == r {
 			break
 		}
 		r = d
 	}
 	return "", false
+}
+
+// percentDecode decodes the valid %XX escapes of s and keeps the rest.
+func percentDecode(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
 }
 
 // bashFacets puts the command's facets (ParseCommand) in out: its argvs

@@ -78,6 +78,10 @@ func TestReviewMCPResourceEncodedDots(t *testing.T) {
 		"file:///tmp/ws/..%2foutside/secret",
 		"file:///tmp/ws/..\\outside\\secret",
 		"file:///tmp/ws/%252e%252e/outside/secret",
+		// One malformed escape must not stop the decoding of the rest:
+		// lenient decoders (Python's unquote) decode the valid ones.
+		"file:///tmp/ws/%zz/%2e%2e/%2e%2e/outside/secret",
+		"file:///tmp/ws/100%/%2e%2e/x",
 	} {
 		if got := decide(t, p, "mcp", map[string]any{"server": "fs", "tool": "read_resource", "resource": r}); got != "invalid_request" {
 			t.Errorf("%q: %s, want invalid_request", r, got)
