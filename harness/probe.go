@@ -143,7 +143,7 @@ func CachedExecutable(provider string) string {
 
 var (
 	hashMu    sync.Mutex
-	hashMemo  = map[string]string{} // path|size|mtime → sha256
+	hashMemo  = map[string]string{} // path|size|mtime|identity → sha256
 	probeMemo = map[string]string{} // provider|path|sha256 → version
 )
 
@@ -152,7 +152,7 @@ func fileSHA256(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	key := fmt.Sprintf("%s|%d|%d", path, fi.Size(), fi.ModTime().UnixNano())
+	key := fmt.Sprintf("%s|%d|%d|%s", path, fi.Size(), fi.ModTime().UnixNano(), fileIdentity(fi))
 	hashMu.Lock()
 	h, ok := hashMemo[key]
 	hashMu.Unlock()

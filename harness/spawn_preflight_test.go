@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -97,5 +98,44 @@ echo '{"type":"turn.completed"}'
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ws", "ran")); err == nil {
 		t.Error("the changed executable ran")
+	}
+}
+
+// TestSpawnRefusesSameSizeSameMtimeSwap: the hash is recomputed when the
+// file's identity changes, not only its size or modification time: npm
+// extracts every file with one fixed mtime, so an upgrade can keep both.
+func TestSpawnRefusesSameSizeSameMtimeSwap(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("inode and change time are read on Linux")
+	}
+	dir, script := fakeProvider(t, `touch ran
+echo '{"type":"thread.started","thread_id":"t1"}'
+echo '{"type":"turn.completed"}'
+`)
+	plan, _ := fakeCodexPlan(t, dir, script, "")
+	// A first run hashes the file and remembers the hash.
+	if _, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(script)
+	swapped := []byte(strings.Replace(string(b), "touch ran", "touch RAN", 1))
+	tmp := script + ".new"
+	if err := os.WriteFile(tmp, swapped, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, script); err != nil {
+		t.Fatal(err)
+	}
+	_, err = harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "x"})
+	var ce *harness.CompileError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "not the one probed") {
+		t.Fatalf("Spawn after a same-size, same-mtime swap = %v, want a CompileError", err)
 	}
 }
