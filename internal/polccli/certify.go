@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
 	"polc.dev/polc/certificate"
 	"polc.dev/polc/chain"
-	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/atomicfile"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/keys"
@@ -93,17 +91,11 @@ func runEvidenceCertify(ctx context.Context, e *env, p *certifyParams) error {
 			return inputErr(e.abs(p.signKey), "certify: --sign-key: %v", err)
 		}
 	}
-	now, newID := time.Now, executor.NewUUID
-	if p.now != "" {
-		t, err := time.Parse(time.RFC3339Nano, p.now)
-		if err != nil {
-			return usagef("--now %q: want RFC 3339", p.now)
-		}
-		now = func() time.Time { return t }
+	now, err := clockFlag(p.now)
+	if err != nil {
+		return err
 	}
-	if p.idSeed != 0 {
-		newID = func() string { return fmt.Sprintf("%08x-0000-4000-8000-%012x", p.idSeed, 1) }
-	}
+	newID := idsFlag(p.idSeed)
 	store, err := chain.OpenFileStore(dir)
 	if err != nil {
 		return inputErr(dir, "certify: %v", err)

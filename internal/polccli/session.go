@@ -82,22 +82,11 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		return nil, s.ioErr(ws, "create directory", err)
 	}
 	profile := executor.Profile(s.sc.Profile)
-	now := time.Now
-	if p.now != "" {
-		t, err := time.Parse(time.RFC3339Nano, p.now)
-		if err != nil {
-			return nil, usagef("--now %q: want RFC 3339", p.now)
-		}
-		// A clock that advances a millisecond per reading keeps records
-		// ordered in time while staying reproducible.
-		var n int64
-		now = func() time.Time { n++; return t.Add(time.Duration(n) * time.Millisecond) }
+	now, err := clockFlag(p.now)
+	if err != nil {
+		return nil, err
 	}
-	s.ids = executor.NewUUID
-	if p.idSeed != 0 {
-		var n int64
-		s.ids = func() string { n++; return fmt.Sprintf("%08x-0000-4000-8000-%012x", p.idSeed, n) }
-	}
+	s.ids = idsFlag(p.idSeed)
 	reg := executor.NewRegistry()
 	if err := builtin.Register(reg, builtin.Options{Workspace: ws}); err != nil {
 		return nil, err
@@ -196,6 +185,31 @@ func posIn(file string, err error) diag.Pos {
 		pos.Line, pos.Col = pe.line, pe.col
 	}
 	return pos
+}
+
+// clockFlag is the clock of a --now flag: time.Now when it is empty, else
+// one that starts there and advances a millisecond per reading, which
+// keeps records ordered in time while staying reproducible.
+func clockFlag(now string) (func() time.Time, error) {
+	if now == "" {
+		return time.Now, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, now)
+	if err != nil {
+		return nil, usagef("--now %q: want RFC 3339", now)
+	}
+	var n int64
+	return func() time.Time { n++; return t.Add(time.Duration(n) * time.Millisecond) }, nil
+}
+
+// idsFlag is the id source of an --id-seed flag: random UUIDs for 0, else
+// ids derived from the seed and a counter (reproducible runs).
+func idsFlag(seed int) func() string {
+	if seed == 0 {
+		return executor.NewUUID
+	}
+	var n int64
+	return func() string { n++; return fmt.Sprintf("%08x-0000-4000-8000-%012x", seed, n) }
 }
 
 // execute runs one action through the executor under the session's
