@@ -579,6 +579,15 @@ func bashFacets(args map[string]string, ws string, out *Normalized) *NormalizeEr
 			return err
 		}
 	}
+	for _, argv := range c.Argv {
+		// A command pattern's '*' matches '/' and "..": "./scripts/*"
+		// would grant "./scripts/../../bin/x". A program path that
+		// climbs is refused rather than cleaned, since the kernel
+		// resolves ".." after a link, not before it.
+		if len(argv) > 0 && strings.Contains(argv[0], "/") && slices.Contains(strings.Split(argv[0], "/"), "..") {
+			return nerr(ReasonInvalidCommand, "program path %q has a \"..\" segment: a command pattern ending in * would grant it; name the program without \"..\"", argv[0])
+		}
+	}
 	out.Commands = append(out.Commands, c.Argv...)
 	out.Env = append(out.Env, c.Env...)
 	slices.Sort(out.Env)

@@ -91,3 +91,20 @@ func TestReviewMCPResourceEncodedDots(t *testing.T) {
 		t.Errorf("an encoded space: %s, want allow", got)
 	}
 }
+
+// TestReviewProgramPathClimbs: a command pattern's '*' matches '/' and
+// "..", so "./scripts/*" granted "./scripts/../../bin/x". A program path
+// with a ".." segment is refused (cleaning it would be wrong after a link).
+func TestReviewProgramPathClimbs(t *testing.T) {
+	p := reviewPolicy(t, `
+	actions: allow: ["bash"]
+	subprocess: {mode: "allowlist", allow: ["./scripts/*", "./scripts/* *"]}`)
+	for _, cmd := range []string{"./scripts/../../bin/x", "./scripts/../x", "../scripts/run"} {
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != "invalid_command" {
+			t.Errorf("%q: %s, want invalid_command", cmd, got)
+		}
+	}
+	if got := decide(t, p, "bash", map[string]any{"command": "./scripts/build ../out"}); got != "allow" {
+		t.Errorf("a program inside scripts with a '..' argument: %s, want allow", got)
+	}
+}
