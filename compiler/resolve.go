@@ -115,10 +115,35 @@ func (r *resolver) validPattern(k pattern.Kind, p, path string) bool {
 		r.diags.Add(r.p.PosOf(path), diag.CodeInvalidPattern, "policy %q: %s: %q: %v", r.p.Name, path, p, err)
 		return false
 	}
+	if k == pattern.Env && (strings.HasPrefix(path, "environment.read") || strings.HasPrefix(path, "environment.inject")) {
+		if names := codeChoosingEnv(p); len(names) > 0 {
+			r.diags.Warn(r.p.PosOf(path), diag.CodeEnvRunsCode, "policy %q: %s: %q grants setting %s, which choose what bash or a program runs (a command may set a granted name, read grants included): grant them as you would grant any command", r.p.Name, path, p, strings.Join(names, ", "))
+		}
+	}
 	if near := nearBuiltinAction(action); near != "" {
 		r.diags.Warn(r.p.PosOf(path), diag.CodeActionUnknown, "policy %q: %s: %q is not a built-in action; did you mean %q? (action ids match exactly, case included; ignore this for a runtime's own action of that name)", r.p.Name, path, action, near)
 	}
 	return true
+}
+
+// codeEnv are environment variables that choose what bash or a program
+// runs: setting one runs a program no command rule judged (PATH finds a
+// "cat" in the workspace, BASH_ENV is sourced by bash, LD_PRELOAD loads a
+// library, GIT_EXTERNAL_DIFF is run by git diff).
+var codeEnv = []string{"PATH", "BASH_ENV", "ENV", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PROMPT_COMMAND", "PS4",
+	"SHELLOPTS", "BASHOPTS", "IFS", "GIT_EXTERNAL_DIFF", "GIT_SSH_COMMAND", "GIT_EDITOR", "EDITOR", "PAGER",
+	"PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "PERL5OPT", "RUBYOPT"}
+
+// codeChoosingEnv returns the names of codeEnv that the environment
+// pattern p grants.
+func codeChoosingEnv(p string) []string {
+	var out []string
+	for _, n := range codeEnv {
+		if pattern.Match(pattern.Env, p, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // builtinActions are the built-in action ids.

@@ -55,6 +55,7 @@ const (
 	CodeActionUnknown         = "action_unknown"
 	CodeChainDamaged          = "chain_damaged"
 	CodeCertificateRefused    = "certificate_refused"
+	CodeEnvRunsCode           = "env_runs_code"
 )
 
 // Pos is a source position. Line and Col are 1-based; a zero Line means the
