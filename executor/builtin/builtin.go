@@ -37,7 +37,8 @@ type Options struct {
 	// MaxOutput bounds captured output and read files (default 1 MiB).
 	MaxOutput int64
 	// HTTPClient performs http_get (default: 30 s timeout, redirects
-	// followed only to the request's host and port).
+	// followed only to the request's host and port, no proxy: not even
+	// one named by HTTP_PROXY in polc's environment).
 	HTTPClient *http.Client
 }
 
@@ -55,6 +56,16 @@ func sameHostRedirects(req *http.Request, via []*http.Request) error {
 		return http.ErrUseLastResponse
 	}
 	return nil
+}
+
+// defaultHTTPClient is http_get's client: a 30 s timeout, redirects only
+// to the judged host and port, and no proxy from polc's environment
+// (HTTP_PROXY): the request must reach the host the policy judged, not
+// another one.
+func defaultHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	return &http.Client{Timeout: 30 * time.Second, CheckRedirect: sameHostRedirects, Transport: t}
 }
 
 // classError is an error with a stable class and no raw text in outcomes.
@@ -99,7 +110,7 @@ func callables(o Options) (map[string]executor.Callable, error) {
 		o.MaxOutput = 1 << 20
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 30 * time.Second, CheckRedirect: sameHostRedirects}
+		o.HTTPClient = defaultHTTPClient()
 	}
 	return map[string]executor.Callable{
 		"bash": o.bash, "read_file": o.readFile, "write_file": o.writeFile,

@@ -18,16 +18,19 @@ import (
 // decided on, with no window between a check and the open.
 const noSymlinks = unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
-// openNoFollow opens path (absolute and clean) for reading.
+// openNoFollow opens path (absolute and clean) for reading. Only a regular
+// file is opened: O_NONBLOCK keeps the open of a FIFO (or a device that
+// waits) from blocking the worker beyond any deadline, and fstat refuses
+// what is not a regular file.
 func openNoFollow(path string) (*os.File, error) {
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC, Resolve: noSymlinks})
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK, Resolve: noSymlinks})
 	if errors.Is(err, unix.ENOSYS) {
 		return openChecked(path) // a kernel before 5.6
 	}
 	if err != nil {
 		return nil, pathError("open", path, err)
 	}
-	return os.NewFile(uintptr(fd), path), nil
+	return regularOnly(os.NewFile(uintptr(fd), path))
 }
 
 // writeNoFollow replaces path (absolute and clean) with data atomically
@@ -45,6 +48,12 @@ func writeNoFollow(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	defer unix.Close(dfd)
+	// Replacing a file keeps its permission bits: a 0600 file of secrets
+	// must not become readable by others because it was edited.
+	var st unix.Stat_t
+	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		perm = os.FileMode(st.Mode & 0o777)
+	}
 	tmp := "." + name + ".tmp-" + strconv.FormatUint(tmpSeq.Add(1), 36) + "-" + strconv.Itoa(os.Getpid())
 	tfd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
 	if err != nil {
