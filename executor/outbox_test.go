@@ -23,6 +23,7 @@ func TestCallableOutbox(t *testing.T) {
 policies: p: {version: "1", principals: ["agent:a"], tenants: ["acme"], actions: allow: ["announce"]}
 `)
 	late := make(chan error, 1)
+	returned := make(chan struct{}) // closed once Execute has returned
 	var got struct {
 		ok      bool
 		badJSON error
@@ -42,7 +43,7 @@ policies: p: {version: "1", principals: ["agent:a"], tenants: ["acme"], actions:
 		if err := ob.Add("mail.queued", []string{"a@example.com"}); err != nil {
 			return nil, err
 		}
-		go func() { late <- ob.Add("late", 1) }()
+		go func() { <-returned; late <- ob.Add("late", 1) }()
 		return "done", nil
 	}); err != nil {
 		t.Fatal(err)
@@ -59,6 +60,7 @@ policies: p: {version: "1", principals: ["agent:a"], tenants: ["acme"], actions:
 	ec := executor.ExecutionContext{ContextID: "c", Scope: executor.DurableRunScope{RunID: "run-1"}, Principal: executor.Principal{Kind: "agent", ID: "a"},
 		Tenant: "acme", Workspace: "/ws", Policy: executor.SnapshotRefOf(snap), Backend: executor.InProcessBackendName, Profile: executor.ProfileDurable}
 	out := e.Execute(context.Background(), executor.ExecutionRequest{RequestID: "r1", Action: "announce", Arguments: map[string]any{}, Scope: ec.Scope}, ec)
+	close(returned)
 	if out.Kind() != executor.KindSucceeded || out.Base().StateError != nil {
 		t.Fatalf("%s %s %v", out.Kind(), out.Base().ReasonCode, out.Base().StateError)
 	}
