@@ -496,10 +496,13 @@ func policyData(s *snapshot.Snapshot) (map[string]any, error) {
 				mcpTool.add(pattern.MCP, r.Server+"/"+*r.Tool, id)
 			}
 		case *snapshot.EnvironmentRule:
-			if allow {
-				envAllow.add(pattern.Env, r.Pattern, id)
-			} else {
+			switch {
+			case !allow:
 				envDeny.add(pattern.Env, r.Pattern, id)
+			case r.Exposure == "inject":
+				// As the native evaluator: only inject grants assigning a
+				// name (the env facet).
+				envAllow.add(pattern.Env, r.Pattern, id)
 			}
 		case *snapshot.SecretExposureRule:
 			if allow {

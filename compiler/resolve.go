@@ -115,9 +115,9 @@ func (r *resolver) validPattern(k pattern.Kind, p, path string) bool {
 		r.diags.Add(r.p.PosOf(path), diag.CodeInvalidPattern, "policy %q: %s: %q: %v", r.p.Name, path, p, err)
 		return false
 	}
-	if k == pattern.Env && (strings.HasPrefix(path, "environment.read") || strings.HasPrefix(path, "environment.inject")) {
+	if k == pattern.Env && strings.HasPrefix(path, "environment.inject") {
 		if names := codeChoosingEnv(p); len(names) > 0 {
-			r.diags.Warn(r.p.PosOf(path), diag.CodeEnvRunsCode, "policy %q: %s: %q grants setting %s, which choose what bash or a program runs (a command may set a granted name, read grants included): grant them as you would grant any command", r.p.Name, path, p, strings.Join(names, ", "))
+			r.diags.Warn(r.p.PosOf(path), diag.CodeEnvRunsCode, "policy %q: %s: %q grants setting %s, which choose what bash or a program runs: grant them as you would grant any command", r.p.Name, path, p, strings.Join(names, ", "))
 		}
 	}
 	if near := nearBuiltinAction(action); near != "" {

@@ -329,10 +329,14 @@ func Compile(s *snapshot.Snapshot) (*Policy, error) {
 				p.mcpTool.add(r.Server+"/"+*r.Tool, id)
 			}
 		case *snapshot.EnvironmentRule:
-			if allow {
-				p.envAllow.add(r.Pattern, id)
-			} else {
+			switch {
+			case !allow:
 				p.envDeny.add(r.Pattern, id)
+			case r.Exposure == "inject":
+				// The env facet holds the names a command assigns: only
+				// inject grants setting one. A read grant of PATH let a
+				// command set PATH and run a program no rule judged.
+				p.envAllow.add(r.Pattern, id)
 			}
 		case *snapshot.SecretExposureRule:
 			if allow {

@@ -17,7 +17,7 @@ import (
 const allowlistReviewPolicy = `
 	actions: allow: ["bash"]
 	subprocess: {mode: "allowlist", allow: ["echo *", "cat *", "ls *", "grep *", "printf *", "true", "test *", "[ *", "read *", ": *", "sort *", "head *", "wc *"], shell: "allow"}
-	environment: read: ["LANG", "LC_*"]
+	environment: inject: ["LANG", "LC_*"]
 	filesystem: {read: ["/ws/**"], write: ["/ws/notes/**"]}
 	network: mode: "deny"`
 
@@ -274,7 +274,7 @@ func TestReviewAllowlistDeclareCompound(t *testing.T) {
 	p = reviewPolicy(t, `
 	actions: allow: ["bash"]
 	subprocess: {mode: "allowlist", allow: ["echo *", "builtin *"], shell: "allow"}
-	environment: read: ["*"]`)
+	environment: inject: ["*"]`)
 	checkRefused(t, p, `echo; builtin declare -a x='($(touch pwned))'`)
 	checkAllowed(t, p, `echo; builtin declare -a x`)
 }
@@ -287,7 +287,7 @@ func TestReviewAllowlistMapfileCallback(t *testing.T) {
 	p := reviewPolicy(t, `
 	actions: allow: ["bash"]
 	subprocess: {mode: "allowlist", allow: ["echo *", "mapfile *", "readarray *"], shell: "allow"}
-	environment: read: ["*"]
+	environment: inject: ["*"]
 	filesystem: read: ["/ws/**"]`)
 	checkRefused(t, p,
 		`mapfile -C 'touch pwned #' -c 1 a <<< x`,
@@ -314,7 +314,7 @@ func TestReviewAllowlistShellOptions(t *testing.T) {
 	p := reviewPolicy(t, `
 	actions: allow: ["bash"]
 	subprocess: {mode: "allowlist", allow: ["echo *", "cat *", "set *", "shopt *", "command *", ": *"], shell: "allow"}
-	environment: read: ["*"]
+	environment: inject: ["*"]
 	filesystem: read: ["/ws/**"]`)
 	checkRefused(t, p,
 		"set -k\ncat f LD_PRELOAD=/ws/notes/x.so",

@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -106,5 +107,25 @@ func TestReviewProgramPathClimbs(t *testing.T) {
 	}
 	if got := decide(t, p, "bash", map[string]any{"command": "./scripts/build ../out"}); got != "allow" {
 		t.Errorf("a program inside scripts with a '..' argument: %s, want allow", got)
+	}
+}
+
+// TestReviewEnvReadGrantsNoAssignment: the env facet is what a command
+// assigns, and a read grant used to satisfy it: under read: ["PATH"],
+// "PATH=./bin; cat x" ran ./bin/cat, a program no command rule judged.
+// Only inject lets a command set a name.
+func TestReviewEnvReadGrantsNoAssignment(t *testing.T) {
+	body := `
+	actions: allow: ["bash"]
+	subprocess: {mode: "allowlist", allow: ["cat *"], shell: "allow"}
+	environment: %s: ["PATH"]`
+	for _, tc := range []struct{ grant, want string }{{"read", "deny"}, {"inject", "allow"}} {
+		p := reviewPolicy(t, strings.Replace(body, "%s", tc.grant, 1))
+		for _, cmd := range []string{"PATH=./bin; cat x", "PATH=./bin cat x", "export PATH=./bin; cat x"} {
+			d, refused := evaluateReview(p, "bash", map[string]any{"command": cmd})
+			if refused != "" || d.Disposition != tc.want {
+				t.Errorf("%s grant, %q: %s %v (refused %q), want %s", tc.grant, cmd, d.Disposition, d.Reasons, refused, tc.want)
+			}
+		}
 	}
 }

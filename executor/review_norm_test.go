@@ -59,7 +59,7 @@ func TestReviewShellHiddenCode(t *testing.T) {
 	p := reviewPolicy(t, `
 	actions: allow: ["bash"]
 	subprocess: {mode: "allowlist", allow: ["echo *"], shell: "allow"}
-	environment: read: ["*"]`)
+	environment: inject: ["*"]`)
 	for _, cmd := range []string{
 		`[[ 'a[$(id)]' -eq 0 ]]`,
 		`echo hi && [[ -v 'a[$(id)]' ]]`,
@@ -103,7 +103,7 @@ func TestReviewShellAssignmentsAreEnv(t *testing.T) {
 	p := reviewPolicy(t, `
 	actions: allow: ["bash"]
 	subprocess: {mode: "allowlist", allow: ["git *"], shell: "allow"}
-	environment: {read: ["GIT_*"], deny: ["PATH", "LD_*"]}`)
+	environment: {inject: ["GIT_*"], deny: ["PATH", "LD_*"]}`)
 	for _, cmd := range []string{
 		`PATH=/ws/evil git status`,
 		`export PATH=/ws/evil; git status`,
@@ -220,7 +220,7 @@ func TestReviewShellHiddenCodeGaps(t *testing.T) {
 	p := reviewPolicy(t, `
 	actions: allow: ["bash"]
 	subprocess: {mode: "allowlist", allow: ["echo *", "printf *", "read *", "test *", "[ *", "wait *", "command *", "builtin *", "mapfile *", "set *", ": *", "exec *", "unset *"], shell: "allow"}
-	environment: read: ["*"]
+	environment: inject: ["*"]
 	filesystem: read: ["/ws/**"]`)
 	for _, cmd := range []string{
 		`n='a[$(id)]'; printf -v "$n" %s x`,
@@ -304,7 +304,7 @@ func TestReviewShellBuiltinAssignmentsAreEnv(t *testing.T) {
 	p := reviewPolicy(t, `
 	actions: allow: ["bash"]
 	subprocess: {mode: "allowlist", allow: ["git *", "read *", "printf *", "mapfile *", "getopts *", ": *", "unset *"], shell: "allow"}
-	environment: {read: ["GIT_*"], deny: ["PATH"]}
+	environment: {inject: ["GIT_*"], deny: ["PATH"]}
 	filesystem: read: ["/ws/**"]`)
 	for _, cmd := range []string{
 		`read PATH <<< /ws/evil; git status`,

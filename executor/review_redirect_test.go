@@ -19,7 +19,7 @@ const redirectReviewPolicy = `
 	subprocess: {mode: "allowlist", allow: ["echo *", "cat *", "ls *", "grep *", "true *", ":*", "printf *", "read *", "exec *", "cd *", "test *", "[ *", "trap *", "command *"], shell: "allow"}
 	filesystem: {read: ["/ws/**"], write: ["/ws/notes/**"]}
 	network: mode: "deny"
-	environment: read: ["*"]`
+	environment: inject: ["*"]`
 
 func checkReasons(t *testing.T, p *executor.Policy, cases map[string]string) {
 	t.Helper()
@@ -263,7 +263,7 @@ func TestReviewRedirectGlobCommandWord(t *testing.T) {
 	actions: allow: ["bash"]
 	subprocess: {mode: "allow", deny: ["rm *"], shell: "allow"}
 	filesystem: {read: ["/ws/**"], write: ["/ws/notes/**"]}
-	environment: read: ["*"]`)
+	environment: inject: ["*"]`)
 	checkReasons(t, p, map[string]string{
 		`c? / && cat < etc/shadow`:   executor.ReasonInvalidCommand,
 		`{cd,/}; cat < etc/shadow`:   executor.ReasonInvalidCommand,
