@@ -30,9 +30,7 @@ func newCanonCmd(e *env) *cobra.Command {
 func runCanon(_ context.Context, e *env, file string) error {
 	name, data, err := readInput(e, file)
 	if err != nil {
-		var d diag.List
-		d.Add(diag.Pos{File: name}, diag.CodeIO, "cannot read: %v", err)
-		return report(e, d, diag.FormatText)
+		return reportOne(e, diag.Pos{File: name}, diag.CodeIO, "cannot read: %v", err)
 	}
 	out, err := jcs.Transform(data)
 	if err != nil {

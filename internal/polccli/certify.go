@@ -65,9 +65,7 @@ func runEvidenceCertify(ctx context.Context, e *env, p *certifyParams) error {
 		return usagef("certify needs --snapshot SNAP and --cert FILE")
 	}
 	inputErr := func(file, format string, args ...any) error {
-		var d diag.List
-		d.Add(diag.Pos{File: diag.Rel(e.dir, file)}, diag.CodeInvalidInput, format, args...)
-		return report(e, d, diag.FormatText)
+		return reportOne(e, diag.Pos{File: diag.Rel(e.dir, file)}, diag.CodeInvalidInput, format, args...)
 	}
 	dir := e.abs(p.dir)
 	path := filepath.Join(dir, p.chainID+".jsonl")
@@ -106,9 +104,7 @@ func runEvidenceCertify(ctx context.Context, e *env, p *certifyParams) error {
 		return inputErr(path, "certify: %v", err)
 	}
 	refused := func(msg string) error {
-		var d diag.List
-		d.Add(diag.Pos{File: diag.Rel(e.dir, path)}, diag.CodeCertificateRefused, "certify: %s", msg)
-		return report(e, d, diag.FormatText)
+		return reportOne(e, diag.Pos{File: diag.Rel(e.dir, path)}, diag.CodeCertificateRefused, "certify: %s", msg)
 	}
 	if len(recs) == 0 || recs[len(recs)-1].RecordType != chain.TaskClosed {
 		return refused("the chain does not end with task_closed: a task that was never closed is not certified (its operations may have had effects no terminal records)")

@@ -182,6 +182,13 @@ func report(e *env, l diag.List, f diag.Format) error {
 	return exitFor(l)
 }
 
+// reportOne reports one diagnostic (an error) at pos, as report does.
+func reportOne(e *env, pos diag.Pos, code, format string, args ...any) error {
+	var d diag.List
+	d.Add(pos, code, format, args...)
+	return report(e, d, diag.FormatText)
+}
+
 func exitFor(l diag.List) error {
 	for _, d := range l {
 		if d.Severity == diag.Error && (d.Code == diag.CodeIO || d.Code == diag.CodeInvalidInput) {

@@ -74,9 +74,7 @@ cannot be read, is malformed or cannot be normalized.`,
 				return err
 			}
 			if req.nerr != nil {
-				var d diag.List
-				d.Add(diag.Pos{File: req.name}, diag.CodeInvalidInput, "cannot normalize the request: %s: %s", req.nerr.Reason, req.nerr.Detail)
-				return report(e, d, diag.FormatText)
+				return reportOne(e, diag.Pos{File: req.name}, diag.CodeInvalidInput, "cannot normalize the request: %s: %s", req.nerr.Reason, req.nerr.Detail)
 			}
 			return printJSON(e, req.normalized)
 		},
@@ -97,14 +95,10 @@ type request struct {
 func readRequest(e *env, p *evalParams) (*request, error) {
 	name, data, err := readInput(e, p.input)
 	if err != nil {
-		var d diag.List
-		d.Add(diag.Pos{File: name}, diag.CodeIO, "cannot read: %v", err)
-		return nil, report(e, d, diag.FormatText)
+		return nil, reportOne(e, diag.Pos{File: name}, diag.CodeIO, "cannot read: %v", err)
 	}
 	bad := func(err error) error {
-		var d diag.List
-		d.Add(diag.Pos{File: name}, diag.CodeInvalidInput, "%v", err)
-		return report(e, d, diag.FormatText)
+		return reportOne(e, diag.Pos{File: name}, diag.CodeInvalidInput, "%v", err)
 	}
 	var shape map[string]json.RawMessage
 	if err := json.Unmarshal(data, &shape); err != nil {
@@ -149,15 +143,11 @@ func runEval(ctx context.Context, e *env, p *evalParams) error {
 	}
 	name, data, err := readInput(e, p.snapshot)
 	if err != nil {
-		var d diag.List
-		d.Add(diag.Pos{File: name}, diag.CodeIO, "cannot read: %v", err)
-		return report(e, d, diag.FormatText)
+		return reportOne(e, diag.Pos{File: name}, diag.CodeIO, "cannot read: %v", err)
 	}
 	snap, err := snapshot.Parse(data)
 	if err != nil {
-		var d diag.List
-		d.Add(diag.Pos{File: name}, diag.CodeInvalidInput, "%v", err)
-		return report(e, d, diag.FormatText)
+		return reportOne(e, diag.Pos{File: name}, diag.CodeInvalidInput, "%v", err)
 	}
 	req, err := readRequest(e, p)
 	if err != nil {
@@ -176,9 +166,7 @@ func runEval(ctx context.Context, e *env, p *evalParams) error {
 	}
 	pol, err := executor.Compile(snap)
 	if err != nil {
-		var d diag.List
-		d.Add(diag.Pos{File: name}, diag.CodeInvalidInput, "%v", err)
-		return report(e, d, diag.FormatText)
+		return reportOne(e, diag.Pos{File: name}, diag.CodeInvalidInput, "%v", err)
 	}
 	var dec executor.Decision
 	var expl *explanation

@@ -50,9 +50,7 @@ Exit codes: 0 done (including "nothing to repair"), 1 a chain is damaged,
 func runEvidenceRepair(_ context.Context, e *env, dir string, chains []string) error {
 	dir = e.abs(dir)
 	fail := func(file, format string, args ...any) error {
-		var d diag.List
-		d.Add(diag.Pos{File: diag.Rel(e.dir, file)}, diag.CodeIO, format, args...)
-		return report(e, d, diag.FormatText)
+		return reportOne(e, diag.Pos{File: diag.Rel(e.dir, file)}, diag.CodeIO, format, args...)
 	}
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return fail(dir, "evidence repair: not a directory")

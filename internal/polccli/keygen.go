@@ -39,9 +39,7 @@ func runKeygen(_ context.Context, e *env, name, dir string) error {
 		files, err = keys.Write(dir, name, rand.Reader)
 	}
 	if err != nil {
-		var d diag.List
-		d.Add(diag.Pos{File: diag.Rel(e.dir, dir)}, diag.CodeIO, "keygen: %v", err)
-		return report(e, d, diag.FormatText)
+		return reportOne(e, diag.Pos{File: diag.Rel(e.dir, dir)}, diag.CodeIO, "keygen: %v", err)
 	}
 	fmt.Fprintf(e.stdout, "signer key:   %s\nverifier key: %s\ntrust lines:  log %s\n              certifier %s\n",
 		diag.Rel(e.dir, files.Signer), diag.Rel(e.dir, files.Verifier), files.VKey, files.VKey)

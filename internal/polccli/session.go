@@ -160,9 +160,7 @@ func (s *session) inputErr(file string, err error) error {
 		// Unreadable, as every other command reports it.
 		return s.ioErr(file, "read", err)
 	}
-	var d diag.List
-	d.Add(posIn(diag.Rel(s.e.dir, file), err), diag.CodeInvalidInput, "%v", err)
-	return report(s.e, d, diag.FormatText)
+	return reportOne(s.e, posIn(diag.Rel(s.e.dir, file), err), diag.CodeInvalidInput, "%v", err)
 }
 
 // ioErr reports err as io_error "cannot <what>" on file. The operation is
@@ -172,9 +170,7 @@ func (s *session) ioErr(file, what string, err error) error {
 	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 		err = pe.Err // file names the path
 	}
-	var d diag.List
-	d.Add(diag.Pos{File: diag.Rel(s.e.dir, file)}, diag.CodeIO, "cannot %s: %v", what, err)
-	return report(s.e, d, diag.FormatText)
+	return reportOne(s.e, diag.Pos{File: diag.Rel(s.e.dir, file)}, diag.CodeIO, "cannot %s: %v", what, err)
 }
 
 // posIn is err's position in file: its line and column when it is a
