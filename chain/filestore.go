@@ -298,10 +298,7 @@ func (s *FileStore) Export(chainID string, w io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	s.mu.Lock()
-	c := s.chains[chainID]
-	s.mu.Unlock()
-	if c != nil {
+	if c := s.loaded(chainID); c != nil {
 		_, err = io.Copy(w, io.NewSectionReader(f, 0, c.durable.Load()))
 		return err
 	}
@@ -311,7 +308,7 @@ func (s *FileStore) Export(chainID string, w io.Writer) error {
 	br := bufio.NewReader(f)
 	for {
 		line, err := br.ReadBytes('\n')
-		if len(line) == 0 || line[len(line)-1] != '\n' || bytes.IndexByte(line, 0) >= 0 {
+		if !recordLine(line) {
 			if err != nil && err != io.EOF {
 				return err
 			}
@@ -321,6 +318,19 @@ func (s *FileStore) Export(chainID string, w io.Writer) error {
 			return err
 		}
 	}
+}
+
+// loaded returns the writer state of a chain this store has open, or nil.
+func (s *FileStore) loaded(chainID string) *fileChain {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.chains[chainID]
+}
+
+// recordLine reports whether ln (with its newline) can be a record: it is
+// complete and holds no NUL byte (a torn tail or the reserve is no record).
+func recordLine(ln []byte) bool {
+	return len(ln) > 0 && ln[len(ln)-1] == '\n' && bytes.IndexByte(ln, 0) < 0
 }
 
 func (s *FileStore) path(chainID string) string { return filepath.Join(s.dir, chainID+".jsonl") }
@@ -790,7 +800,7 @@ func (s *FileStore) Read(ctx context.Context, chainID string, after int64) ([]*R
 // instead.
 func readLines(chainID string, lines [][]byte, first int, after int64) (out []*Record, ok bool, err error) {
 	for i, ln := range lines {
-		if len(ln) == 0 || ln[len(ln)-1] != '\n' || bytes.IndexByte(ln, 0) >= 0 {
+		if !recordLine(ln) {
 			if i == 0 && first > 0 {
 				return nil, false, nil
 			}
@@ -835,10 +845,7 @@ func (s *FileStore) Verify(ctx context.Context, chainID string, expectedHead Has
 	}
 	defer f.Close()
 	var r io.Reader = f
-	s.mu.Lock()
-	c := s.chains[chainID]
-	s.mu.Unlock()
-	if c != nil {
+	if c := s.loaded(chainID); c != nil {
 		// A chain open here has its reserve after the data: verify what
 		// was written (the torn tail included), not the zeros.
 		c.mu.Lock()
