@@ -157,18 +157,8 @@ func TestOpenRefusesDamagedSchema(t *testing.T) {
 	} {
 		t.Run(damage, func(t *testing.T) {
 			t.Parallel()
-			path := filepath.Join(t.TempDir(), "state.db")
+			path := alteredStore(t, damage)
 			s, err := OpenSQLite(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.Close()
-			db := raw(t, path)
-			if _, err := db.Exec(damage); err != nil {
-				t.Fatal(err)
-			}
-			db.Close()
-			s, err = OpenSQLite(path)
 			var ve *SchemaVersionError
 			if !errors.As(err, &ve) {
 				if s != nil {

@@ -40,6 +40,24 @@ func raw(t testing.TB, path string) *sql.DB {
 	return db
 }
 
+// alteredStore creates a store in a temporary directory, closes it, runs
+// stmt on its database directly, and returns its path.
+func alteredStore(t testing.TB, stmt string, args ...any) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db := raw(t, path)
+	if _, err := db.Exec(stmt, args...); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	return path
+}
+
 func count(t testing.TB, db *sql.DB, query string, args ...any) int {
 	t.Helper()
 	var n int
@@ -300,18 +318,8 @@ func TestCommitAttemptInvalidInput(t *testing.T) {
 
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "state.db")
-	s, err := OpenSQLite(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	db := raw(t, path)
-	if _, err := db.Exec("UPDATE schema_version SET version = ?", SchemaVersion+1); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	_, err = OpenSQLite(path)
+	path := alteredStore(t, "UPDATE schema_version SET version = ?", SchemaVersion+1)
+	_, err := OpenSQLite(path)
 	var ve *SchemaVersionError
 	if !errors.As(err, &ve) || ve.Found != SchemaVersion+1 || ve.Supported != SchemaVersion {
 		t.Fatalf("err = %v, want SchemaVersionError found %d", err, SchemaVersion+1)
