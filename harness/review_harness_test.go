@@ -277,27 +277,11 @@ harnesses: h: {
 // succeeded.
 func TestReviewRealGeminiCommaInDir(t *testing.T) {
 	t.Parallel()
-	p := probe(t, "gemini-cli")
 	dir := t.TempDir()
 	outside := filepath.Join(dir, "outside")
-	os.MkdirAll(outside, 0o755)
 	os.MkdirAll(filepath.Join(dir, "ws", "a,"+outside), 0o755)
 	os.MkdirAll(filepath.Join(dir, "ws", "a"), 0o755)
-	target := filepath.Join(outside, "pwned.txt")
-	mock := mockapi.Start(t, mockapi.Script{Tool: "write_file", Input: map[string]any{"file_path": target, "content": "x"}, Text: "Done."})
-	s := specFrom(t, dir, fmt.Sprintf(`package h
-harnesses: h: {
-	provider: "gemini-cli"
-	model: "gemini-2.5-flash"
-	endpoint: base_url: %q
-	workspace: {root: "ws", extra_dirs: [%q]}
-	tools: allow: ["read_file", "write_file"]
-	environment: secrets: GEMINI_API_KEY: "env:POLC_TEST_MODEL_KEY"
-	resources: wall_clock: "60s"
-	allow_degraded: ["config.isolation/v1", "mcp.servers/v1"]
-}
-`, mock.URL, "ws/a,"+outside))
-	plan, rep, err := harness.Compile(s, p)
+	plan, rep, target, err := geminiWriteOutside(t, dir, fmt.Sprintf(`workspace: {root: "ws", extra_dirs: [%q]}`, "ws/a,"+outside))
 	var ce *harness.CompileError
 	if errors.As(err, &ce) {
 		return // refused: nothing runs
@@ -315,12 +299,26 @@ harnesses: h: {
 // enforced. (Observed with 0.61.0: it does not; the write is refused.)
 func TestReviewRealGeminiWorkspaceSettings(t *testing.T) {
 	t.Parallel()
-	p := probe(t, "gemini-cli")
 	dir := t.TempDir()
 	outside := filepath.Join(dir, "outside")
-	os.MkdirAll(outside, 0o755)
 	os.MkdirAll(filepath.Join(dir, "ws", ".gemini"), 0o755)
 	os.WriteFile(filepath.Join(dir, "ws", ".gemini", "settings.json"), []byte(`{"context":{"includeDirectories":[`+strconvQuote(outside)+`]}}`), 0o644)
+	plan, rep, target, err := geminiWriteOutside(t, dir, `workspace: root: "ws"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeStaysInside(t, plan, rep, target)
+}
+
+// geminiWriteOutside compiles, for the real Gemini CLI, harness h in dir
+// (workspace given by the workspace line) whose mock model writes
+// dir/outside/pwned.txt, outside every working directory; it returns the
+// plan, its report, that target and Compile's error.
+func geminiWriteOutside(t *testing.T, dir, workspace string) (*harness.Plan, *harness.CapabilityReport, string, error) {
+	t.Helper()
+	p := probe(t, "gemini-cli")
+	outside := filepath.Join(dir, "outside")
+	os.MkdirAll(outside, 0o755)
 	target := filepath.Join(outside, "pwned.txt")
 	mock := mockapi.Start(t, mockapi.Script{Tool: "write_file", Input: map[string]any{"file_path": target, "content": "x"}, Text: "Done."})
 	s := specFrom(t, dir, fmt.Sprintf(`package h
@@ -328,18 +326,15 @@ harnesses: h: {
 	provider: "gemini-cli"
 	model: "gemini-2.5-flash"
 	endpoint: base_url: %q
-	workspace: root: "ws"
+	%s
 	tools: allow: ["read_file", "write_file"]
 	environment: secrets: GEMINI_API_KEY: "env:POLC_TEST_MODEL_KEY"
 	resources: wall_clock: "60s"
 	allow_degraded: ["config.isolation/v1", "mcp.servers/v1"]
 }
-`, mock.URL))
+`, mock.URL, workspace))
 	plan, rep, err := harness.Compile(s, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeStaysInside(t, plan, rep, target)
+	return plan, rep, target, err
 }
 
 // writeStaysInside runs plan, whose mock model writes target (outside
