@@ -17,7 +17,6 @@ import (
 	"polc.dev/polc/chain"
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
-	"polc.dev/polc/executor/statestore"
 	"polc.dev/polc/snapshot"
 )
 
@@ -462,12 +461,7 @@ func TestGovernedConcurrencyKeepsOneLinearChain(t *testing.T) {
 // SQLite store: every attempt, whatever its outcome, is committed once with
 // its outcome and an outbox message.
 func TestDurableProfileCommitsEveryAttempt(t *testing.T) {
-	st, err := statestore.OpenSQLite(filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	r := newRig(t, nil, func(c *executor.Config) { c.State = st })
+	r, st := durableRig(t)
 	ec := r.ctx(executor.ProfileDurable, nil)
 	ec.Scope = executor.DurableRunScope{RunID: "run-1"}
 	mk := func(id, action string) executor.ExecutionRequest {

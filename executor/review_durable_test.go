@@ -191,13 +191,20 @@ func TestDurableEmptyRunIDRefusedBeforeCall(t *testing.T) {
 	}
 }
 
-func durableScopeRefused(t *testing.T, scope executor.DurableRunScope) {
+// durableRig is a rig whose State is a SQLite store in a temporary
+// directory, closed when the test ends.
+func durableRig(t *testing.T) (*rig, *statestore.SQLite) {
+	t.Helper()
 	st, err := statestore.OpenSQLite(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	r := newRig(t, nil, func(c *executor.Config) { c.State = st })
+	t.Cleanup(func() { st.Close() })
+	return newRig(t, nil, func(c *executor.Config) { c.State = st }), st
+}
+
+func durableScopeRefused(t *testing.T, scope executor.DurableRunScope) {
+	r, _ := durableRig(t)
 	ec := r.ctx(executor.ProfileDurable, nil)
 	ec.Scope = scope
 	q := req("a", "nothing", nil)

@@ -46,14 +46,7 @@ func TestOpenRefusedDatabaseLeftUntouched(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := OpenSQLite(path)
-			var ve *SchemaVersionError
-			if !errors.As(err, &ve) {
-				if s != nil {
-					s.Close()
-				}
-				t.Fatalf("err = %v, want *SchemaVersionError", err)
-			}
+			openRefused(t, path)
 			after, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -158,14 +151,7 @@ func TestOpenRefusesDamagedSchema(t *testing.T) {
 		t.Run(damage, func(t *testing.T) {
 			t.Parallel()
 			path := alteredStore(t, damage)
-			s, err := OpenSQLite(path)
-			var ve *SchemaVersionError
-			if !errors.As(err, &ve) {
-				if s != nil {
-					s.Close()
-				}
-				t.Fatalf("err = %v, want *SchemaVersionError", err)
-			}
+			ve, err := openRefused(t, path)
 			if ve.Found != SchemaVersion || ve.Problem == "" || !strings.Contains(err.Error(), path) {
 				t.Errorf("err = %v (%+v), want found %d, the problem and the path", err, ve, SchemaVersion)
 			}
@@ -441,4 +427,19 @@ func TestTwoProcessesOneFile(t *testing.T) {
 	if err != nil || len(r.Attempts) != 80 {
 		t.Errorf("run has %d attempts (err %v), want 80", len(r.Attempts), err)
 	}
+}
+
+// openRefused opens the store at path, which must fail with a
+// *SchemaVersionError, and returns it and the error.
+func openRefused(t *testing.T, path string) (*SchemaVersionError, error) {
+	t.Helper()
+	s, err := OpenSQLite(path)
+	var ve *SchemaVersionError
+	if !errors.As(err, &ve) {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("err = %v, want *SchemaVersionError", err)
+	}
+	return ve, err
 }
