@@ -46,6 +46,9 @@ func TestX(t *testing.T) {
 	testscript.Run(t, p)
 }
 
+// scriptNow is the instant every script runs at (POLC_NOW).
+const scriptNow = "2026-03-15T12:00:00Z"
+
 func scriptParams(t *testing.T) testscript.Params {
 	root, err := os.Getwd()
 	if err != nil {
@@ -58,6 +61,11 @@ func scriptParams(t *testing.T) testscript.Params {
 		RequireUniqueNames:  true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("POLC_ROOT", root)
+			// Every script judges time at one fixed instant (vet, compile,
+			// test, diff, eval and run read POLC_NOW when --now is not
+			// given), so no golden depends on the day the suite runs.
+			// A script that needs another instant passes --now.
+			env.Setenv("POLC_NOW", scriptNow)
 			env.Setenv("POLC_PROVIDERS_DIR", harness.ProvidersDir())
 			return nil
 		},

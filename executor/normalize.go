@@ -1227,7 +1227,7 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 					argv = append(argv, wordSource(w))
 					continue
 				}
-				fields, err := expand.Fields(nil, w)
+				fields, err := expand.Fields(newExpandConfig(), w)
 				if err != nil || len(fields) != 1 {
 					// A literal word is exactly one field ("" included).
 					shell = true
@@ -1395,6 +1395,13 @@ func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
 
+// newExpandConfig is a fresh expansion state for one call. mvdan.cc/sh's
+// expand functions given a nil *Config use one package-level Config whose
+// field and string buffers they reuse in place, so concurrent requests
+// crossed each other's argv (an allowed echo ran as another request's rm).
+// Every expansion gets its own; no expansion state outlives the call.
+func newExpandConfig() *expand.Config { return &expand.Config{} }
+
 // wordText is the text bash makes of a literal word (literalWord): its
 // quotes removed. expand.Literal keeps an unquoted backslash, which bash
 // removes ('\/dev/tcp/…' is /dev/tcp/…, '\.\.' is .., '\cd' is cd).
@@ -1410,7 +1417,7 @@ func wordText(w *syntax.Word) string {
 		}
 		// Quoted text: expand.Literal decodes it as bash does (for
 		// $'…' that ansiCFixed admits).
-		v, _ := expand.Literal(nil, &syntax.Word{Parts: []syntax.WordPart{p}})
+		v, _ := expand.Literal(newExpandConfig(), &syntax.Word{Parts: []syntax.WordPart{p}})
 		b.WriteString(v)
 	}
 	return b.String()

@@ -26,6 +26,7 @@ type compileParams struct {
 	signKey   string
 	signAlg   string
 	signKeyID string
+	now       string
 }
 
 func newCompileCmd(e *env) *cobra.Command {
@@ -51,6 +52,7 @@ one stage (load, validate, resolve, lower, emit) as JSON.`,
 	c.Flags().StringVar(&p.signKey, "sign-key", "", "sign bundle.tar.gz with this PEM private key (RSA/EC) or HMAC secret file, in OPA's format")
 	c.Flags().StringVar(&p.signAlg, "sign-alg", "", "JWT algorithm for --sign-key (default RS256 for RSA, ES256/ES384/ES512 for P-256/P-384/P-521, EdDSA for Ed25519 keys, HS256 otherwise)")
 	c.Flags().StringVar(&p.signKeyID, "sign-key-id", "", `key id recorded in the bundle signature (default "default")`)
+	c.Flags().StringVar(&p.now, "now", "", nowUsage)
 	return c
 }
 
@@ -69,6 +71,10 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 		// Refused, not ignored: the bundle would go out unsigned.
 		return usagef("--sign-alg and --sign-key-id need --sign-key")
 	}
+	now, err := fixedClock(p.now)
+	if err != nil {
+		return err
+	}
 	// --dump prints the stage on standard output: a JSON or SARIF
 	// diagnostics document goes to standard error then, not after it.
 	de := e
@@ -79,7 +85,7 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 	if diags.HasErrors() {
 		return report(de, diags, f)
 	}
-	cfg := compiler.Config{Dir: e.dir, Parents: parents}
+	cfg := compiler.Config{Dir: e.dir, Parents: parents, Now: now}
 	if p.signKey != "" {
 		name, key, err := readInput(e, p.signKey)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ type diffParams struct {
 	old, new string
 	format   string
 	parents  []string
+	now      string
 }
 
 func newDiffCmd(e *env) *cobra.Command {
@@ -43,11 +45,12 @@ input cannot be read.`,
 	}
 	c.Flags().StringVar(&p.format, "format", "text", "text or json")
 	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
+	c.Flags().StringVar(&p.now, "now", "", nowUsage)
 	return c
 }
 
 // loadSide reads one side of a diff; declarations may extend parents.
-func loadSide(e *env, arg string, parents []*snapshot.Snapshot) ([]*snapshot.Snapshot, diag.List) {
+func loadSide(e *env, arg string, parents []*snapshot.Snapshot, now func() time.Time) ([]*snapshot.Snapshot, diag.List) {
 	var diags diag.List
 	abs := e.abs(arg)
 	fi, err := os.Stat(abs)
@@ -100,7 +103,7 @@ func loadSide(e *env, arg string, parents []*snapshot.Snapshot) ([]*snapshot.Sna
 		}
 		return out, diags
 	}
-	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents}, []string{arg})
+	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents, Now: now}, []string{arg})
 	return res.Snapshots, res.Diagnostics.Errors()
 }
 
@@ -108,12 +111,16 @@ func runDiff(_ context.Context, e *env, p *diffParams) error {
 	if p.format != "text" && p.format != "json" {
 		return usagef("--format %q: want text or json", p.format)
 	}
+	now, err := fixedClock(p.now)
+	if err != nil {
+		return err
+	}
 	parents, d0 := readParents(e, p.parents)
 	if d0.HasErrors() {
 		return report(e, d0, diag.FormatText)
 	}
-	old, d1 := loadSide(e, p.old, parents)
-	new, d2 := loadSide(e, p.new, parents)
+	old, d1 := loadSide(e, p.old, parents, now)
+	new, d2 := loadSide(e, p.new, parents, now)
 	if diags := append(d1, d2...); diags.HasErrors() {
 		return report(e, diags, diag.FormatText)
 	}

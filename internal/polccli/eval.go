@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -117,14 +116,11 @@ func readRequest(e *env, p *evalParams) (*request, error) {
 	if err != nil {
 		return nil, bad(err)
 	}
-	norm := &executor.Normalizer{}
-	if p.now != "" {
-		t, err := time.Parse(time.RFC3339Nano, p.now)
-		if err != nil {
-			return nil, usagef("--now %q: want RFC 3339", p.now)
-		}
-		norm.Now = func() time.Time { return t }
+	now, err := fixedClock(p.now)
+	if err != nil {
+		return nil, err
 	}
+	norm := &executor.Normalizer{Now: now}
 	n, nerr := norm.Normalize(ar)
 	return &request{name: name, normalized: n, nerr: nerr}, nil
 }

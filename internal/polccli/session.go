@@ -183,20 +183,51 @@ func posIn(file string, err error) diag.Pos {
 	return pos
 }
 
-// clockFlag is the clock of a --now flag: time.Now when it is empty, else
+// clockFlag is the clock of a --now flag (or, when the flag is empty, of
+// the POLC_NOW environment variable): time.Now when both are empty, else
 // one that starts there and advances a millisecond per reading, which
 // keeps records ordered in time while staying reproducible.
 func clockFlag(now string) (func() time.Time, error) {
-	if now == "" {
-		return time.Now, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, now)
-	if err != nil {
-		return nil, usagef("--now %q: want RFC 3339", now)
+	t, ok, err := nowFlag(now)
+	if err != nil || !ok {
+		return time.Now, err
 	}
 	var n int64
 	return func() time.Time { n++; return t.Add(time.Duration(n) * time.Millisecond) }, nil
 }
+
+// fixedClock is the clock of a --now flag (or POLC_NOW) for commands that
+// judge declarations at one instant (vet, compile, test, diff, eval): a
+// clock that always reads that instant, or time.Now when both are empty.
+// Expiry warnings and decisions depend on it, so CI can pin the day.
+func fixedClock(now string) (func() time.Time, error) {
+	t, ok, err := nowFlag(now)
+	if err != nil || !ok {
+		return time.Now, err
+	}
+	return func() time.Time { return t }, nil
+}
+
+// nowFlag parses --now, or POLC_NOW when the flag is empty; ok is false
+// when neither is set.
+func nowFlag(now string) (t time.Time, ok bool, err error) {
+	src := "--now"
+	if now == "" {
+		now, src = os.Getenv("POLC_NOW"), "POLC_NOW"
+	}
+	if now == "" {
+		return time.Time{}, false, nil
+	}
+	t, err = time.Parse(time.RFC3339Nano, now)
+	if err != nil {
+		return time.Time{}, false, usagef("%s %q: want RFC 3339", src, now)
+	}
+	return t, true, nil
+}
+
+// nowUsage is the help text of the --now flag of the commands that judge
+// declarations at one instant.
+const nowUsage = "judge expiry at this RFC 3339 instant instead of the clock (default: $POLC_NOW, else now)"
 
 // idsFlag is the id source of an --id-seed flag: random UUIDs for 0, else
 // ids derived from the seed and a counter (reproducible runs).

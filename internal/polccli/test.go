@@ -17,6 +17,7 @@ type testParams struct {
 	engine  string
 	format  string
 	parents []string
+	now     string
 }
 
 func newTestCmd(e *env) *cobra.Command {
@@ -38,6 +39,7 @@ must both pass. Failures are positioned at the test; exit 1 when any fails.`,
 	c.Flags().StringVar(&p.engine, "engine", "both", "native, opa or both")
 	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
 	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
+	c.Flags().StringVar(&p.now, "now", "", nowUsage+"; also the time of requests without one")
 	return c
 }
 
@@ -49,11 +51,15 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 	if p.engine != "native" && p.engine != "opa" && p.engine != "both" {
 		return usagef("--engine %q: want native, opa or both", p.engine)
 	}
+	now, err := fixedClock(p.now)
+	if err != nil {
+		return err
+	}
 	parents, diags := readParents(e, p.parents)
 	if diags.HasErrors() {
 		return report(e, diags, f)
 	}
-	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents}, p.paths)
+	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents, Now: now}, p.paths)
 	diags = append(diags, res.Diagnostics...)
 	if diags.HasErrors() {
 		return report(e, diags, f)
@@ -92,7 +98,7 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 			diags.Add(tc.Pos, diag.CodeTestFailed, "%s: no policy %q in the compile set", label, tc.Policy)
 			continue
 		}
-		req, nerr := (&executor.Normalizer{}).Normalize(tc.Request)
+		req, nerr := (&executor.Normalizer{Now: now}).Normalize(tc.Request)
 		var got []engineDecision
 		if nerr != nil {
 			got = []engineDecision{{"normalizer", executor.Decision{Disposition: executor.Deny, RuleIDs: []string{}, Reasons: []string{nerr.Reason}}}}

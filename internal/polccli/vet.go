@@ -14,6 +14,7 @@ type vetParams struct {
 	paths   []string
 	parents []string
 	format  string
+	now     string
 }
 
 func newVetCmd(e *env) *cobra.Command {
@@ -33,6 +34,7 @@ findings, 2 when an input cannot be read.`,
 	}
 	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
 	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
+	c.Flags().StringVar(&p.now, "now", "", nowUsage)
 	return c
 }
 
@@ -41,11 +43,15 @@ func runVet(_ context.Context, e *env, p *vetParams) error {
 	if err != nil {
 		return err
 	}
+	now, err := fixedClock(p.now)
+	if err != nil {
+		return err
+	}
 	parents, diags := readParents(e, p.parents)
 	if diags.HasErrors() {
 		return report(e, diags, f)
 	}
-	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents}, p.paths)
+	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents, Now: now}, p.paths)
 	return report(e, append(append(diags, res.Diagnostics...), checkHarnesses(e, res)...).Sorted(), f)
 }
 
