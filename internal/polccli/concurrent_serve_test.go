@@ -24,7 +24,8 @@ import (
 // expansion state was shared by every request. The same load through the
 // real HTTP server, governed: each echo prints its own argument, every
 // denied rm leaves its file, and the chain verifies with one terminal per
-// operation.
+// operation. The fixed clock and seeded id source (--now, --id-seed)
+// were plain counters, so concurrent requests could draw one id twice.
 func TestConcurrentServeKeepsEachRequest(t *testing.T) {
 	dir := t.TempDir()
 	e := compileDemo(t, dir)
@@ -39,7 +40,9 @@ func TestConcurrentServeKeepsEachRequest(t *testing.T) {
 	sock := filepath.Join(dir, "polc.sock")
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	p := &serveParams{runParams: runParams{scenario: "session.yaml", evidence: "ev"},
+	// A fixed clock and seeded ids (--now, --id-seed) are read by every
+	// request too: each id must stay unique.
+	p := &serveParams{runParams: runParams{scenario: "session.yaml", evidence: "ev", now: "2026-03-15T12:00:00Z", idSeed: 7},
 		listen: "unix:polc.sock", ready: func(addr string) { ready <- addr }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -127,11 +130,16 @@ func TestConcurrentServeKeepsEachRequest(t *testing.T) {
 	}
 	data, _ := os.ReadFile(files[0])
 	started, terminal := 0, 0
+	ids := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimRight(string(data), "\n\x00"), "\n") {
 		r, err := chain.ParseRecord([]byte(line))
 		if err != nil {
 			t.Fatalf("%v: %q", err, line)
 		}
+		if ids[r.RecordID] {
+			t.Errorf("record id %s drawn twice", r.RecordID)
+		}
+		ids[r.RecordID] = true
 		switch r.RecordType {
 		case chain.OperationStarted:
 			started++

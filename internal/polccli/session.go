@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -192,8 +193,9 @@ func clockFlag(now string) (func() time.Time, error) {
 	if err != nil || !ok {
 		return time.Now, err
 	}
-	var n int64
-	return func() time.Time { n++; return t.Add(time.Duration(n) * time.Millisecond) }, nil
+	// Atomic: polc serve reads the clock from concurrent requests.
+	var n atomic.Int64
+	return func() time.Time { return t.Add(time.Duration(n.Add(1)) * time.Millisecond) }, nil
 }
 
 // fixedClock is the clock of a --now flag (or POLC_NOW) for commands that
@@ -235,8 +237,10 @@ func idsFlag(seed int) func() string {
 	if seed == 0 {
 		return executor.NewUUID
 	}
-	var n int64
-	return func() string { n++; return fmt.Sprintf("%08x-0000-4000-8000-%012x", seed, n) }
+	// Atomic: polc serve draws ids from concurrent requests, and two
+	// requests must never share one.
+	var n atomic.Int64
+	return func() string { return fmt.Sprintf("%08x-0000-4000-8000-%012x", seed, n.Add(1)) }
 }
 
 // execute runs one action through the executor under the session's
