@@ -6,7 +6,7 @@
 //
 //	load      read CUE packages and JSON/YAML files
 //	validate  unify each policy with the embedded #PermissionPolicy schema
-//	resolve   apply inheritance (DESIGN §2.2) in dependency order
+//	resolve   apply inheritance (docs/composition.md) in dependency order
 //	lower     lower each resolved policy to compiled rules and gate bindings
 //	emit      encode snapshots, source maps and the Rego bundle as files
 //
