@@ -55,7 +55,10 @@ type state struct {
 	auths    map[string]*expansionAuth
 	parents  map[string]*snapshot.Snapshot // external parents by name
 	lowered  map[string]*lowered
-	res      *Result
+	// applied caches each lowered policy's checks (appliedChecks) for
+	// its children.
+	applied map[string]map[string]applied
+	res     *Result
 }
 
 type stage struct {

@@ -92,10 +92,18 @@ func (s *state) checkGates(p *Policy, r *resolved, parent *snapshot.Snapshot, au
 	if err != nil {
 		return // reported when the policy is lowered
 	}
-	before, err := appliedChecks(parent)
+	before, cached := s.applied[parent.Name]
+	if pl := s.lowered[parent.Name]; !cached || pl == nil || pl.snap != parent {
+		before, err = appliedChecks(parent)
+	}
 	if err == nil {
 		var after map[string]applied
 		after, err = appliedChecks(l.snap)
+		if s.applied == nil {
+			s.applied = map[string]map[string]applied{}
+		}
+		// The snapshot lowered later differs only in its expansions.
+		s.applied[p.Name] = after
 		lowered := loweredChecks(before, after)
 		for _, g := range l.snap.GateBindings {
 			checks := lowered[g.GateID]
