@@ -6,7 +6,7 @@
 //
 //	load      read CUE packages and JSON/YAML files
 //	validate  unify each policy with the embedded #PermissionPolicy schema
-//	resolve   apply inheritance (DESIGN §2.2) in dependency order
+//	resolve   apply inheritance (docs/composition.md) in dependency order
 //	lower     lower each resolved policy to compiled rules and gate bindings
 //	emit      encode snapshots, source maps and the Rego bundle as files
 //
@@ -55,7 +55,10 @@ type state struct {
 	auths    map[string]*expansionAuth
 	parents  map[string]*snapshot.Snapshot // external parents by name
 	lowered  map[string]*lowered
-	res      *Result
+	// applied caches each lowered policy's checks (appliedChecks) for
+	// its children.
+	applied map[string]map[string]applied
+	res     *Result
 }
 
 type stage struct {
@@ -237,7 +240,7 @@ func (s *state) lower() diag.List {
 				parent = s.parents[*ext]
 			}
 		}
-		if parent != nil && p.Decl.Gates != nil {
+		if parent != nil {
 			s.checkGates(p, r, parent, auth, &diags)
 		}
 		auth.check(&diags, p.Decl.Extends == nil)
@@ -276,39 +279,6 @@ func gateRulesPos(p *Policy, id string) diag.Pos {
 		}
 	}
 	return p.PosOf("gates")
-}
-
-// checkGates reports a child gate binding that puts a parent's rule under a
-// less strict gate than the parent did.
-func (s *state) checkGates(p *Policy, r *resolved, parent *snapshot.Snapshot, auth *expansionAuth, diags *diag.List) {
-	// Bind the child's rules to learn their levels; the rule set does not
-	// depend on gates, so a provisional lowering is exact.
-	l, err := lower(r, parent)
-	if err != nil {
-		return
-	}
-	before := gateLevels(parent)
-	for _, g := range l.snap.GateBindings {
-		var weakened []string
-		for _, id := range g.RuleIDs {
-			if pl, ok := before[id]; ok && levelRank[g.Level] < levelRank[pl] {
-				weakened = append(weakened, fmt.Sprintf("%s (%s in parent)", id, pl))
-			}
-		}
-		if len(weakened) == 0 {
-			continue
-		}
-		pos := p.PosOf("gates")
-		for _, dg := range r.gates {
-			if dg.id == g.GateID {
-				pos = dg.pos
-			}
-		}
-		if !auth.authorize("gates", g.GateID) {
-			diags.Add(pos, diag.CodeExpansionUnauth, "policy %q: gate %q (%s) weakens the parent's gates for %s; to allow it, add expansions: [{path: \"gates\", values: [%q], authority: \"…\", evidence: \"…\"}]",
-				p.Name, g.GateID, g.Level, strings.Join(weakened, ", "), g.GateID)
-		}
-	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -237,25 +238,28 @@ func diff(old, new *snapshot.Snapshot, ancestors []*snapshot.Snapshot) []Change 
 	}
 	diffTime("expires_at", o.expiresAt, n.expiresAt, true)
 	diffTime("not_before", o.notBefore, n.notBefore, false)
-	ol, nl := gateLevels(old), gateLevels(new)
-	gateOf := map[string]string{}
-	for _, g := range new.GateBindings {
-		for _, id := range g.RuleIDs {
-			gateOf[id] = g.GateID
-		}
+	// A check applied at another level: each rule and each facet's "not
+	// allowed" check (appliedChecks). A lower level widens, charged to the
+	// NEW gate that applies the check; the note names the check.
+	oc, oerr := appliedChecks(old)
+	nc, nerr := appliedChecks(new)
+	if err := errors.Join(oerr, nerr); err != nil {
+		// Unreachable for parsed snapshots; fail closed.
+		add("widened", "gates", "", "cannot attribute checks to gates: "+err.Error())
 	}
-	for _, id := range sortedKeys(nl) {
-		if pl, ok := ol[id]; ok && pl != nl[id] {
-			kind := "narrowed"
-			if levelRank[nl[id]] < levelRank[pl] {
-				kind = "widened"
-			}
-			c := len(out)
-			add(kind, "gates", gateOf[id], fmt.Sprintf("%s: %s → %s", id, pl, nl[id]))
-			if kind == "widened" {
-				// The note names the rule; approval is by gate id.
-				out[c].Approved = approvedBy(approvers, "gates", gateOf[id])
-			}
+	for _, check := range sortedKeys(nc) {
+		pl, ok := oc[check]
+		nl := nc[check]
+		if !ok || pl.level == nl.level {
+			continue
+		}
+		kind := "narrowed"
+		if levelRank[nl.level] < levelRank[pl.level] {
+			kind = "widened"
+		}
+		c := add(kind, "gates", nl.gate, fmt.Sprintf("%s: %s → %s", check, pl.level, nl.level))
+		if kind == "widened" {
+			c.Approved = approvedBy(approvers, "gates", nl.gate)
 		}
 	}
 	return out

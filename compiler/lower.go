@@ -213,14 +213,3 @@ func bindGates(gates []gate, rules snapshot.Rules) []snapshot.GateBinding {
 	}
 	return out
 }
-
-// gateLevels maps each rule id of a snapshot to its gate's level.
-func gateLevels(s *snapshot.Snapshot) map[string]string {
-	m := map[string]string{}
-	for _, g := range s.GateBindings {
-		for _, id := range g.RuleIDs {
-			m[id] = g.Level
-		}
-	}
-	return m
-}

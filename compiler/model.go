@@ -220,7 +220,7 @@ type resolved struct {
 }
 
 // rootDefaults returns the most restrictive policy: what an unset field of
-// a root policy resolves to (DESIGN §2.1).
+// a root policy resolves to (docs/policies.md).
 func rootDefaults() *resolved {
 	r := &resolved{
 		netMode: "deny", subMode: "deny", shell: "forbid",

@@ -39,7 +39,8 @@ type resolver struct {
 	diags      diag.List
 }
 
-// resolve applies DESIGN §2.2 to p against parent (nil: p is a root).
+// resolve applies inheritance (docs/composition.md) to p against parent
+// (nil: p is a root).
 func resolve(cfg Config, p *Policy, parent *resolved) (*resolved, *expansionAuth, diag.List) {
 	r := &resolver{cfg: cfg, p: p, d: &p.Decl, parent: parent, auth: newExpansionAuth(p)}
 	if parent == nil {
