@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -226,8 +227,9 @@ func clockFlag(now string) (func() time.Time, error) {
 	if err != nil || !ok {
 		return time.Now, err
 	}
-	var n int64
-	return func() time.Time { n++; return t.Add(time.Duration(n) * time.Millisecond) }, nil
+	// Atomic: polc serve's concurrent requests read it at once.
+	var n atomic.Int64
+	return func() time.Time { return t.Add(time.Duration(n.Add(1)) * time.Millisecond) }, nil
 }
 
 // fixedClock is the clock of a --now flag (or POLC_NOW) for commands that
@@ -269,8 +271,8 @@ func idsFlag(seed int) func() string {
 	if seed == 0 {
 		return executor.NewUUID
 	}
-	var n int64
-	return func() string { n++; return fmt.Sprintf("%08x-0000-4000-8000-%012x", seed, n) }
+	var n atomic.Int64
+	return func() string { return fmt.Sprintf("%08x-0000-4000-8000-%012x", seed, n.Add(1)) }
 }
 
 // execute runs one action through the executor under the session's
