@@ -10,9 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"polc.dev/polc/chain"
+	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/statestore"
+	"polc.dev/polc/internal/regoeval"
 	"polc.dev/polc/snapshot"
 )
 
@@ -454,5 +459,66 @@ func TestBudgetWindowStart(t *testing.T) {
 	}
 	if got := executor.BudgetWindowStart(budgetT0, 0); got != 0 {
 		t.Errorf("the lifetime starts at %d", got)
+	}
+}
+
+// TestBudgetEnginesAgree: the usage the executor accounts reaches the
+// decision as the normalized request's usage, which the Rego bundle judges
+// as the native evaluator does: both agree on every kind below, at and
+// over its limit, under a hard and under a soft budget gate.
+func TestBudgetEnginesAgree(t *testing.T) {
+	ctx := context.Background()
+	for _, gates := range []string{"", `gates: [{id: "spend", level: "soft", rules: ["budget.*"]}]`} {
+		snap := compilePolicy(t, strings.Replace(budgetPolicy(`{calls: 3, tokens: 100, cost_microunits: 50, wall_microseconds: 1000, window: "1h"}`),
+			"\tbudgets:", "\t"+gates+"\n\tbudgets:", 1))
+		bb, err := compiler.WriteBundle([]*snapshot.Snapshot{snap}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := regoeval.New(ctx, bb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol, err := executor.Compile(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		limits := executor.Usage{Calls: 3, Tokens: 100, CostMicrounits: 50, WallMicroseconds: 1000}
+		denied := 0
+		for _, kind := range snapshot.BudgetKinds {
+			for _, delta := range []int64{-1, 0, 1} {
+				u := executor.Usage{}
+				switch kind {
+				case "calls":
+					u.Calls = limits.Calls + delta
+				case "tokens":
+					u.Tokens = limits.Tokens + delta
+				case "cost_microunits":
+					u.CostMicrounits = limits.CostMicrounits + delta
+				case "wall_microseconds":
+					u.WallMicroseconds = limits.WallMicroseconds + delta
+				}
+				req := &executor.Normalized{Principal: "agent:a", Tenant: "acme", Action: "work", Workspace: "/ws",
+					Time: "2026-03-15T12:00:00.000000Z", Paths: []executor.PathAccess{}, Commands: [][]string{}, Hosts: []string{},
+					Env: []string{}, Secrets: []string{}, Usage: u}
+				nat, _ := pol.Evaluate(req)
+				opa, err := eng.Evaluate(ctx, snap.Name, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(nat, opa, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("%s %+v: engines disagree (-native +opa):\n%s", gates, u, diff)
+				}
+				if want := delta >= 0; (nat.Disposition == executor.Deny) != want {
+					t.Errorf("%s %+v: native %s", gates, u, nat.Disposition)
+				}
+				if nat.Disposition == executor.Deny {
+					denied++
+				}
+			}
+		}
+		if denied != 8 {
+			t.Errorf("%s: %d denials, want 8 (each kind at and over its limit)", gates, denied)
+		}
 	}
 }
