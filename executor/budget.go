@@ -384,11 +384,17 @@ func (e *Executor) Charge(ctx context.Context, ec ExecutionContext, u Usage) err
 	return e.cfg.Budgets.Charge(ctx, key, p.budget.window, e.now(), u)
 }
 
-// checkBudget is stage 3's part for budgets: a limit the executor cannot
-// account, or usage a restart would reset under a profile that promises
-// persistence, refuses the attempt before anything runs.
+// checkBudget is stage 3's part for budgets: a negative context usage, a
+// limit the executor cannot account, or usage a restart would reset under
+// a profile that promises persistence, refuses the attempt before
+// anything runs.
 func (a *attempt) checkBudget() Outcome {
 	b := a.pol.budget
+	if err := CheckUsage(a.ec.Usage); err != nil {
+		// Added to the ledger's, a negative usage would hand back
+		// budget that was used.
+		return a.deny(3, ReasonInvalidRequest, "the context's %v", err)
+	}
 	switch {
 	case b == nil:
 	case len(b.unaccounted) > 0:

@@ -522,3 +522,18 @@ func TestBudgetEnginesAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetNegativeContextUsageRefused: the context's usage is added to
+// the ledger's; a negative member would hand back used budget.
+func TestBudgetNegativeContextUsageRefused(t *testing.T) {
+	r := newBudgetRig(t, compilePolicy(t, budgetPolicy(`{calls: 1}`)), nil, nil)
+	ec := r.ctx(executor.ProfileMinimal)
+	if out := r.run(ec, "work"); out.Kind() != executor.KindSucceeded {
+		t.Fatalf("first call: %s", out.Kind())
+	}
+	ec.Usage = executor.Usage{Calls: -1}
+	out := r.run(ec, "work")
+	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != executor.ReasonInvalidRequest || r.calls.Load() != 1 {
+		t.Fatalf("%s %s (%s), %d calls; want invalid_request before the call", out.Kind(), out.Base().ReasonCode, lastDetail(out), r.calls.Load())
+	}
+}
