@@ -537,3 +537,43 @@ func TestBudgetNegativeContextUsageRefused(t *testing.T) {
 		t.Fatalf("%s %s (%s), %d calls; want invalid_request before the call", out.Kind(), out.Base().ReasonCode, lastDetail(out), r.calls.Load())
 	}
 }
+
+// failingLedger is a MemoryLedger whose Reserve or Settle fails.
+type failingLedger struct {
+	*executor.MemoryLedger
+	reserve, settle bool
+}
+
+func (l *failingLedger) Reserve(ctx context.Context, key executor.BudgetKey, window int64, now time.Time) (executor.BudgetReservation, executor.Usage, error) {
+	if l.reserve {
+		return executor.BudgetReservation{}, executor.Usage{}, fmt.Errorf("disk I/O error")
+	}
+	return l.MemoryLedger.Reserve(ctx, key, window, now)
+}
+
+func (l *failingLedger) Settle(ctx context.Context, r executor.BudgetReservation, u executor.Usage) error {
+	if l.settle {
+		return fmt.Errorf("disk I/O error")
+	}
+	return l.MemoryLedger.Settle(ctx, r, u)
+}
+
+// TestBudgetLedgerFailures: a ledger that cannot count the call denies it
+// (budget_unavailable) before the call; one that cannot settle it after
+// the call leaves the outcome and says so in its StateError and trail.
+func TestBudgetLedgerFailures(t *testing.T) {
+	l := &failingLedger{MemoryLedger: executor.NewMemoryLedger(), reserve: true}
+	r := newBudgetRig(t, compilePolicy(t, budgetPolicy(`{calls: 5}`)), nil, func(c *executor.Config) { c.Budgets = l })
+	ec := r.ctx(executor.ProfileMinimal)
+	out := r.run(ec, "work")
+	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != executor.ReasonBudgetUnavailable || r.calls.Load() != 0 {
+		t.Fatalf("reserve fails: %s %s, %d calls; want budget_unavailable before the call", out.Kind(), out.Base().ReasonCode, r.calls.Load())
+	}
+	l.reserve, l.settle = false, true
+	out = r.run(ec, "work")
+	tr := out.Base().Trail
+	if out.Kind() != executor.KindSucceeded || out.Base().StateError == nil || tr[len(tr)-1].Result != executor.TrailPersistFailed ||
+		!strings.Contains(tr[len(tr)-1].Detail, "budget usage not recorded") {
+		t.Fatalf("settle fails: %s, state error %v, last trail %+v", out.Kind(), out.Base().StateError, tr[len(tr)-1])
+	}
+}
