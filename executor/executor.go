@@ -43,6 +43,21 @@ type Config struct {
 	// a ProjectionStore, such as statestore's SQLite store), which the
 	// composition root runs beside the executor.
 	State StateStore
+	// Budgets is where the usage a policy's budgets are judged on is
+	// accounted: per principal, tenant and policy id, in the policy's
+	// window. Default: a MemoryLedger, which a restart resets, so the
+	// durable, governed and certifiable profiles refuse a policy with
+	// budgets on it (profile_unavailable); give them a persistent one,
+	// such as statestore's SQLite store.
+	Budgets BudgetLedger
+	// ReportedUsage lists the budget kinds beyond calls and
+	// wall_microseconds (which the executor counts and measures) that
+	// this deployment reports: tokens and cost_microunits, through the
+	// callables' UsageMeter, Executor.Charge or ExecutionContext.Usage.
+	// A policy that limits a kind neither counted nor listed here is
+	// refused at stage 3 (budget_unaccounted): its limit could never
+	// bind.
+	ReportedUsage []string
 	// Transformers rewrite arguments at stage 8, in order. They cannot
 	// remove or reorder security stages: every rewrite is normalized and
 	// re-checked before the call.
@@ -155,6 +170,9 @@ type policyKey struct{ id, version string }
 type compiledPolicy struct {
 	snap *snapshot.Snapshot
 	eval *Policy
+	// budget is nil when the policy has no budget rules: nothing is
+	// accounted for it.
+	budget *policyBudget
 }
 
 // New validates the configuration and compiles every policy.
@@ -170,6 +188,12 @@ func New(cfg Config) (*Executor, error) {
 	}
 	if cfg.Admission == nil {
 		cfg.Admission = &Limiter{IDs: cfg.IDs}
+	}
+	if cfg.Budgets == nil {
+		cfg.Budgets = NewMemoryLedger()
+	}
+	if err := checkReported(cfg.ReportedUsage); err != nil {
+		return nil, err
 	}
 	if len(cfg.Backends) == 0 {
 		cfg.Backends = []EffectBackend{InProcessBackend{}}
@@ -199,7 +223,11 @@ func New(cfg Config) (*Executor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("executor: snapshot %s: %v", s.Name, err)
 		}
-		e.policies[policyKey{s.PolicyID, s.Version}] = &compiledPolicy{snap: s, eval: p}
+		b, err := budgetOf(s, cfg.ReportedUsage)
+		if err != nil {
+			return nil, fmt.Errorf("executor: snapshot %s: %v", s.Name, err)
+		}
+		e.policies[policyKey{s.PolicyID, s.Version}] = &compiledPolicy{snap: s, eval: p, budget: b}
 	}
 	for i, t := range cfg.Transformers {
 		if t.Name == "" || t.Transform == nil {
@@ -330,6 +358,13 @@ type attempt struct {
 	// grants are the exceptions this attempt recorded (governed): a
 	// recheck of the same gate holds them instead of spending others.
 	grants []ExceptionGrant
+	// usage is what the policy judges budgets on: the context's, plus
+	// the ledger's once stage 7 reserved the call (reserved, resv).
+	usage    Usage
+	resv     BudgetReservation
+	reserved bool
+	meter    *UsageMeter // the callable's, when the call is reserved
+	callDur  int64       // the call's measured duration, µs
 }
 
 // attemptOut holds what an attempt's outcome refers to (the decision, the
@@ -445,7 +480,7 @@ var frozenEmpty = map[string]any{}
 // callable unless every stage before 12 allowed it (and, governed, every
 // pre-call record was appended).
 func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec ExecutionContext) (out Outcome) {
-	a := &attempt{e: e, ctx: ctx, req: req, ec: ec, startedAt: e.now(), out: new(attemptOut)}
+	a := &attempt{e: e, ctx: ctx, req: req, ec: ec, startedAt: e.now(), out: new(attemptOut), usage: ec.Usage}
 	a.principal = e.principalString(ec.Principal)
 	a.base = OutcomeBase{Profile: ec.Profile, RequestID: req.RequestID, AttemptID: a.newID(), Trail: a.out.trailBuf[:0]}
 	defer func() {
@@ -454,6 +489,9 @@ func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec Executi
 		}
 		if a.boundary != nil {
 			a.boundary.ops.RUnlock()
+		}
+		if a.reserved {
+			a.settleBudget(out)
 		}
 		if out != nil { // nil only while a panic of the executor itself unwinds
 			out = a.persist(out)
@@ -593,7 +631,7 @@ func (a *attempt) normalizeArgs(args map[string]any, out *Normalized) *Normalize
 	if err := startInto(out, a.req.Action, a.principal, a.ec.Tenant, a.ec.Workspace, nil, a.startedAt); err != nil {
 		return err
 	}
-	out.Usage = a.ec.Usage
+	out.Usage = a.usage
 	// The callable gets args as they are; only the normalizer's view has
 	// the shorthand's server and tool.
 	if mcpArgs, err := mcpShorthand(a.req.Action, args); err != nil {
@@ -657,6 +695,9 @@ func (a *attempt) bind() Outcome {
 		return a.deny(3, "policy_digest_mismatch", "%v", err)
 	}
 	a.pol = pol
+	if o := a.checkBudget(); o != nil {
+		return o
+	}
 	a.backend = a.e.backends[ec.Backend]
 	if a.backend == nil {
 		if ec.Backend == "" {
@@ -884,7 +925,14 @@ func (a *attempt) guards() Outcome {
 }
 
 // Stage 7: the snapshot's gates, reduced as ADR-0121 D3 says.
-func (a *attempt) policyStage() Outcome { return a.evaluate(7) }
+func (a *attempt) policyStage() Outcome {
+	if a.pol.budget != nil {
+		if o := a.reserveBudget(); o != nil {
+			return o
+		}
+	}
+	return a.evaluate(7)
+}
 
 func (a *attempt) evaluate(stage int) Outcome {
 	if stage == 7 {
@@ -944,8 +992,12 @@ func (a *attempt) evaluate(stage int) Outcome {
 			blocking = g
 		}
 	}
+	var budget string // the usage judged, when the policy has budgets
+	if b := a.pol.budget; b != nil {
+		budget = "; " + b.detail(a.usage, a.resv.WindowStart)
+	}
 	if blocking == nil {
-		a.note(stage, TrailAllow, strings.Join(d.Reasons, ", "))
+		a.note(stage, TrailAllow, strings.Join(d.Reasons, ", ")+budget)
 		return nil
 	}
 	// A soft denial escalates when the evaluator escalated (the only soft
@@ -958,7 +1010,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 	a.base.ReasonCode = reason
 	gate := blocking.GateID
 	if escalate {
-		a.trail(stage, TrailEscalate, "gate %s: approval by %s", gate, *d.ApproverClass)
+		a.trail(stage, TrailEscalate, "gate %s: approval by %s%s", gate, *d.ApproverClass, budget)
 		if a.started {
 			if rt, err := a.appendTerminal(chain.OperationDeniedPayload{GateID: &gate, ReasonCode: blocking.ReasonCode, Disposition: "escalate", ApproverClass: d.ApproverClass}); err != nil {
 				return a.evidenceFailure(stage, rt, err, false)
@@ -969,7 +1021,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 			ExpiresAt: a.approvalExpiry(d.RuleIDs),
 		}}
 	}
-	a.trail(stage, TrailDeny, "gate %s: %s", gate, strings.Join(d.Reasons, ", "))
+	a.trail(stage, TrailDeny, "gate %s: %s%s", gate, strings.Join(d.Reasons, ", "), budget)
 	if a.started {
 		if rt, err := a.appendTerminal(chain.OperationDeniedPayload{GateID: &gate, ReasonCode: blocking.ReasonCode, Disposition: "deny"}); err != nil {
 			return a.evidenceFailure(stage, rt, err, false)
@@ -1276,6 +1328,10 @@ func (a *attempt) invoke() Outcome {
 		a.outbox = &Outbox{}
 		ctx = context.WithValue(ctx, outboxKey{}, a.outbox)
 	}
+	if a.reserved {
+		a.meter = &UsageMeter{}
+		ctx = context.WithValue(ctx, usageMeterKey{}, a.meter)
+	}
 	if h := &a.en.desc.Hints; len(h.Paths) > 0 || h.Command != "" {
 		// Relative paths and commands were judged against this
 		// workspace; the callable must resolve them against the same.
@@ -1287,9 +1343,10 @@ func (a *attempt) invoke() Outcome {
 	start := a.e.now()
 	a.note(12, TrailInvoke, a.details.invoke)
 	res, err := a.invokeBackend(ctx, tok)
-	// The callable's messages are fixed when it returns: a goroutine it
-	// left behind cannot add to a commit it did not wait for.
+	// The callable's messages and usage are fixed when it returns: a
+	// goroutine it left behind cannot add to a commit it did not wait for.
 	a.outbox.take()
+	a.meter.take()
 	// The token is spent when Invoke returns: a call the backend kept for
 	// later fails instead of running outside the attempt, and a backend
 	// that reports success without calling has failed.
@@ -1301,6 +1358,7 @@ func (a *attempt) invoke() Outcome {
 	if dur < 0 {
 		dur = 0
 	}
+	a.callDur = dur
 	var out Outcome
 	switch {
 	case err == nil:

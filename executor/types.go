@@ -296,7 +296,9 @@ type ExecutionContext struct {
 	Profile Profile
 	// Boundary is the open task boundary (governed and certifiable).
 	Boundary *TaskBoundary
-	// Usage is the budget already consumed in the policy's window.
+	// Usage is budget consumption the executor does not account itself
+	// (a runtime's own meter, say), added to what Config.Budgets counted
+	// in the policy's window before the policy judges it.
 	Usage Usage
 }
 

@@ -1,8 +1,9 @@
 // Package statestore holds polc's embedded durable state: a SQLite database
 // that implements executor.StateStore (runs, attempts, outcomes and outbox
-// messages, committed together) and executor.ProjectionStore (evidence
+// messages, committed together), executor.ProjectionStore (evidence
 // records projected by an executor.EvidenceProjector, with the projector's
-// cursor, and the operation state derived from them).
+// cursor, and the operation state derived from them) and
+// executor.BudgetLedger (the usage policies' budgets are judged on).
 //
 // The schema, its keys and what is atomic or idempotent are documented in
 // docs/statestore.md. The driver is modernc.org/sqlite (pure Go, no cgo).
@@ -26,8 +27,9 @@ import (
 )
 
 // SchemaVersion is the schema version this package creates and reads. A
-// database with a newer version is refused rather than misread.
-const SchemaVersion = 1
+// database with a newer version is refused rather than misread; one of an
+// older version is migrated at open.
+const SchemaVersion = 2
 
 // busyTimeoutMS bounds how long a statement waits for a lock held by another
 // process (inside this process the writer pool already serializes writes).
@@ -62,6 +64,7 @@ type SQLite struct {
 var (
 	_ executor.StateStore      = (*SQLite)(nil)
 	_ executor.ProjectionStore = (*SQLite)(nil)
+	_ executor.BudgetLedger    = (*SQLite)(nil)
 )
 
 // OpenSQLite opens the state store at path, creating the file and the schema
@@ -219,12 +222,33 @@ CREATE TABLE projection_cursors (
 ) STRICT;
 `
 
-// migrate creates the schema in an empty database and checks the version of
-// an existing one. It first checks without writing, so that a database it
-// refuses is left untouched (switching to WAL rewrites the file header),
-// then switches the file to WAL and creates the schema if it is still
-// empty, inside one write transaction so that two processes opening a new
-// file at once cannot both create it.
+// schemaV2 is what version 2 adds to version 1: the budget ledger. Like
+// schemaV1 it is frozen.
+const schemaV2 = `
+CREATE TABLE budget_usage (
+	tenant            TEXT NOT NULL,
+	principal         TEXT NOT NULL,
+	policy_id         TEXT NOT NULL,
+	window_us         INTEGER NOT NULL CHECK (window_us >= 0),
+	window_start_us   INTEGER NOT NULL,
+	calls             INTEGER NOT NULL CHECK (calls >= 0),
+	tokens            INTEGER NOT NULL CHECK (tokens >= 0),
+	cost_microunits   INTEGER NOT NULL CHECK (cost_microunits >= 0),
+	wall_microseconds INTEGER NOT NULL CHECK (wall_microseconds >= 0),
+	PRIMARY KEY (tenant, principal, policy_id, window_us)
+) STRICT, WITHOUT ROWID;
+`
+
+// schemas are the statements each version adds to the one before it
+// (schemas[v-1] creates what version v adds).
+var schemas = []string{schemaV1, schemaV2}
+
+// migrate creates the schema in an empty database, migrates one of an
+// older version and checks the version of an existing one. It first checks
+// without writing, so that a database it refuses is left untouched
+// (switching to WAL rewrites the file header), then switches the file to
+// WAL and creates or completes the schema, inside one write transaction so
+// that two processes opening the file at once cannot both do it.
 func (s *SQLite) migrate(ctx context.Context) error {
 	wrap := func(err error) error {
 		var ve *SchemaVersionError
@@ -234,7 +258,7 @@ func (s *SQLite) migrate(ctx context.Context) error {
 		return fmt.Errorf("statestore: open %s: %w", s.path, err)
 	}
 	if err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := s.checkSchema(ctx, tx)
+		_, _, err := s.checkSchema(ctx, tx)
 		return err
 	}); err != nil {
 		return wrap(err)
@@ -249,80 +273,89 @@ func (s *SQLite) migrate(ctx context.Context) error {
 		return fmt.Errorf("statestore: %s: journal_mode is %q, want wal", s.path, mode)
 	}
 	return wrap(s.writeTx(ctx, func(tx *sql.Tx) error {
-		empty, err := s.checkSchema(ctx, tx)
-		if err != nil || !empty {
+		empty, version, err := s.checkSchema(ctx, tx)
+		if err != nil || version == SchemaVersion {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, schemaV1); err != nil {
-			return err
+		// An empty database is version 0: every version's statements.
+		for _, stmt := range schemas[version:] {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
 		}
-		_, err = tx.ExecContext(ctx, "INSERT INTO schema_version(version) VALUES (?)", SchemaVersion)
+		if empty {
+			_, err = tx.ExecContext(ctx, "INSERT INTO schema_version(version) VALUES (?)", SchemaVersion)
+		} else {
+			_, err = tx.ExecContext(ctx, "UPDATE schema_version SET version = ?", SchemaVersion)
+		}
 		return err
 	}))
 }
 
-// checkSchema reports whether the database is empty, and refuses one that
-// is not a state store of SchemaVersion with *SchemaVersionError. It only
-// reads.
-func (s *SQLite) checkSchema(ctx context.Context, tx *sql.Tx) (empty bool, err error) {
+// checkSchema reports whether the database is empty and, if not, its
+// schema version, and refuses one that is not a state store of a version
+// up to SchemaVersion, with that version's tables and indexes, with
+// *SchemaVersionError. It only reads.
+func (s *SQLite) checkSchema(ctx context.Context, tx *sql.Tx) (empty bool, version int, err error) {
 	var tables int
 	var hasVersion bool
 	rows, err := tx.QueryContext(ctx, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
 			rows.Close()
-			return false, err
+			return false, 0, err
 		}
 		tables++
 		hasVersion = hasVersion || name == "schema_version"
 	}
 	if err := rows.Close(); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if tables == 0 {
-		return true, nil
+		return true, 0, nil
 	}
 	if !hasVersion {
-		return false, &SchemaVersionError{Path: s.path, Found: 0, Supported: SchemaVersion}
+		return false, 0, &SchemaVersionError{Path: s.path, Found: 0, Supported: SchemaVersion}
 	}
 	var versions []int
 	vrows, err := tx.QueryContext(ctx, "SELECT version FROM schema_version")
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	for vrows.Next() {
 		var v int
 		if err := vrows.Scan(&v); err != nil {
 			vrows.Close()
-			return false, err
+			return false, 0, err
 		}
 		versions = append(versions, v)
 	}
 	if err := vrows.Close(); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if len(versions) != 1 || versions[0] < 1 {
-		return false, &SchemaVersionError{Path: s.path, Found: 0, Supported: SchemaVersion}
+		return false, 0, &SchemaVersionError{Path: s.path, Found: 0, Supported: SchemaVersion}
 	}
-	if versions[0] != SchemaVersion {
-		// Newer: refuse. Older cannot happen yet (version 1 is the
-		// first); a future version migrates here.
-		return false, &SchemaVersionError{Path: s.path, Found: versions[0], Supported: SchemaVersion}
+	version = versions[0]
+	if version > SchemaVersion {
+		return false, 0, &SchemaVersionError{Path: s.path, Found: version, Supported: SchemaVersion}
 	}
 	// The version row alone does not make the schema: a table or index
 	// dropped or altered would open and then fail (or, for operations,
-	// silently derive nothing). Objects the schema lacks are allowed.
-	want, err := schemaObjects()
+	// silently derive nothing). Objects the schema lacks are allowed. An
+	// older version is checked against its own schema before it is
+	// migrated.
+	want, err := schemaObjects(version)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	have, err := readObjects(ctx, tx)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	var problems []string
 	for _, k := range slices.Sorted(maps.Keys(want)) {
@@ -334,27 +367,37 @@ func (s *SQLite) checkSchema(ctx context.Context, tx *sql.Tx) (empty bool, err e
 		}
 	}
 	if len(problems) > 0 {
-		return false, &SchemaVersionError{Path: s.path, Found: SchemaVersion, Supported: SchemaVersion, Problem: strings.Join(problems, ", ")}
+		return false, 0, &SchemaVersionError{Path: s.path, Found: version, Supported: SchemaVersion, Problem: strings.Join(problems, ", ")}
 	}
-	return false, nil
+	return false, version, nil
 }
 
-// schemaObjects returns the tables and indexes of schemaV1 (see
-// readObjects), read once from an in-memory database given the schema.
-// schemaV1 is frozen: any change to it is a new schema version.
-var schemaObjects = sync.OnceValues(func() (map[string]string, error) {
-	db, err := sql.Open("sqlite", ":memory:")
-	if err != nil {
-		return nil, err
+// schemaObjects returns the tables and indexes of schema version v (see
+// readObjects), read once per version from an in-memory database given
+// that version's statements. Those are frozen: any change to them is a new
+// schema version.
+func schemaObjects(v int) (map[string]string, error) { return schemaObjectsOf[v-1]() }
+
+var schemaObjectsOf = func() (f []func() (map[string]string, error)) {
+	for v := range schemas {
+		f = append(f, sync.OnceValues(func() (map[string]string, error) {
+			db, err := sql.Open("sqlite", ":memory:")
+			if err != nil {
+				return nil, err
+			}
+			defer db.Close()
+			db.SetMaxOpenConns(1) // one in-memory database
+			ctx := context.Background()
+			for _, stmt := range schemas[:v+1] {
+				if _, err := db.ExecContext(ctx, stmt); err != nil {
+					return nil, err
+				}
+			}
+			return readObjects(ctx, db)
+		}))
 	}
-	defer db.Close()
-	db.SetMaxOpenConns(1) // one in-memory database
-	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, schemaV1); err != nil {
-		return nil, err
-	}
-	return readObjects(ctx, db)
-})
+	return f
+}()
 
 // readObjects returns the database's own tables and indexes, keyed
 // "table name" or "index name", with their CREATE statement (whitespace

@@ -66,7 +66,10 @@ or sh -c only when the policy allows shell control), read_file, write_file,
 edit_file and http_get. Profiles governed and certifiable write the evidence
 chain to --evidence DIR (DIR/<chain_id>.jsonl); certifiable also writes the
 task certificate to --cert FILE, signed as a DSSE envelope with --sign-key (a
-polc keygen signer key). certverify cert verifies what it writes. Exit 0 when
+polc keygen signer key). certverify cert verifies what it writes. Budgets
+are accounted per principal, tenant and policy: in memory (minimal), or in
+the --state FILE SQLite database, so that a restart does not reset them
+(durable; governed and certifiable when the policy has budgets). Exit 0 when
 the scenario ran (whatever the outcomes), 1 when a certificate could not be
 minted or evidence failed, 2 on bad input.`,
 		Args: cobra.ExactArgs(1),
@@ -86,7 +89,7 @@ func sessionFlags(c *cobra.Command, p *runParams, file string) {
 	c.Flags().StringVar(&p.evidence, "evidence", "", "directory of the evidence chain (governed, certifiable)")
 	c.Flags().StringVar(&p.cert, "cert", "", "certificate output file (certifiable)")
 	c.Flags().StringVar(&p.signKey, "sign-key", "", "signer key (polc keygen) to sign the certificate as DSSE")
-	c.Flags().StringVar(&p.state, "state", "", "SQLite state database (durable)")
+	c.Flags().StringVar(&p.state, "state", "", "SQLite state database (durable; governed and certifiable: where budget usage is accounted)")
 	c.Flags().StringVar(&p.now, "now", "", "fixed clock, RFC 3339 (reproducible runs)")
 	c.Flags().IntVar(&p.idSeed, "id-seed", 0, "derive ids from this seed instead of randomness (reproducible runs)")
 	c.Flags().MarkHidden("now")
@@ -339,11 +342,14 @@ type runOutcome struct {
 	detail string
 }
 
-// outcomeDetail is the detail of the last trail entry that has one.
+// outcomeDetail is the detail of the last trail entry that has one,
+// passing over stage 14's commit: a durable denial's why is the stage
+// that decided it, not "attempt committed" (a failed commit is shown).
 func outcomeDetail(b *executor.OutcomeBase) string {
 	for i := len(b.Trail) - 1; i >= 0; i-- {
-		if d := b.Trail[i].Detail; d != "" {
-			return d
+		t := b.Trail[i]
+		if t.Detail != "" && !(t.Stage == 14 && t.Result == executor.TrailOK) {
+			return t.Detail
 		}
 	}
 	return ""

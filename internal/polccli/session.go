@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -101,8 +102,8 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		return nil, usagef("--evidence is for the governed and certifiable profiles; the profile is %s", profile)
 	case (p.cert != "" || p.signKey != "") && profile != executor.ProfileCertifiable:
 		return nil, usagef("--cert and --sign-key are for the certifiable profile; the profile is %s", profile)
-	case p.state != "" && profile != executor.ProfileDurable:
-		return nil, usagef("--state is for the durable profile; the profile is %s", profile)
+	case p.state != "" && profile == executor.ProfileMinimal:
+		return nil, usagef("--state is for the durable, governed and certifiable profiles; the profile is %s", profile)
 	}
 	if p.signKey != "" {
 		if s.signer, err = keys.ReadSigner(e.abs(p.signKey)); err != nil {
@@ -127,13 +128,32 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	if profile == executor.ProfileCertifiable && p.cert == "" {
 		return nil, usagef("profile certifiable needs --cert FILE")
 	}
-	if profile == executor.ProfileDurable {
-		st, closeFn, err := openState(e, p.state)
+	limited := budgetKinds(snap)
+	switch {
+	case profile == executor.ProfileDurable:
+		st, closeFn, err := openState(e, p.state, "the durable profile needs --state FILE (a SQLite database)")
 		if err != nil {
 			return nil, err
 		}
 		s.closers = append(s.closers, closeFn)
-		cfg.State = st
+		cfg.State, cfg.Budgets = st, st
+	case governed && (p.state != "" || len(limited) > 0):
+		// The executor writes no state for these profiles; the file
+		// holds the usage budgets are judged on, which a restart must
+		// not reset.
+		st, closeFn, err := openState(e, p.state, fmt.Sprintf("profile %s: the policy limits %s; give --state FILE (a SQLite database), where their usage is accounted across restarts", profile, strings.Join(limited, ", ")))
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, closeFn)
+		cfg.Budgets = st
+	}
+	for _, k := range limited {
+		// The executor refuses every action of such a policy
+		// (budget_unaccounted); say why once, up front.
+		if k == "tokens" || k == "cost_microunits" {
+			fmt.Fprintf(e.stderr, "polc: warning: the policy limits %s, which no built-in action reports: every action is denied (budget_unaccounted)\n", k)
+		}
 	}
 	if s.ex, err = executor.New(cfg); err != nil {
 		return nil, s.inputErr(snapPath, err)
@@ -152,6 +172,20 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		s.ec.Boundary = s.boundary
 	}
 	return s, nil
+}
+
+// budgetKinds are the budget kinds the snapshot limits, in canonical order.
+func budgetKinds(snap *snapshot.Snapshot) []string {
+	var kinds []string
+	for _, r := range snap.CompiledRules {
+		if b, ok := r.(*snapshot.BudgetRule); ok && !slices.Contains(kinds, b.BudgetKind) {
+			kinds = append(kinds, b.BudgetKind)
+		}
+	}
+	slices.SortFunc(kinds, func(a, b string) int {
+		return slices.Index(snapshot.BudgetKinds, a) - slices.Index(snapshot.BudgetKinds, b)
+	})
+	return kinds
 }
 
 // inputErr reports err as a positioned invalid_input diagnostic on file,

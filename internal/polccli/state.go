@@ -1,14 +1,15 @@
 package polccli
 
 import (
-	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/statestore"
 )
 
-// openState opens the durable profile's SQLite store.
-func openState(e *env, path string) (executor.StateStore, func(), error) {
+// openState opens the SQLite store of --state: the durable profile's state
+// and budget ledger, or the governed profiles' budget ledger. why is the
+// usage error when path is empty.
+func openState(e *env, path, why string) (*statestore.SQLite, func(), error) {
 	if path == "" {
-		return nil, nil, usagef("the durable profile needs --state FILE (a SQLite database)")
+		return nil, nil, usagef("%s", why)
 	}
 	path = e.abs(path)
 	st, err := statestore.OpenSQLite(path)
