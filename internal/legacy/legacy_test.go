@@ -320,7 +320,7 @@ func TestLoad(t *testing.T) {
 		// An AgentSpec without permissions gets no policy at all.
 		{"{}\n", "1:1 no permissions"},
 		{"role: implementer\nmodel: x\n", "1:1 no permissions: the file has no permissions key"},
-		{"name: a\npermissions:\n", "2:1 permissions: permissions is null (nothing written): LionAGI installs no permission policy"},
+		{"name: a\npermissions:\n", "2:1 permissions: null (nothing written): LionAGI installs no permission policy"},
 		{"role: implementer\nallow: {reader: ['*']}\n", `1:1 role: "role" is an AgentSpec key and "allow" a permissions key`},
 		{"a: b\n---\nc: d\n", "2:0 a second YAML document"},
 		{"mode: rules\n  bad: [\n", "2:0 mapping values are not allowed in this context"},

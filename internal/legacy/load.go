@@ -59,7 +59,7 @@ func (l *loader) top(v *pyNode) Policy {
 	if e := v.get("permissions"); e != nil {
 		l.rewritten(e, nil)
 		if e.val.typ == tNone {
-			l.add(Invalid, e.key, []string{"permissions"}, "permissions is %s: %s", e.val.describe(), noPolicy)
+			l.add(Invalid, e.key, []string{"permissions"}, "%s: %s", e.val.describe(), noPolicy)
 			return Policy{}
 		}
 		return l.permissions(e.val, nil)

@@ -297,12 +297,13 @@ func readPyYAML(data []byte) (*pyNode, []*Error) {
 		return nil, r.errs
 	}
 	var more yaml.Node
-	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
-		line := more.Line
-		if err != nil {
-			line = 0
-		}
-		r.fail(Invalid, line, 0, "a second YAML document: PyYAML's safe_load, which LionAGI reads the file with, refuses a stream of more than one")
+	switch err := dec.Decode(&more); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		r.syntax(err)
+		return nil, r.errs
+	default:
+		r.fail(Invalid, more.Line, 0, "a second YAML document: PyYAML's safe_load, which LionAGI reads the file with, refuses a stream of more than one")
 		return nil, r.errs
 	}
 	if len(doc.Content) == 0 {

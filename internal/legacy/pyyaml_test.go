@@ -224,6 +224,10 @@ func TestReaderAgreesWithPyYAML(t *testing.T) {
 	for _, s := range append(yamlScalars, long, long+"9", "1"+long+":00", "0x"+long+long) {
 		texts = append(texts, "x: "+s+"\n", s+"\n", "- "+s+"\n")
 	}
+	texts = append(texts, "mode: rules\r\nallow:\r\n  reader: ['*']\r\n", strings.Repeat("k", 1100)+": v\n", "--- {a: b}\n", "--- a\n", ": b\n",
+		"a: b\n...\n", "? a\n: b\n", "a:\n- x\n- y\n", "a: [x,\n  y]\n", "{a: b,\n c: d}\n", "a: 'x'\n  # c\nb: y\n", "- - a\n  - b\n",
+		"a: b #c\n", "a: b#c\n", "a:    \n  b\n", "a: -\n", "a: - b\n", "- -\n", "a: ?\n", "a: ? b\n", "a: :b\n", "{a: [b}\n", "[a: b]\n", "[? a]\n",
+		"a: !\n", "a: |\n\n  x\n", "a: >-\n\n  x\n  \n  y\n", "a: |1\n  x\n", "%YAML 1.1\n--- a\n", "%YAML 1.3\n--- a\n", "%FOO bar\n--- a\n")
 	for _, k := range yamlKeys {
 		texts = append(texts, k+": a\n", "{"+k+": a, "+k+": b}\n")
 	}
