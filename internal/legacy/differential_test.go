@@ -17,6 +17,9 @@ import (
 // reference check(); polc's translation, where it is made, must decide
 // every generated call as the reference does.
 
+// genDocs is how many documents the differential tests generate.
+const genDocs = 1000
+
 // pyv is a Python value as safe_load builds it.
 type pyv struct {
 	kind byte // 's' str, 'b' bool, 'i' int, 'n' None, 'l' list, 'd' dict
@@ -532,7 +535,7 @@ func TestImportDecidesAsLionAGIReadsTheFile(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	translated, refused, calls, colliding := 0, 0, 0, 0
 	outcomes := map[string]int{}
-	for i := range 1500 {
+	for i := range genDocs {
 		asJSON := r.IntN(4) == 0
 		g := genDoc(r, asJSON)
 		doc := g.value()
@@ -569,7 +572,7 @@ func TestImportDecidesAsLionAGIReadsTheFile(t *testing.T) {
 		}
 	}
 	t.Logf("%d translated (%d with a tool or key assigned twice), %d refused, %d calls agree; LionAGI's readings %v", translated, colliding, refused, calls, outcomes)
-	if translated < 150 || colliding < 30 || outcomes["fails"] < 50 || outcomes["none"] < 50 {
+	if translated < 150 || colliding < 50 || outcomes["fails"] < 50 || outcomes["none"] < 50 {
 		t.Fatalf("too little exercised: %d translated, %d colliding, readings %v", translated, colliding, outcomes)
 	}
 }
@@ -581,7 +584,7 @@ func TestGeneratedDocumentsReadAsPyYAML(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	var texts []any
 	var docs []pyv
-	for range 1500 {
+	for range genDocs {
 		asJSON := r.IntN(4) == 0
 		g := genDoc(r, asJSON)
 		docs = append(docs, g.value())
