@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -341,6 +342,38 @@ func TestLoad(t *testing.T) {
 		}
 		if len(errs) == 0 || !strings.HasPrefix(got[0], c.want) {
 			t.Errorf("%q: %q\nwant %q", c.src, got, c.want)
+		}
+	}
+}
+
+// TestLoadKeepsTheKeyLionAGIKeeps: of two spellings of one tool, the
+// later in the mapping wins (not a merge of both); a key written twice
+// holds the place of its first writing, with its last value; each
+// ignored key is an Overridden warning at it.
+func TestLoadKeepsTheKeyLionAGIKeeps(t *testing.T) {
+	for _, c := range []struct {
+		src     string
+		want    []string
+		ignored []string // positions of the warnings
+	}{
+		{"deny: {Bash_Tool: ['rm *'], bash: ['sudo *']}\n", []string{"sudo *"}, []string{"1:8"}},
+		{"deny: {bash: ['sudo *'], Bash_Tool: ['rm *']}\n", []string{"rm *"}, []string{"1:8"}},
+		// bash is first written before bash_tool, so bash_tool is
+		// the later key, whatever bash's second writing says.
+		{"deny:\n  bash: ['a']\n  bash_tool: ['b']\n  bash: ['c']\n", []string{"b"}, []string{"2:3", "4:3"}},
+		{"deny: {bash: ['a']}\ndeny: {bash: ['b']}\n", []string{"b"}, []string{"1:1"}},
+		{`{"deny": {"BASH": ["a"], "bash": ["b"]}, "deny": {"bash": []}}`, []string{}, []string{"1:2"}},
+	} {
+		p, errs := Load([]byte(c.src))
+		var warned []string
+		for _, e := range errs {
+			if e.Kind != Overridden {
+				t.Fatalf("%q: %v", c.src, e)
+			}
+			warned = append(warned, fmt.Sprintf("%d:%d", e.Line, e.Col))
+		}
+		if got := p.Deny["bash"]; !slices.Equal(got, c.want) || got == nil || !slices.Equal(warned, c.ignored) {
+			t.Errorf("%q: deny.bash %q, warnings at %v; want %q at %v", c.src, got, warned, c.want, c.ignored)
 		}
 	}
 }
