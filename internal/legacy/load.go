@@ -54,15 +54,15 @@ const noPolicy = "LionAGI installs no permission policy (no hook: every tool cal
 // top reads the document: an AgentSpec, or the permissions alone.
 func (l *loader) top(v *pyNode) Policy {
 	if v.typ != tDict {
-		return l.permissions(v, nil)
+		return l.permissions(v)
 	}
 	if e := v.get("permissions"); e != nil {
-		l.rewritten(e, nil)
+		l.rewritten(e)
 		if e.val.typ == tNone {
 			l.add(Invalid, e.key, []string{"permissions"}, "%s: %s", e.val.describe(), noPolicy)
 			return Policy{}
 		}
-		return l.permissions(e.val, nil)
+		return l.permissions(e.val)
 	}
 	var perm, spec *pyEntry
 	for _, e := range v.entries {
@@ -84,36 +84,36 @@ func (l *loader) top(v *pyNode) Policy {
 		l.add(Invalid, spec.key, []string{spec.key.text}, "%q is an AgentSpec key and %q a permissions key: LionAGI reads the file as an AgentSpec, finds no permissions key and installs no permission policy (every tool call runs unchecked), while the permissions alone would have no %q; move the rules under permissions:", spec.key.text, perm.key.text, spec.key.text)
 		return Policy{}
 	}
-	return l.permissions(v, nil)
+	return l.permissions(v)
 }
 
 // rewritten warns at each earlier assignment of a key written again.
-func (l *loader) rewritten(e *pyEntry, prefix []string) {
+func (l *loader) rewritten(e *pyEntry) {
 	for _, k := range e.replaced {
-		l.add(Overridden, k, append(append([]string{}, prefix...), k.written()),
+		l.add(Overridden, k, []string{k.text},
 			"written again at %d:%d: PyYAML keeps the last value, so LionAGI ignores this one, and so does the import", e.key.line, e.key.col)
 	}
 }
 
 // permissions reads a permissions value (from_dict, or a preset).
-func (l *loader) permissions(v *pyNode, prefix []string) Policy {
+func (l *loader) permissions(v *pyNode) Policy {
 	switch v.typ {
 	case tStr:
 		return l.preset(v)
 	case tNone:
-		l.add(Invalid, v, prefix, "%s: %s", v.describe(), noPolicy)
+		l.add(Invalid, v, nil, "%s: %s", v.describe(), noPolicy)
 		return Policy{}
 	case tDict:
 	default:
-		l.add(Invalid, v, prefix, "want a preset name or a mapping, got %s (LionAGI fails on it)", v.describe())
+		l.add(Invalid, v, nil, "want a preset name or a mapping, got %s (LionAGI fails on it)", v.describe())
 		return Policy{}
 	}
 	p := Policy{Mode: "allow_all", keys: map[[2]string]Key{}, line: v.line, col: v.col} // from_dict's default mode
 	for _, e := range v.entries {
-		l.rewritten(e, nil)
+		l.rewritten(e)
 		k := e.key
 		if k.typ != tStr {
-			l.add(Invalid, k, []string{k.written()}, "a key that is a %s: LionAGI's from_dict reads only its string keys and ignores this one: remove it", k.describe())
+			l.add(Invalid, k, []string{k.text}, "a key that is a %s: LionAGI's from_dict reads only its string keys and ignores this one: remove it", k.describe())
 			continue
 		}
 		path := []string{k.text}
@@ -182,7 +182,7 @@ func (l *loader) rules(tier string, v *pyNode, keys map[[2]string]Key) map[strin
 	var order []string
 	for _, e := range v.entries {
 		k := e.key
-		path := []string{tier, k.written()}
+		path := []string{tier, k.text}
 		if k.typ != tStr {
 			l.add(Invalid, k, path, "tool key %q is not a string: PyYAML (YAML 1.1) reads the plain %s as %s, and LionAGI lowercases every tool key with str.lower, so it cannot load the file; quote the key", k.text, k.text, map[pyType]string{tBool: "a bool", tInt: "an int", tFloat: "a float", tNone: "None", tDate: "a date", tDatetime: "a datetime"}[k.typ])
 			continue
@@ -207,7 +207,7 @@ func (l *loader) rules(tier string, v *pyNode, keys map[[2]string]Key) map[strin
 	for _, t := range order {
 		s := slots[t]
 		for _, k := range s.ignored {
-			l.add(Overridden, k, []string{tier, k.written()}, "LionAGI keeps one %s list per tool, and for tool %q the one of %s at %d:%d: it ignores this one, and so does the import", tier, t, s.key.text, s.key.line, s.key.col)
+			l.add(Overridden, k, []string{tier, k.text}, "LionAGI keeps one %s list per tool, and for tool %q the one of %s at %d:%d: it ignores this one, and so does the import", tier, t, s.key.text, s.key.line, s.key.col)
 		}
 		path := []string{tier, s.key.text}
 		keys[[2]string{tier, t}] = Key{Name: s.key.text, Line: s.key.line, Col: s.key.col}

@@ -89,9 +89,6 @@ func (n *pyNode) describe() string {
 	return fmt.Sprintf("%s (PyYAML, YAML 1.1, reads the plain %q as one; quote it for a string)", n.typ, n.text)
 }
 
-// written is a key as the file wrote it, for a finding's path.
-func (n *pyNode) written() string { return n.text }
-
 // The implicit resolvers of PyYAML's Resolver (yaml/resolver.py), in its
 // order: a plain scalar takes the tag of the first that matches, str when
 // none does. Go's $ (no multi-line flag) is the end of the text; a plain
