@@ -51,6 +51,7 @@ const (
 	CodeNoPolicies            = "no_policies"
 	CodeNoTests               = "no_tests"
 	CodeLegacyUnrepresentable = "legacy_unrepresentable"
+	CodeLegacyOverridden      = "legacy_overridden"
 	CodeTestFailed            = "test_failed"
 	CodeActionUnknown         = "action_unknown"
 	CodeChainDamaged          = "chain_damaged"

@@ -2,13 +2,15 @@
 // `permissions` of an AgentSpec, a preset name or a {mode, allow, deny,
 // escalate} mapping — into a polc declaration whose decisions equal the
 // legacy engine's, or refuses, naming the rule whose meaning polc cannot
-// reproduce (DESIGN §2).
+// reproduce (docs/legacy.md).
 //
-// The legacy engine (seed/adr0087-notes.md §2) decides a tool call by
-// fnmatch over a raw string built from the arguments: deny beats allow
-// beats escalate, tool-specific rules before "*" rules, default deny; in
-// rules mode a bash command that its shell-control pattern matches is
-// denied before any rule. polc decides on normalized facets (argv tokens,
+// Load reads the file as LionAGI does (PyYAML's safe_load, then
+// from_dict and the canonical tool names; see load.go and pyyaml.go).
+// The legacy engine decides a tool call by fnmatch over a raw string
+// built from the arguments: deny beats allow beats escalate,
+// tool-specific rules before "*" rules, default deny; in rules mode a
+// bash command that its shell-control pattern matches is denied before
+// any rule. polc decides on normalized facets (argv tokens,
 // workspace-anchored paths, a shell parser), so only decisions that do
 // not depend on the arguments translate exactly: a tool every call of
 // which is allowed, escalated or denied. A tool whose decision depends on
@@ -35,9 +37,20 @@ import (
 type Policy struct {
 	Mode                  string
 	Allow, Deny, Escalate map[string][]string
-	// keys maps a tier and canonical tool to the key the input wrote
-	// ("deny", "bash") → "Bash_Tool"), for errors' paths.
-	keys map[[2]string]string
+	// Preset is the preset's name as written, when the permissions
+	// were one (its rules are not in the file).
+	Preset string
+	// keys maps a tier and canonical tool to the key the file wrote
+	// (("deny", "bash") → "Bash_Tool" at 4:3), for findings' positions.
+	keys map[[2]string]Key
+	// line and col are the permissions value's position.
+	line, col int
+}
+
+// Key is a key as the file wrote it, and where.
+type Key struct {
+	Name      string
+	Line, Col int
 }
 
 // Presets are the legacy presets by name (exact, from _resolve_permissions).
@@ -53,121 +66,60 @@ var Presets = map[string]Policy{
 		Escalate: map[string][]string{"bash": {"*"}}},
 }
 
+func presetNames() []string {
+	names := make([]string, 0, len(Presets))
+	for n := range Presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // aliases are the legacy tool-name aliases (_canonical_tool_name).
 var aliases = map[string]string{"bash_tool": "bash", "reader_tool": "reader", "editor_tool": "editor",
 	"search_tool": "search", "context_tool": "context"}
 
 // Canonical is a tool name as the legacy engine compares it: lowercase,
-// aliases resolved.
+// aliases resolved. It lowers ASCII letters only, which is Python's
+// str.lower on an ASCII name; Load refuses a tool key that is not ASCII.
 func Canonical(tool string) string {
-	t := strings.ToLower(tool)
-	if a, ok := aliases[t]; ok {
+	t := []byte(tool)
+	for i, c := range t {
+		if c >= 'A' && c <= 'Z' {
+			t[i] = c + 'a' - 'A'
+		}
+	}
+	if a, ok := aliases[string(t)]; ok {
 		return a
 	}
-	return t
+	return string(t)
 }
 
-// Parse reads a permissions value as decoded from JSON or YAML: a preset
-// name (case-insensitive, as the legacy lookup) or a mapping with the keys
-// mode, allow, deny and escalate, each map of tool → list of patterns.
-// The legacy engine ignored any other key ("ask" included) and crashed on
-// a pattern list that is not a list of strings; both are errors here.
-func Parse(v any) (Policy, error) {
-	switch v := v.(type) {
-	case string:
-		name := strings.ToLower(v)
-		if name == "inherit" {
-			return Policy{}, errAt(nil, `"inherit" is not a legacy preset (the legacy engine refused it too): in polc a policy inherits with extends: "<parent>" and leaves unset what it does not change`)
-		}
-		p, ok := Presets[name]
-		if !ok {
-			names := make([]string, 0, len(Presets))
-			for n := range Presets {
-				names = append(names, n)
-			}
-			sort.Strings(names)
-			return Policy{}, errAt(nil, "unknown permissions preset %q (valid: %s)", v, strings.Join(names, ", "))
-		}
-		return p, nil
-	case map[string]any:
-		p := Policy{Mode: "allow_all", keys: map[[2]string]string{}} // from_dict's default
-		for k, val := range v {
-			switch k {
-			case "mode":
-				s, ok := val.(string)
-				if !ok {
-					return Policy{}, errAt([]string{"mode"}, "want a string, got %T", val)
-				}
-				p.Mode = s
-			case "allow", "deny", "escalate":
-				m, err := rules(k, val, p.keys)
-				if err != nil {
-					return Policy{}, err
-				}
-				switch k {
-				case "allow":
-					p.Allow = m
-				case "deny":
-					p.Deny = m
-				default:
-					p.Escalate = m
-				}
-			case "ask":
-				return Policy{}, errAt([]string{k}, "the legacy engine has no ask map and ignored this key; escalate is its equivalent — rename it or remove it")
-			default:
-				return Policy{}, errAt([]string{k}, "unknown key (the legacy engine ignored it): remove it")
-			}
-		}
-		return p, nil
-	case nil:
-		return Policy{}, errAt(nil, "null means no policy hook (everything allowed) in the legacy engine; write allow_all to say so")
-	}
-	return Policy{}, errAt(nil, "want a preset name or a mapping, got %T", v)
-}
+// Kind is what a finding means for the import.
+type Kind int
 
-func rules(key string, v any, keys map[[2]string]string) (map[string][]string, error) {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, errAt([]string{key}, "want a map of tool to patterns, got %T", v)
-	}
-	out := map[string][]string{}
-	tools := make([]string, 0, len(m))
-	for tool := range m {
-		tools = append(tools, tool)
-	}
-	sort.Strings(tools) // keys that canonicalize alike merge in a fixed order
-	for _, tool := range tools {
-		pats := m[tool]
-		list, ok := pats.([]any)
-		if !ok {
-			return nil, errAt([]string{key, tool}, "want a list of patterns, got %T (the legacy engine fails on it)", pats)
-		}
-		t := Canonical(tool)
-		if keys != nil {
-			if _, ok := keys[[2]string{key, t}]; !ok {
-				keys[[2]string{key, t}] = tool
-			}
-		}
-		for i, p := range list {
-			s, ok := p.(string)
-			if !ok {
-				return nil, errAt([]string{key, tool, strconv.Itoa(i)}, "want a string pattern, got %T", p)
-			}
-			out[t] = append(out[t], s) // keys that canonicalize alike merge, as in __post_init__
-		}
-		if _, ok := out[t]; !ok {
-			out[t] = []string{}
-		}
-	}
-	return out, nil
-}
+const (
+	// Unrepresentable: polc cannot reproduce what LionAGI decides, or
+	// cannot be sure how LionAGI reads the file (legacy_unrepresentable).
+	Unrepresentable Kind = iota
+	// Invalid: the file is not a legacy policy LionAGI would run as
+	// written: it fails to load it, ignores the key, or installs no
+	// policy at all (invalid_input).
+	Invalid
+	// Overridden: a rule LionAGI ignores because the same key, or another
+	// spelling of the same tool, is assigned after it; the translation
+	// ignores it too (a warning).
+	Overridden
+)
 
-// Error is a refusal or a malformed input, at a path of the permissions
-// value (keys as written in it, e.g. ["deny", "Bash_Tool"]; empty for the
-// value itself).
+// Error is a finding at a position of the file (Line 0: a preset's rule,
+// or the file as a whole) and a path of the permissions value (keys as
+// written in it, e.g. ["deny", "Bash_Tool"]; empty for the value itself).
 type Error struct {
-	Path []string
-	Msg  string
+	Kind      Kind
+	Path      []string
+	Line, Col int
+	Msg       string
 }
 
 func (e *Error) Error() string {
@@ -177,8 +129,18 @@ func (e *Error) Error() string {
 	return strings.Join(e.Path, ".") + ": " + e.Msg
 }
 
-func errAt(path []string, format string, args ...any) *Error {
-	return &Error{Path: path, Msg: fmt.Sprintf(format, args...)}
+// errAt is an Unrepresentable finding at a tier's key (as written),
+// or at the permissions value when key is "".
+func (p Policy) errAt(tier, key string, format string, args ...any) *Error {
+	e := &Error{Kind: Unrepresentable, Line: p.line, Col: p.col, Msg: fmt.Sprintf(format, args...)}
+	if tier == "" {
+		return e
+	}
+	e.Path = []string{tier, key}
+	if k, ok := p.keys[[2]string{tier, key}]; ok {
+		e.Path[1], e.Line, e.Col = k.Name, k.Line, k.Col
+	}
+	return e
 }
 
 // Decision is what the legacy engine answers for every call of a tool.
@@ -205,9 +167,10 @@ func (p Policy) Decide(tool string) (Decision, error) {
 	case "deny_all":
 		return Deny, nil
 	}
-	// Every other mode is rules mode (ADR-0086).
+	// Every other mode is rules mode: check compares mode with the two
+	// names only.
 	possible := map[Decision]bool{}
-	var dependent, decider []string // the first rule that depends on the arguments; the rule that decides
+	var dependent, decider [2]string // the first rule (tier, key) that depends on the arguments; the rule that decides
 	var dependentPat string
 	decided := false
 	for _, tier := range []struct {
@@ -227,13 +190,13 @@ func (p Policy) Decide(tool string) (Decision, error) {
 		if slices.ContainsFunc(pats, matchesAll) {
 			possible[tier.d] = true
 			decided = true
-			decider = p.path(tier.name, key)
+			decider = [2]string{tier.name, key}
 			break
 		}
 		if len(pats) > 0 {
 			possible[tier.d] = true
-			if dependent == nil {
-				dependent, dependentPat = p.path(tier.name, key), pats[0]
+			if dependent[0] == "" {
+				dependent, dependentPat = [2]string{tier.name, key}, pats[0]
 			}
 		}
 	}
@@ -241,24 +204,16 @@ func (p Policy) Decide(tool string) (Decision, error) {
 		possible[Deny] = true // no matching rule, default deny
 	}
 	if len(possible) > 1 {
-		return "", errAt(dependent, "pattern %q makes %s depend on the arguments (the legacy engine matches it against a raw string polc does not build)", dependentPat, toolName(tool))
+		return "", p.errAt(dependent[0], dependent[1], "pattern %q makes %s depend on the arguments (the legacy engine matches it against a raw string polc does not build)", dependentPat, toolName(tool))
 	}
 	var d Decision
 	for x := range possible {
 		d = x
 	}
 	if tool == "bash" && d != Deny {
-		return "", errAt(decider, "bash would be %s, but the legacy engine first denies a command its shell-control pattern matches (;, &&, ||, |, backquote, $(, <, >, newline), quoted or not; polc's shell parser does not count a quoted operator, so the decisions would differ", d)
+		return "", p.errAt(decider[0], decider[1], "bash would be %s, but the legacy engine first denies a command its shell-control pattern matches (;, &&, ||, |, backquote, $(, <, >, newline), quoted or not; polc's shell parser does not count a quoted operator, so the decisions would differ", d)
 	}
 	return d, nil
-}
-
-// path is the input's path of a tier's key (as written).
-func (p Policy) path(tier, key string) []string {
-	if k, ok := p.keys[[2]string{tier, key}]; ok {
-		return []string{tier, k}
-	}
-	return []string{tier, key}
 }
 
 func toolName(t string) string {
@@ -317,7 +272,7 @@ func Translate(p Policy, esc Escalation) (map[string]any, []error) {
 		case d == Deny:
 			deny = append(deny, t)
 		case d == Allow && other == Escalate:
-			errs = append(errs, errAt(p.path("allow", t), "tool %q is allowed while every other tool escalates; polc's approval of \"*\" would cover it too", t))
+			errs = append(errs, p.errAt("allow", t, "tool %q is allowed while every other tool escalates; polc's approval of \"*\" would cover it too", t))
 		case d == Allow:
 			allow = append(allow, t)
 		case d == Escalate:
@@ -368,9 +323,9 @@ func (p Policy) validTool(t string) error {
 		return nil
 	}
 	for _, tier := range []string{"deny", "allow", "escalate"} {
-		if k, found := p.keys[[2]string{tier, t}]; found {
-			return errAt([]string{tier, k}, "tool %q is not a polc action id (letters, digits, '_', '-', '.'; a glob only as the whole \"*\" key)", t)
+		if _, found := p.keys[[2]string{tier, t}]; found {
+			return p.errAt(tier, t, "tool %q is not a polc action id (letters, digits, '_', '-', '.'; a glob only as the whole \"*\" key)", t)
 		}
 	}
-	return errAt(nil, "tool %q is not a polc action id", t)
+	return p.errAt("", "", "tool %q is not a polc action id", t)
 }

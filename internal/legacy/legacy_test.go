@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,9 +73,19 @@ func fnmatch(text, pat string) bool {
 	return re.MatchString(text)
 }
 
-// check is the legacy PermissionPolicy.check, written from the notes
-// (seed/adr0087-notes.md §2.4-2.6) as the reference the translation must
-// agree with.
+// refCanonical is LionAGI's _canonical_tool_name for the ASCII names the
+// tests use: Python's str.lower (ASCII letters), then the aliases.
+func refCanonical(tool string) string {
+	t := strings.ToLower(tool)
+	if a, ok := map[string]string{"bash_tool": "bash", "reader_tool": "reader", "editor_tool": "editor",
+		"search_tool": "search", "context_tool": "context"}[t]; ok {
+		return a
+	}
+	return t
+}
+
+// check is the legacy PermissionPolicy.check, written from its semantics
+// (docs/legacy.md) as the reference the translation must agree with.
 func check(p Policy, tool string, args []kv) Decision {
 	switch p.Mode {
 	case "allow_all":
@@ -82,7 +93,7 @@ func check(p Policy, tool string, args []kv) Decision {
 	case "deny_all":
 		return Deny
 	}
-	t := Canonical(tool)
+	t := refCanonical(tool)
 	get := func(k string) string {
 		for _, a := range args {
 			if a.k == k {
@@ -138,7 +149,7 @@ func randomPolicy(r *rand.Rand) Policy {
 	tiers := func() map[string][]string {
 		m := map[string][]string{}
 		for range r.IntN(3) {
-			t := Canonical(tools[r.IntN(len(tools))])
+			t := refCanonical(tools[r.IntN(len(tools))])
 			for range 1 + r.IntN(2) {
 				m[t] = append(m[t], patterns[r.IntN(len(patterns))])
 			}
@@ -158,7 +169,7 @@ func randomCall(r *rand.Rand) (string, []kv, *executor.Normalized) {
 		tool = "unknown_tool"
 	}
 	var args []kv
-	switch Canonical(tool) {
+	switch refCanonical(tool) {
 	case "bash":
 		args = []kv{{"command", commands[r.IntN(len(commands))]}}
 	case "reader":
@@ -168,7 +179,7 @@ func randomCall(r *rand.Rand) (string, []kv, *executor.Normalized) {
 	default:
 		args = []kv{{"action", "go"}, {"q", []string{"x", "git push", "y.py"}[r.IntN(3)]}}
 	}
-	n := &executor.Normalized{Principal: "agent:" + []string{"a", "b"}[r.IntN(2)], Tenant: "t", Action: Canonical(tool), Workspace: "/ws",
+	n := &executor.Normalized{Principal: "agent:" + []string{"a", "b"}[r.IntN(2)], Tenant: "t", Action: refCanonical(tool), Workspace: "/ws",
 		Time: "2026-06-01T00:00:00.000000Z", Paths: []executor.PathAccess{}, Commands: [][]string{}, Hosts: []string{}, Env: []string{}, Secrets: []string{}}
 	if r.IntN(2) == 0 {
 		n.Paths = append(n.Paths, executor.PathAccess{Path: []string{"/ws/a.py", "/etc/shadow", "/"}[r.IntN(3)], Access: []string{"read", "write", "execute"}[r.IntN(3)]})
@@ -270,43 +281,99 @@ func TestPresets(t *testing.T) {
 	}
 }
 
-// TestParse: presets by name (case-insensitive), mappings with the legacy
-// keys; "inherit", unknown presets, "ask", unknown keys and malformed
-// pattern lists are errors that say why.
-func TestParse(t *testing.T) {
-	p, err := Parse("Read_Only")
-	if err != nil || p.Mode != "rules" || len(p.Allow) != 3 {
-		t.Fatalf("preset: %+v %v", p, err)
+// load reads a permissions file that must load without findings.
+func load(t *testing.T, src string) Policy {
+	t.Helper()
+	p, errs := Load([]byte(src))
+	if len(errs) > 0 {
+		t.Fatalf("%q: %v", src, errs)
 	}
-	p, err = Parse(map[string]any{"mode": "rules", "deny": map[string]any{"Bash_Tool": []any{"rm *"}, "bash": []any{"sudo *"}},
-		"escalate": map[string]any{"bash": []any{"*"}}})
-	if err != nil || len(p.Deny["bash"]) != 2 || p.Deny["bash"][0] != "rm *" {
-		t.Fatalf("aliases merge: %+v %v", p, err)
+	return p
+}
+
+// TestLoad: presets by name (case-insensitive), mappings with the legacy
+// keys, an AgentSpec's permissions; what LionAGI would not run as
+// written is an Invalid finding that says why, at its position.
+func TestLoad(t *testing.T) {
+	if p := load(t, "Read_Only\n"); p.Mode != "rules" || len(p.Allow) != 3 || p.Preset != "Read_Only" {
+		t.Fatalf("preset: %+v", p)
 	}
-	// bash escalates unless a deny pattern matches: refused, at the key
-	// as written.
-	_, errs := Translate(p, testEsc)
-	var le *Error
-	if len(errs) != 1 || !errors.As(errs[0], &le) || strings.Join(le.Path, ".") != "deny.Bash_Tool" {
-		t.Fatalf("refusal path: %v", errs)
+	if p := load(t, "name: a\npermissions: deny_all\n"); p.Mode != "deny_all" {
+		t.Fatalf("AgentSpec: %+v", p)
 	}
-	if p, err := Parse(map[string]any{}); err != nil || p.Mode != "allow_all" {
-		t.Fatalf("from_dict's default mode: %+v %v", p, err)
-	}
-	for in, want := range map[string]any{
-		"extends":                   "inherit",
-		"valid: allow_all":          "strict",
-		"ask map":                   map[string]any{"ask": map[string]any{}},
-		"unknown key":               map[string]any{"allowed": map[string]any{}},
-		"want a list of patterns":   map[string]any{"deny": map[string]any{"bash": "rm"}},
-		"want a string pattern":     map[string]any{"deny": map[string]any{"bash": []any{1}}},
-		"want a string, got":        map[string]any{"mode": 3},
-		"no policy hook":            nil,
-		"want a map of tool":        map[string]any{"allow": []any{}},
-		"want a preset name or a m": 3.5,
+	for _, c := range []struct{ src, want string }{
+		{"inherit\n", `1:1 "inherit" is not a legacy preset`},
+		{"strict\n", "1:1 unknown permissions preset \"strict\" (valid: allow_all"},
+		{"mode: rules\nask: {}\n", "2:1 ask: the legacy engine has no ask map"},
+		{"mode: rules\nallowed: {}\n", "2:1 allowed: unknown key"},
+		{"deny:\n  bash: rm\n", "2:9 deny.bash: want a list of patterns, got str"},
+		{"deny:\n  bash: [1]\n", `2:10 deny.bash.0: want a string pattern, got int (PyYAML, YAML 1.1, reads the plain "1" as one`},
+		{"mode: 3\n", "1:7 mode: want a string, got int"},
+		{"~\n", "1:1 NoneType (PyYAML, YAML 1.1, reads the plain \"~\" as one; quote it for a string): LionAGI installs no permission policy"},
+		{"", "1:1 null (nothing written): LionAGI installs no permission policy"},
+		{"allow: []\n", "1:8 allow: want a map of tool to patterns, got list"},
+		{"3.5\n", "1:1 want a preset name or a mapping, got float"},
+		// YAML 1.1: LionAGI lowercases every tool key, and `on` is a bool.
+		{"allow:\n  on: ['*']\n", "2:3 allow.on: tool key \"on\" is not a string: PyYAML (YAML 1.1) reads the plain on as a bool"},
+		{"allow:\n  1: ['*']\n", "2:3 allow.1: tool key \"1\" is not a string: PyYAML (YAML 1.1) reads the plain 1 as an int"},
+		{"allow:\n  İ: ['*']\n", "2:3 allow.İ: tool key \"İ\" is not ASCII"},
+		{"allow: {reader: ['*']}\nmodel: x\nx: 2001-13-01\n", "3:4 PyYAML reads the plain \"2001-13-01\" as a timestamp and fails: month must be in 1..12, so LionAGI cannot load the file"},
+		// An AgentSpec without permissions gets no policy at all.
+		{"{}\n", "1:1 no permissions"},
+		{"role: implementer\nmodel: x\n", "1:1 no permissions: the file has no permissions key"},
+		{"name: a\npermissions:\n", "2:1 permissions: null (nothing written): LionAGI installs no permission policy"},
+		{"role: implementer\nallow: {reader: ['*']}\n", `1:1 role: "role" is an AgentSpec key and "allow" a permissions key`},
+		{"a: b\n---\nc: d\n", "2:0 a second YAML document"},
+		{"mode: rules\n  bad: [\n", "2:0 mapping values are not allowed in this context"},
+		{"allow: {reader: ['*'], x: &a y}\n", "1:27 an anchor or an alias"},
+		{"allow: {reader: [! '*']}\n", "1:18 an explicit tag"},
+		{"allow:\n  reader: ['*']\n  <<: {bash: ['*']}\n", "3:3 a merge key"},
+		{"allow:\n\treader: ['*']\n", "2:1 a tab"},
+		{"allow: {[a]: b}\n", "1:9 a list as a key: PyYAML cannot make it a dict key"},
+		{"x: 0x_\n", "1:4 PyYAML reads the plain \"0x_\" as an int with no digits"},
+		{"x: \"a\u2028b\"\n", "1:6 U+2028"},
+		{"x: \x7f\n", "1:4 PyYAML refuses the character U+007F"},
+		{"x: \xff\n", "1:4 not UTF-8"},
 	} {
-		if _, err := Parse(want); err == nil || !strings.Contains(err.Error(), in) {
-			t.Errorf("%v: %v (want %q)", want, err, in)
+		_, errs := Load([]byte(c.src))
+		var got []string
+		for _, e := range errs {
+			got = append(got, fmt.Sprintf("%d:%d %v", e.Line, e.Col, e))
+		}
+		if len(errs) == 0 || !strings.HasPrefix(got[0], c.want) {
+			t.Errorf("%q: %q\nwant %q", c.src, got, c.want)
+		}
+	}
+}
+
+// TestLoadKeepsTheKeyLionAGIKeeps: of two spellings of one tool, the
+// later in the mapping wins (not a merge of both); a key written twice
+// holds the place of its first writing, with its last value; each
+// ignored key is an Overridden warning at it.
+func TestLoadKeepsTheKeyLionAGIKeeps(t *testing.T) {
+	for _, c := range []struct {
+		src     string
+		want    []string
+		ignored []string // positions of the warnings
+	}{
+		{"deny: {Bash_Tool: ['rm *'], bash: ['sudo *']}\n", []string{"sudo *"}, []string{"1:8"}},
+		{"deny: {bash: ['sudo *'], Bash_Tool: ['rm *']}\n", []string{"rm *"}, []string{"1:8"}},
+		// bash is first written before bash_tool, so bash_tool is
+		// the later key, whatever bash's second writing says.
+		{"deny:\n  bash: ['a']\n  bash_tool: ['b']\n  bash: ['c']\n", []string{"b"}, []string{"2:3", "4:3"}},
+		{"deny: {bash: ['a']}\ndeny: {bash: ['b']}\n", []string{"b"}, []string{"1:1"}},
+		{`{"deny": {"BASH": ["a"], "bash": ["b"]}, "deny": {"bash": []}}`, []string{}, []string{"1:2"}},
+	} {
+		p, errs := Load([]byte(c.src))
+		var warned []string
+		for _, e := range errs {
+			if e.Kind != Overridden {
+				t.Fatalf("%q: %v", c.src, e)
+			}
+			warned = append(warned, fmt.Sprintf("%d:%d", e.Line, e.Col))
+		}
+		if got := p.Deny["bash"]; !slices.Equal(got, c.want) || got == nil || !slices.Equal(warned, c.ignored) {
+			t.Errorf("%q: deny.bash %q, warnings at %v; want %q at %v", c.src, got, warned, c.want, c.ignored)
 		}
 	}
 }

@@ -59,7 +59,8 @@ unknown keys are errors) and writes them as a CUE file.
 
 With --legacy NAME, FILE holds LionAGI permissions (a preset name —
 allow_all, deny_all, read_only, safe — or {mode, allow, deny, escalate},
-alone or as an AgentSpec's permissions key), and import writes the polc
+alone or as an AgentSpec's permissions key, read as LionAGI reads it:
+YAML 1.1, a repeated key's last value), and import writes the polc
 policy NAME whose decisions equal the legacy engine's. Where they cannot
 (a pattern that makes a tool's decision depend on its arguments, bash
 unless always denied) it writes nothing and reports legacy_unrepresentable

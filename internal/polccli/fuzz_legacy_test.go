@@ -28,6 +28,16 @@ func FuzzImportLegacy(f *testing.F) {
 		"{mode: rules, allow: {read: ['*'}\n",
 		`{"mode":"deny_all","allow":{"grep":["*"]}}`,
 		"- a\n- b\n",
+		"mode: rules\nallow:\n  reader_tool: ['*']\n  reader: ['*.py']\n",
+		"mode: rules\nallow: {reader: ['*']}\nallow: {editor: ['*']}\n",
+		`{"mode": "rules", "allow": {"reader": ["*"]}, "allow": {}}`,
+		"mode: rules\nallow:\n  on: ['*']\n  1: ['*']\n",
+		"mode: rules\nallow:\n  \u0130: ['*']\n",
+		"role: implementer\nmodel: x\n",
+		"permissions:\npermissions: read_only\n",
+		"mode: rules\nallow: {reader: &a ['*'], editor: *a}\n",
+		"mode: rules\nallow:\n\treader: ['*']\n",
+		"system_prompt: |\n  be careful\npermissions: {mode: rules, deny: {bash: ['*']}}\nwhen: 2001-13-01\n",
 		"",
 	} {
 		f.Add([]byte(s))

@@ -6,10 +6,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"cuelang.org/go/cue"
-	"cuelang.org/go/cue/cuecontext"
-	cueyaml "cuelang.org/go/encoding/yaml"
-
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/legacy"
@@ -21,10 +17,13 @@ type legacyParams struct {
 }
 
 // runImportLegacy translates the legacy permissions in file (YAML or
-// JSON: the permissions value itself, or an AgentSpec with a permissions
-// key) into a declaration named lp.name, checks that it compiles, and
-// writes it as CUE. Refusals are legacy_unrepresentable findings (exit
-// 1) at the key that causes them; malformed input is invalid_input (2).
+// JSON, read as LionAGI's AgentSpec.from_yaml reads it: the permissions
+// value itself, or an AgentSpec with a permissions key) into a
+// declaration named lp.name, checks that it compiles, and writes it as
+// CUE. Refusals are legacy_unrepresentable findings (exit 1) at the key
+// that causes them; input LionAGI would not run as written is
+// invalid_input (2); rules LionAGI ignores (a key written again, a later
+// spelling of the same tool) are legacy_overridden warnings.
 func runImportLegacy(e *env, p *exportParams, lp *legacyParams, df diag.Format) error {
 	de := diagEnv(e, p.out)
 	var diags diag.List
@@ -39,63 +38,37 @@ func runImportLegacy(e *env, p *exportParams, lp *legacyParams, df diag.Format) 
 		diags.Add(diag.Pos{File: rel}, diag.CodeIO, "cannot read: %v", err)
 		return report(de, diags, df)
 	}
-	f, err := cueyaml.Extract(rel, data)
-	if err != nil {
-		err = cueError(rel, err)
-		diags.Add(posIn(rel, err), diag.CodeInvalidInput, "%v", err)
-		return report(de, diags, df)
-	}
-	v := cuecontext.New().BuildFile(f)
-	if err := v.Err(); err != nil {
-		err = cueError(rel, err)
-		diags.Add(posIn(rel, err), diag.CodeInvalidInput, "%v", err)
-		return report(de, diags, df)
-	}
-	// An AgentSpec: only its permissions are the policy.
-	root, prefix := v, []string(nil)
-	if v.Kind() == cue.StructKind {
-		if perm := v.LookupPath(cue.MakePath(cue.Str("permissions"))); perm.Exists() {
-			v, prefix = perm, []string{"permissions"}
-		}
-	}
-	var raw any
-	if b, err := v.MarshalJSON(); err != nil || json.Unmarshal(b, &raw) != nil {
-		diags.Add(diag.Pos{File: rel}, diag.CodeInvalidInput, "the permissions are not plain data: %v", err)
-		return report(de, diags, df)
-	}
-	// at positions a legacy error at the deepest key of its path that the
-	// file has (the file itself when none).
-	at := func(err error) diag.Pos {
-		pos := diag.Pos{File: rel}
-		var le *legacy.Error
-		if !errors.As(err, &le) {
-			return pos
-		}
-		var sels []cue.Selector
-		for _, k := range append(append([]string{}, prefix...), le.Path...) {
-			sels = append(sels, cue.Str(k))
-		}
-		for n := len(sels); n >= len(prefix); n-- {
-			if x := root.LookupPath(cue.MakePath(sels[:n]...)); x.Exists() && x.Pos().IsValid() {
-				pos.Line, pos.Col = x.Pos().Line(), x.Pos().Column()
-				break
-			}
-		}
-		return pos
-	}
 	// A preset's rules are not in the file: say which preset they are.
 	preset := ""
-	if name, ok := raw.(string); ok {
-		preset = "preset " + name + ": "
+	add := func(err error) {
+		var le *legacy.Error
+		if !errors.As(err, &le) {
+			diags.Add(diag.Pos{File: rel}, diag.CodeLegacyUnrepresentable, "%v", err)
+			return
+		}
+		pos := diag.Pos{File: rel, Line: le.Line, Col: le.Col}
+		switch le.Kind {
+		case legacy.Invalid:
+			diags.Add(pos, diag.CodeInvalidInput, "%v", le)
+		case legacy.Overridden:
+			diags.Warn(pos, diag.CodeLegacyOverridden, "%v", le)
+		default:
+			diags.Add(pos, diag.CodeLegacyUnrepresentable, "%s%v", preset, le)
+		}
 	}
-	pol, err := legacy.Parse(raw)
-	if err != nil {
-		diags.Add(at(err), diag.CodeInvalidInput, "%v", err)
+	pol, findings := legacy.Load(data)
+	for _, f := range findings {
+		add(f)
+	}
+	if diags.HasErrors() {
 		return report(de, diags, df)
+	}
+	if pol.Preset != "" {
+		preset = "preset " + pol.Preset + ": "
 	}
 	decl, errs := legacy.Translate(pol, legacy.Escalation{Approver: lp.approver, ExpiresAfter: lp.expires})
 	for _, err := range errs {
-		diags.Add(at(err), diag.CodeLegacyUnrepresentable, "%s%v", preset, err)
+		add(err)
 	}
 	if diags.HasErrors() {
 		return report(de, diags, df)
@@ -127,5 +100,11 @@ func runImportLegacy(e *env, p *exportParams, lp *legacyParams, df diag.Format) 
 	if err != nil {
 		return err
 	}
-	return writeOutput(e, p.out, out)
+	if err := writeOutput(e, p.out, out); err != nil {
+		return err
+	}
+	if len(diags) > 0 {
+		return report(de, diags, df) // the warnings of rules LionAGI ignores
+	}
+	return nil
 }
