@@ -183,6 +183,7 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 		return nil, fail(nerr.Reason, nerr)
 	}
 	var cmd *exec.Cmd
+	var redirs *redirects
 	switch {
 	case !c.ShellControl && len(c.Argv) == 1:
 		argv := c.Argv[0]
@@ -195,8 +196,13 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 		if err != nil {
 			return nil, fail("spawn_failed", fmt.Errorf("bash not found, and the command was judged as bash: %w", err))
 		}
-		cmd = exec.CommandContext(ctx, shell, "-c", command)
+		if redirs, err = openRedirects(o.Workspace, command, c); err != nil {
+			return nil, err
+		}
+		defer redirs.close()
+		cmd = exec.CommandContext(ctx, shell, "-c", redirs.text)
 		cmd.Env = o.Env
+		cmd.ExtraFiles = redirs.extra
 	default:
 		return nil, fail(executor.ReasonInvalidCommand, fmt.Errorf("%d commands without shell control", len(c.Argv)))
 	}
@@ -204,8 +210,18 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 	var stdout, stderr limitedBuffer
 	stdout.max, stderr.max = o.MaxOutput, o.MaxOutput
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	res := map[string]any{"exit_code": cmd.ProcessState.ExitCode(), "stdout": stdout.String(), "stderr": stderr.String(), "shell": c.ShellControl}
+	err = cmd.Start()
+	if redirs != nil {
+		redirs.close() // bash holds its own; polc's must not outlive the call
+	}
+	if err == nil {
+		err = cmd.Wait()
+	}
+	errText := stderr.String()
+	if redirs != nil && redirs.messages != nil {
+		errText = redirs.messages.Replace(errText) // bash names a replaced word as written
+	}
+	res := map[string]any{"exit_code": cmd.ProcessState.ExitCode(), "stdout": stdout.String(), "stderr": errText, "shell": c.ShellControl}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
