@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -32,8 +33,9 @@ func redirectsSupported() error {
 // Only a missing last component may be created, when write is set: a new
 // empty file (O_EXCL, mode 0666 less the umask, never truncating one
 // that exists); a missing directory is errAbsentDir, a missing file
-// os.ErrNotExist. The file is O_PATH (or, created, write-only): bash
-// opens it again through /proc/self/fd with its own flags. For a file it
+// os.ErrNotExist. The file is O_PATH — no reading or writing through it,
+// none of bash's uses of a descriptor it is given — and bash opens it
+// again through /proc/self/fd with its own flags. For a file it
 // created, undo is non-nil: undo(true) removes the file if it is still
 // there, undo(false) keeps it; either must be called once.
 func openTarget(ws, target string, write bool) (f *os.File, undo func(remove bool), err error) {
@@ -124,10 +126,29 @@ func openComponent(dir int, name string, create bool) (fd int, created bool, err
 			return fd, false, err
 		}
 		fd, err = unix.Openat(dir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
+		if err == nil {
+			// Passed on as O_PATH too (pathOf): bash could write through
+			// a writable descriptor directly, and it takes one for
+			// BASH_XTRACEFD — then closes it when the variable is unset,
+			// freeing the number for another file the command opens,
+			// which the redirection's /proc/self/fd/K would then reopen.
+			pfd, perr := pathOf(fd)
+			unix.Close(fd)
+			if perr != nil {
+				unix.Unlinkat(dir, name, 0)
+			}
+			return pfd, perr == nil, perr
+		}
 		if !errors.Is(err, unix.EEXIST) {
-			return fd, err == nil, err
+			return fd, false, err
 		}
 		// Made between the two opens: open what is there now.
 	}
 	return -1, false, unix.EEXIST
+}
+
+// pathOf opens the file fd refers to again as O_PATH, through polc's own
+// /proc/self/fd (no path: the very file).
+func pathOf(fd int) (int, error) {
+	return unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_PATH|unix.O_CLOEXEC, 0)
 }

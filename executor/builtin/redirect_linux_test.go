@@ -152,3 +152,44 @@ func TestRedirectionsPolcCannotOpenAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestPassedDescriptorsStayTheirFiles: bash reopens /proc/self/fd/K when
+// a redirection runs, so K must still be the file polc opened. A command
+// that frees K and has another file take its number would turn
+// "> out/new" into a write of that file: "BASH_XTRACEFD=K; unset
+// BASH_XTRACEFD" closed K (bash fdopens the descriptor the variable
+// names and closes it on unset) when polc passed the file it created
+// write-only, and "exec {y}< in/f" then took K — "echo pwn > out/new"
+// wrote in/f. Every descriptor polc passes is O_PATH now (bash cannot
+// fdopen it), K is never a number the command names (exec 10>&-, 10<…),
+// and {NAME}>&-, which closes a number known only at run time, is
+// refused (TestRedirectionsPolcCannotOpenAreRefused).
+func TestPassedDescriptorsStayTheirFiles(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	for _, cmd := range []string{
+		"echo > out/new; BASH_XTRACEFD=10; unset BASH_XTRACEFD; exec {y}<in/f; echo pwn > out/new",
+		"echo > out/old; BASH_XTRACEFD=10; unset BASH_XTRACEFD; exec {y}<in/f; echo pwn > out/old",
+		"echo > out/new; exec 10>&-; exec {y}<in/f; echo pwn > out/new",
+		"exec 10<in/f 11<&10; echo pwn > out/new; echo pwn >> out/old",
+	} {
+		ws := t.TempDir()
+		os.MkdirAll(filepath.Join(ws, "out"), 0o755)
+		os.MkdirAll(filepath.Join(ws, "in"), 0o755)
+		os.WriteFile(filepath.Join(ws, "in", "f"), []byte("input\n"), 0o644)
+		os.WriteFile(filepath.Join(ws, "out", "old"), nil, 0o644)
+		res, err := callables(t, ws)["bash"](context.Background(), map[string]any{"command": cmd})
+		if err != nil {
+			t.Errorf("%q: %v %v", cmd, res, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, "in", "f")); string(b) != "input\n" {
+			t.Errorf("%q wrote in/f: %q", cmd, b)
+		}
+		for _, f := range []string{"new", "old"} {
+			if b, _ := os.ReadFile(filepath.Join(ws, "out", f)); strings.Contains(cmd, "> out/"+f) && string(b) != "pwn\n" {
+				t.Errorf("%q: out/%s is %q", cmd, f, b)
+			}
+		}
+	}
+}
