@@ -169,7 +169,9 @@ func (o Options) path(ctx context.Context, args map[string]any) (string, error) 
 // is one argv, run directly with its literal assignments in the
 // environment — a glob in it stays the literal text the policy saw;
 // only with shell control (never another shell: without bash it fails, spawn_failed), which the executor has allowed
-// only if the policy permits shell, does it go through bash -c. A non-zero
+// only if the policy permits shell, does it go through bash -c. The files
+// its redirections name are opened by polc first, with no symlink on the
+// way, and bash reopens those very files (openRedirects). A non-zero
 // exit is a failure of class "exit_status"; the result carries the exit
 // code and bounded output.
 func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {

@@ -19,7 +19,8 @@ import (
 // when the redirection runs with bash's message naming the file as
 // written, and a descriptor the command names itself is never one polc
 // passes. Where polc must differ, it does so as docs/executor.md says: a
-// missing write target exists (empty) from the start.
+// missing write target exists (empty) from the start, and a target the
+// command removes first is the file it removed.
 func TestRedirectionsKeepBashSemantics(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
@@ -64,6 +65,10 @@ func TestRedirectionsKeepBashSemantics(t *testing.T) {
 			after: files{"out/abs": "x\n"}, stdout: "x\n"},
 		{name: "missing write target is created at the start", cmd: "test -e out/new && echo exists; false && echo x > out/new",
 			after: files{"out/new": ""}, stdout: "exists\n", class: "exit_status"},
+		{name: "set -C sees a created target", cmd: "set -C; echo x > out/new",
+			after: files{"out/new": ""}, stderr: "out/new: cannot overwrite existing file", class: "exit_status"},
+		{name: "a removed target is the file removed", cmd: "rm out/f; echo x > out/f; cat < out/f",
+			before: files{"out/f": "keep\n"}, absent: []string{"out/f"}, stdout: "x\n"},
 		{name: "/dev/null and descriptor files untouched", cmd: "echo x > /dev/null; echo y > /dev/stdout; echo z 2>/dev/stderr",
 			stdout: "y\nz\n"},
 	}
