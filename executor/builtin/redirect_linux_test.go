@@ -49,6 +49,8 @@ func TestRedirectionsKeepBashSemantics(t *testing.T) {
 			after: files{"out/s": "s\n", "out/c": "c\n", "out/q": "q\n", "out/fn": "1\n2\n"}, stdout: "\n"},
 		{name: "here-document is text", cmd: "cat <<EOF > out/h\nhello > out/x < in/y\nEOF",
 			after: files{"out/h": "hello > out/x < in/y\n"}, absent: []string{"out/x"}},
+		{name: "substitution in a here-document body", cmd: "cat <<EOF\n$(echo hd > out/hd)body\nEOF",
+			after: files{"out/hd": "hd\n"}, stdout: "body\n"},
 		{name: "read, and a file written then read", cmd: "cat < in/f; echo new > out/n && cat < out/n; cat < ./out//n",
 			before: files{"in/f": "input\n"}, stdout: "input\nnew\nnew\n"},
 		{name: "read-write and clobber", cmd: "exec 3<> out/rw; echo q >&3; exec 3>&-; echo y >| out/c; set -C; echo z > out/c",
