@@ -36,8 +36,7 @@ const firstRedirectFD = 10
 type redirectTarget struct {
 	target      string // as bash names it
 	read, write bool
-	file        *os.File // nil: absent, the redirection must fail
-	path        string   // the word's replacement
+	path        string // the word's replacement
 }
 
 // redirects is what bash needs to open the command's redirection files
@@ -60,9 +59,9 @@ func (r *redirects) close() {
 	}
 }
 
-// errAbsentDir is a write target whose directory does not exist when the
-// command starts: bash would create the file in it if the command made
-// the directory first, but the directory did not exist for polc to open.
+// errAbsentDir is a target with a missing directory on its path when the
+// command starts: bash would reach it if the command made the directory
+// first, but there is no directory for polc to open.
 var errAbsentDir = errors.New("a directory on the way does not exist")
 
 // errEscape is a relative target whose ".." leaves the workspace.
@@ -137,7 +136,7 @@ func openRedirects(ws, command string, c executor.Command) (out *redirects, err 
 				out.extra = append(out.extra, nil)
 			}
 			out.extra = append(out.extra, f)
-			t.file, t.path = f, "/proc/self/fd/"+strconv.Itoa(fd)
+			t.path = "/proc/self/fd/" + strconv.Itoa(fd)
 			fd++
 		case !t.write && (errors.Is(err, os.ErrNotExist) || errors.Is(err, errAbsentDir)):
 			// procfs has no such entry, and nobody can make one.

@@ -173,7 +173,8 @@ policies: p: {
 // swapper, run as a process of its own: in the workspace POLC_TEST_SWAP_IN
 // names, it exchanges out/ and in/ with links to secrets/ and to a
 // directory outside (renameat2 RENAME_EXCHANGE: atomic), briefly, and back
-// for longer, until killed. Without POLC_TEST_SWAP_IN it does nothing.
+// for longer, until killed (or orphaned). Without POLC_TEST_SWAP_IN it
+// does nothing.
 func TestRedirectSwapperProcess(t *testing.T) {
 	ws := os.Getenv("POLC_TEST_SWAP_IN")
 	if ws == "" {
@@ -185,7 +186,8 @@ func TestRedirectSwapperProcess(t *testing.T) {
 			os.Exit(1)
 		}
 	}
-	for i := 0; ; i++ {
+	parent, deadline := os.Getppid(), time.Now().Add(5*time.Minute)
+	for i := 0; os.Getppid() == parent && time.Now().Before(deadline); i++ { // never outlive the test
 		link := []string{"secrets", "outside"}[i%2]
 		exchange("out", "out."+link)
 		exchange("in", "in."+link)
