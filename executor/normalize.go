@@ -760,7 +760,7 @@ func socketFile(t string) bool {
 func reopenedFiles(redirs []*syntax.Redirect, opened []Redirect) []Redirect {
 	var files []Redirect
 	for _, r := range opened {
-		if _, isFD := descriptorFile(r.Target); !isFD && r.Target != "/dev/null" && !socketFile(r.Target) {
+		if r.JudgedAsPath() {
 			files = append(files, r)
 		}
 	}
@@ -812,6 +812,27 @@ func reopenedFiles(redirs []*syntax.Redirect, opened []Redirect) []Redirect {
 		}
 	}
 	return again
+}
+
+// redirDescriptors notes in c the descriptors redirection n names: its
+// literal number, the literal source of a duplication or move (N>&M,
+// N>&M-), and whether it closes a {NAME} descriptor (Command.FDs,
+// Command.ClosesNamedFD).
+func redirDescriptors(n *syntax.Redirect, c *Command) {
+	named := false
+	if n.N != nil {
+		if fd, err := strconv.Atoi(n.N.Value); err == nil {
+			c.FDs = append(c.FDs, fd)
+		}
+		named = strings.HasPrefix(n.N.Value, "{")
+	}
+	if (n.Op == syntax.DplIn || n.Op == syntax.DplOut) && literalWord(n.Word) {
+		v := wordText(n.Word)
+		if fd, err := strconv.Atoi(strings.TrimSuffix(v, "-")); err == nil {
+			c.FDs = append(c.FDs, fd)
+		}
+		c.ClosesNamedFD = c.ClosesNamedFD || named && v == "-"
+	}
 }
 
 // redirFDs are the descriptors redirection n sets: its number, or the
@@ -866,6 +887,15 @@ type Command struct {
 	// directory: cd, pushd, popd, eval, source or ., also behind builtin or
 	// command, or a command word known only at run time.
 	ChangesDir bool
+	// FDs are the descriptor numbers the command's redirections name
+	// literally (N in N>file and N>&M, M in N>&M and N>&M-), sorted, each
+	// once: a runner that hands the command descriptors of its own keeps
+	// clear of them.
+	FDs []int
+	// ClosesNamedFD is set by a {NAME}>&- or {NAME}<&- redirection, which
+	// closes the descriptor whose number NAME holds: one known only at run
+	// time, which may be any.
+	ClosesNamedFD bool
 }
 
 // Redirect is a redirection that opens a file.
@@ -877,6 +907,20 @@ type Redirect struct {
 	Read, Write bool
 	// Pos is the redirection's "line:col" in the command.
 	Pos string
+	// Start and End are the byte offsets of the target's word in the
+	// command's text, End exclusive: a runner that opens the file itself
+	// replaces that word (builtin's bash does). Both are 0 for a file a
+	// descriptor file reopens (reopenedFiles), which has no word.
+	Start, End int
+}
+
+// JudgedAsPath reports whether the policy judged r's target as a path
+// (redirectFacets): not /dev/null, a descriptor file (/dev/stdin,
+// /dev/stdout, /dev/stderr, /dev/fd/N) nor a socket bash connects to
+// (/dev/tcp/…, /dev/udp/…).
+func (r Redirect) JudgedAsPath() bool {
+	_, isFD := descriptorFile(r.Target)
+	return !isFD && r.Target != "/dev/null" && !socketFile(r.Target)
 }
 
 // dirCommands are the commands that may change bash's working directory
@@ -926,7 +970,8 @@ func redirection(n *syntax.Redirect) (r *Redirect, ok bool) {
 	if v == "" {
 		return nil, false
 	}
-	return &Redirect{Target: v, Read: read, Write: write, Pos: n.Pos().String()}, true
+	return &Redirect{Target: v, Read: read, Write: write, Pos: n.Pos().String(),
+		Start: int(n.Word.Pos().Offset()), End: int(n.Word.End().Offset())}, true
 }
 
 // expandedWord reports whether bash expands the literal word w into
@@ -1094,6 +1139,7 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 		case *syntax.Redirect:
 			misreads(heredocMisread(src, n, inSubst[n]))
 			redirs = append(redirs, n)
+			redirDescriptors(n, &c)
 			if r, ok := redirection(n); !ok && runtimeRedir == nil {
 				runtimeRedir = n
 			} else if r != nil {
@@ -1307,6 +1353,8 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 		return Command{}, nerr(ReasonInvalidCommand, "%s: redirection %s to a file known only at run time: %s", runtimeRedir.Pos(), runtimeRedir.Op, nodeSource(runtimeRedir.Word))
 	}
 	c.Redirects = append(c.Redirects, reopenedFiles(redirs, c.Redirects)...)
+	slices.Sort(c.FDs)
+	c.FDs = slices.Compact(c.FDs)
 	for name := range env {
 		c.Env = append(c.Env, name)
 	}

@@ -107,3 +107,41 @@ func TestShellRedirectionFacetsExact(t *testing.T) {
 		t.Errorf("hosts %q, want %q", n.Hosts, want)
 	}
 }
+
+// TestRedirectWordOffsets: ParseCommand gives each redirection's target
+// word as byte offsets into the command (a runner that opens the files
+// itself replaces exactly those words), none for a file a descriptor
+// file reopens; the descriptor numbers the redirections name (N>, >&M,
+// >&M-); and whether a {NAME}>&- closes a descriptor known only at run
+// time.
+func TestRedirectWordOffsets(t *testing.T) {
+	cmd := "echo x > \"out/a b\" 2>&1 3>&5- <in/f; cat <<EOF >>out/'h'\n> not/a/target\nEOF\n" +
+		"(echo `echo q > out/q`) &> out/c; exec 10<in/g; echo > /dev/fd/10"
+	c, err := executor.ParseCommand(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var words []string
+	reopened := 0
+	for _, r := range c.Redirects {
+		if r.End == 0 {
+			reopened++
+			continue
+		}
+		words = append(words, cmd[r.Start:r.End])
+	}
+	want := []string{`"out/a b"`, "in/f", "out/'h'", "out/q", "out/c", "in/g", "/dev/fd/10"}
+	if !slices.Equal(words, want) {
+		t.Errorf("words %q, want %q", words, want)
+	}
+	if reopened == 0 {
+		t.Errorf("no reopened file: %+v", c.Redirects)
+	}
+	if !slices.Equal(c.FDs, []int{1, 2, 3, 5, 10}) || c.ClosesNamedFD {
+		t.Errorf("FDs %v, ClosesNamedFD %v", c.FDs, c.ClosesNamedFD)
+	}
+	c, err = executor.ParseCommand("exec {v}>out/lock; exec {v}>&-")
+	if err != nil || !c.ClosesNamedFD {
+		t.Errorf("{v}>&-: %+v %v", c, err)
+	}
+}

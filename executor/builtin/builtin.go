@@ -169,7 +169,9 @@ func (o Options) path(ctx context.Context, args map[string]any) (string, error) 
 // is one argv, run directly with its literal assignments in the
 // environment — a glob in it stays the literal text the policy saw;
 // only with shell control (never another shell: without bash it fails, spawn_failed), which the executor has allowed
-// only if the policy permits shell, does it go through bash -c. A non-zero
+// only if the policy permits shell, does it go through bash -c. The files
+// its redirections name are opened by polc first, with no symlink on the
+// way, and bash reopens those very files (openRedirects). A non-zero
 // exit is a failure of class "exit_status"; the result carries the exit
 // code and bounded output.
 func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
@@ -183,6 +185,7 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 		return nil, fail(nerr.Reason, nerr)
 	}
 	var cmd *exec.Cmd
+	var redirs *redirects
 	switch {
 	case !c.ShellControl && len(c.Argv) == 1:
 		argv := c.Argv[0]
@@ -195,8 +198,13 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 		if err != nil {
 			return nil, fail("spawn_failed", fmt.Errorf("bash not found, and the command was judged as bash: %w", err))
 		}
-		cmd = exec.CommandContext(ctx, shell, "-c", command)
+		if redirs, err = openRedirects(o.Workspace, command, c); err != nil {
+			return nil, err
+		}
+		defer redirs.close()
+		cmd = exec.CommandContext(ctx, shell, "-c", redirs.text)
 		cmd.Env = o.Env
+		cmd.ExtraFiles = redirs.extra
 	default:
 		return nil, fail(executor.ReasonInvalidCommand, fmt.Errorf("%d commands without shell control", len(c.Argv)))
 	}
@@ -204,8 +212,18 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 	var stdout, stderr limitedBuffer
 	stdout.max, stderr.max = o.MaxOutput, o.MaxOutput
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	res := map[string]any{"exit_code": cmd.ProcessState.ExitCode(), "stdout": stdout.String(), "stderr": stderr.String(), "shell": c.ShellControl}
+	err = cmd.Start()
+	if redirs != nil {
+		redirs.close() // bash holds its own; polc's must not outlive the call
+	}
+	if err == nil {
+		err = cmd.Wait()
+	}
+	errText := stderr.String()
+	if redirs != nil && redirs.messages != nil {
+		errText = redirs.messages.Replace(errText) // bash names a replaced word as written
+	}
+	res := map[string]any{"exit_code": cmd.ProcessState.ExitCode(), "stdout": stdout.String(), "stderr": errText, "shell": c.ShellControl}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
