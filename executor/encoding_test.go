@@ -156,7 +156,7 @@ func TestNormalizedTextRefused(t *testing.T) {
 		return &executor.Normalized{Principal: "agent:a", Tenant: "t", Action: "bash", Workspace: "/ws", Time: "2026-11-30T12:00:00.000000Z",
 			Paths: []executor.PathAccess{}, Commands: [][]string{{"cat", "x"}}, Hosts: []string{}, Env: []string{}, Secrets: []string{}}
 	}
-	res := "r"
+	res, badRes := "r", "\xff"
 	for name, mutate := range map[string]func(*executor.Normalized){
 		"argv invalid":      func(n *executor.Normalized) { n.Commands[0][1] = "\xff" },
 		"argv NUL":          func(n *executor.Normalized) { n.Commands[0][1] = "a\x00b" },
@@ -166,7 +166,7 @@ func TestNormalizedTextRefused(t *testing.T) {
 		"env":               func(n *executor.Normalized) { n.Env = []string{"A\x00"} },
 		"secret":            func(n *executor.Normalized) { n.Secrets = []string{"ci/\xc3"} },
 		"principal":         func(n *executor.Normalized) { n.Principal = "\xff" },
-		"mcp resource":      func(n *executor.Normalized) { r := "\xff"; n.MCP = &executor.MCPTarget{Server: "s", Tool: "t", Resource: &r} },
+		"mcp resource":      func(n *executor.Normalized) { n.MCP = &executor.MCPTarget{Server: "s", Tool: "t", Resource: &badRes} },
 		"mcp server NUL":    func(n *executor.Normalized) { n.MCP = &executor.MCPTarget{Server: "s\x00", Tool: "t", Resource: &res} },
 		"encoded surrogate": func(n *executor.Normalized) { n.Commands[0][0] = "\xed\xa0\x80" },
 	} {
