@@ -264,8 +264,8 @@ func (h *NormalizationHints) facets(args map[string]any, ws string, out *Normali
 		if !ok {
 			return "", false, nerr(ReasonInvalidRequest, "argument %q must be a string", name)
 		}
-		if strings.ContainsRune(s, 0) {
-			return "", false, nerr(ReasonInvalidRequest, "argument %q contains NUL", name)
+		if i := strings.IndexByte(s, 0); i >= 0 {
+			return "", false, nerr(ReasonInvalidEncoding, "argument %q: NUL at byte %d", name, i)
 		}
 		return s, true, nil
 	}

@@ -154,7 +154,7 @@ func TestNormalizeRejects(t *testing.T) {
 		{"unknown argument", "/ws", "bash", map[string]any{"command": "ls", "cwd": "/"}, ReasonInvalidRequest},
 		{"missing argument", "/ws", "read_file", map[string]any{}, ReasonInvalidRequest},
 		{"non-string", "/ws", "read_file", map[string]any{"path": 3}, ReasonInvalidRequest},
-		{"NUL", "/ws", "read_file", map[string]any{"path": "a\x00b"}, ReasonInvalidRequest},
+		{"NUL", "/ws", "read_file", map[string]any{"path": "a\x00b"}, ReasonInvalidEncoding},
 		{"empty path", "/ws", "read_file", map[string]any{"path": ""}, ReasonInvalidPath},
 		{"bad shorthand", "/ws", "mcp:github", map[string]any{}, ReasonInvalidRequest},
 		// "repo/*" matched "repo/..": resources are judged by segments.
