@@ -376,14 +376,28 @@ func (l *loader) loadData(abs string) (cue.Value, bool) {
 // text reports the first byte of data, the file name, that makes it no
 // text, and says whether there was none.
 func (l *loader) text(name string, data []byte) bool {
-	off, problem := firstBadByte(data)
+	line, col, problem := NotText(data)
 	if problem == "" {
 		return true
 	}
-	line := 1 + bytes.Count(data[:off], []byte("\n"))
-	col := 1 + off - (bytes.LastIndexByte(data[:off], '\n') + 1)
 	l.diags.Add(diag.Pos{File: name, Line: line, Col: col}, diag.CodeInvalidEncoding, "%s: a declaration file must be UTF-8 text without NUL bytes", problem)
 	return false
+}
+
+// NotText returns the line and column (1-based; the column counts bytes)
+// of the first byte of data that makes it no text -- a NUL, or a byte
+// that begins no valid UTF-8 sequence -- and what is wrong there, or ""
+// when data is UTF-8 text. Declarations and `polc run` scenarios are
+// checked with it before any decoder reads them (decoders replace such
+// bytes with U+FFFD or refuse them without a position).
+func NotText(data []byte) (line, col int, problem string) {
+	off, problem := firstBadByte(data)
+	if problem == "" {
+		return 0, 0, ""
+	}
+	line = 1 + bytes.Count(data[:off], []byte("\n"))
+	col = 1 + off - (bytes.LastIndexByte(data[:off], '\n') + 1)
+	return line, col, problem
 }
 
 // textFile is text for the file at abs; a file it cannot read is left to

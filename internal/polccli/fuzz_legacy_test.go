@@ -28,6 +28,7 @@ func FuzzImportLegacy(f *testing.F) {
 		"{mode: rules, allow: {read: ['*'}\n",
 		`{"mode":"deny_all","allow":{"grep":["*"]}}`,
 		"- a\n- b\n",
+		"mode: rules\nallow:\n  read: ['\xff']\n", // not UTF-8
 		"",
 	} {
 		f.Add([]byte(s))
