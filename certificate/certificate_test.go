@@ -238,6 +238,7 @@ func FuzzCertificate(f *testing.F) {
 	b, _ := s.Certificate.Marshal()
 	f.Add(b)
 	f.Add(s.Signed)
+	f.Add(bytes.Replace(b, []byte(`":"`), []byte("\":\"\xff"), 1)) // not UTF-8
 	trust, _ := chain.ParseTrust(s.Trust)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if c, err := certificate.Parse(data); err == nil {

@@ -34,6 +34,7 @@ func FuzzParseEnvelope(f *testing.F) {
 	f.Add(bytes.TrimSuffix(s.Signed, []byte("\n")))
 	f.Add([]byte(`{"payload":"","payloadType":"x","signatures":[{"keyid":"k","sig":"AA=="}]}`))
 	f.Add([]byte(` {"signatures":[{"sig":"AA"}],"payloadType":"x","payload":"_-8"}`))
+	f.Add([]byte("{\"payload\":\"\",\"payloadType\":\"x\xff\",\"signatures\":[{\"keyid\":\"k\",\"sig\":\"AA==\"}]}")) // not UTF-8
 	f.Fuzz(func(t *testing.T, data []byte) {
 		env, payload, err := certificate.ParseEnvelope(data)
 		if err != nil {

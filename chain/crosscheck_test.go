@@ -92,6 +92,7 @@ func FuzzVerifyChain(f *testing.F) {
 	f.Add(data[:len(data)-1])
 	f.Add(append(append([]byte(nil), data...), data[:200]...))
 	f.Add(bytes.ReplaceAll(data, []byte("\n"), []byte("\r\n")))
+	f.Add(bytes.Replace(data, []byte(`":"`), []byte("\":\"\xff"), 1)) // not UTF-8
 	f.Fuzz(func(t *testing.T, mutant []byte) {
 		ref, why := refVerify(mutant, "")
 		if got := fastOK(t, mutant, ""); got != ref {
@@ -112,6 +113,8 @@ func FuzzParseRecord(f *testing.F) {
 	}
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"chain_hash":"`))
+	f.Add([]byte("{\"chain_hash\":\"\xed\xa0\x80\"}")) // not UTF-8
+	f.Add([]byte(`{"chain_hash":"\udcff"}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		r, err := chain.ParseRecord(line)
 		_, referr := refParse(line)
@@ -145,6 +148,7 @@ func FuzzOpenCheckpoint(f *testing.F) {
 	f.Add(s.Checkpoint)
 	f.Add(s.OldCheckpt)
 	f.Add([]byte("polc.dev/chain/x\n1\nAAAA\n\n— a b\n"))
+	f.Add([]byte("polc.dev/chain/x\xff\n1\nAAAA\n\n\xe2\x80 a b\n")) // not UTF-8
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		sn, err := chain.OpenCheckpoint(msg, trust)
 		if err != nil {

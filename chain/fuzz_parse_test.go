@@ -25,7 +25,7 @@ func oneByteMutations(b []byte) [][]byte {
 			continue
 		}
 		out = append(out, at(i), at(i, c, c))
-		for _, r := range []byte{'\n', '\r', ' ', '0'} {
+		for _, r := range []byte{'\n', '\r', ' ', '0', 0xff, 0xc3} { // 0xff, 0xc3: not UTF-8
 			if r != c {
 				out = append(out, at(i, r))
 			}

@@ -1,11 +1,14 @@
 package compiler
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/testutil"
 	"polc.dev/polc/snapshot"
 )
@@ -35,6 +38,14 @@ func FuzzCompile(f *testing.F) {
 	f.Add([]byte("package p\n\npolicies: a: {version: \"1\", principals: [\"*\"], tenants: [\"*\"], actions: allow: [\"bash\"]}\n"))
 	f.Add([]byte("package p\n\npolicies: a: {version: \"1\", extends: \"a\"}\n"))
 	f.Add([]byte("package p\n\npolicies: a: {version: \"1\", subprocess: {mode: \"allowlist\", allow: [\"git push *\"], deny: [\"git push --force *\"]}}\n"))
+	// Bytes that are no text, in a string, a comment and a label, and a NUL
+	// written raw and as an escape: invalid_encoding, never U+FFFD.
+	f.Add([]byte("package p\n\npolicies: a: {version: \"1\", subprocess: {mode: \"allowlist\", allow: [\"cat \xff\"]}}\n"))
+	f.Add([]byte("package p\n\n// caf\xe9\npolicies: a: version: \"1\"\n"))
+	f.Add([]byte("package p\n\npolicies: a\xc3: version: \"1\"\n"))
+	f.Add([]byte("package p\n\npolicies: a: {version: \"1\", description: \"\x00\"}\n"))
+	f.Add([]byte("package p\n\npolicies: a: {version: \"1\", subprocess: {mode: \"allowlist\", allow: [\"git\\u0000push\"]}}\n"))
+	f.Add([]byte("package p\n\npolicies: a: {version: \"1\", subprocess: {mode: \"allowlist\", allow: [\"cat \uFFFD\"]}}\n"))
 	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
@@ -49,10 +60,15 @@ func FuzzCompile(f *testing.F) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("%q: Compile did not return in 20s", data)
 		}
+		encoding := false
 		for _, d := range res.Diagnostics {
 			if d.Code == "" || d.Message == "" || (d.Pos.File != "" && d.Pos.File != "p.cue") {
 				t.Fatalf("%q: diagnostic %+v", data, d)
 			}
+			encoding = encoding || d.Code == diag.CodeInvalidEncoding && d.Pos.Line > 0 && d.Pos.Col > 0
+		}
+		if (!utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0) && !encoding {
+			t.Fatalf("%q is no text: no positioned invalid_encoding in %v", data, res.Diagnostics)
 		}
 		if res.Diagnostics.HasErrors() {
 			return

@@ -12,9 +12,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/load"
@@ -110,6 +112,7 @@ func loadSources(cfg Config, paths []string) (*Declarations, diag.List) {
 	}
 	decls := &Declarations{l: l}
 	var cueFiles []string
+	badCUE := false // a named .cue file is not text
 	for _, p := range paths {
 		abs := p
 		if !filepath.IsAbs(abs) {
@@ -129,7 +132,11 @@ func loadSources(cfg Config, paths []string) (*Declarations, diag.List) {
 			// argument outside its Dir as a non-canonical import path.
 			decls.values = append(decls.values, l.loadCUE(abs, []string{"."})...)
 		case ext == ".cue":
-			cueFiles = append(cueFiles, abs)
+			if l.textFile(abs) {
+				cueFiles = append(cueFiles, abs)
+			} else {
+				badCUE = true
+			}
 		case ext == ".json" || ext == ".yaml" || ext == ".yml":
 			if v, ok := l.loadData(abs); ok {
 				decls.values = append(decls.values, v)
@@ -139,7 +146,9 @@ func loadSources(cfg Config, paths []string) (*Declarations, diag.List) {
 		}
 		decls.files = append(decls.files, diag.Rel(cfg.Dir, abs))
 	}
-	if len(cueFiles) > 0 {
+	if len(cueFiles) > 0 && !badCUE {
+		// The named files are one package: without the file refused, CUE
+		// would load a part of it as if it were all.
 		decls.values = append(decls.values, l.loadCUE(cfg.Dir, cueFiles)...)
 	}
 	diags := l.diags
@@ -219,9 +228,16 @@ func (l *loader) noCUEFiles(dir string) bool {
 }
 
 func (l *loader) loadCUE(dir string, args []string) []cue.Value {
+	if slices.Equal(args, []string{"."}) && !l.textDir(dir) {
+		return nil
+	}
 	insts := load.Instances(args, &load.Config{Dir: dir})
 	var out []cue.Value
+	seen := map[string]bool{}
 	for _, inst := range insts {
+		if !l.textImports(inst, seen) {
+			continue
+		}
 		if inst.Err != nil {
 			l.addCUEErrors(inst.Err, "", diag.CodeSyntax)
 			continue
@@ -313,6 +329,9 @@ func (l *loader) loadData(abs string) (cue.Value, bool) {
 		return cue.Value{}, false
 	}
 	name := diag.Rel(l.cfg.Dir, abs)
+	if !l.text(name, data) {
+		return cue.Value{}, false
+	}
 	var v cue.Value
 	if strings.HasSuffix(abs, ".json") {
 		var expr ast.Expr
@@ -345,6 +364,115 @@ func (l *loader) loadData(abs string) (cue.Value, bool) {
 		return cue.Value{}, false
 	}
 	return v, true
+}
+
+// Declaration files must be UTF-8 text without NUL bytes. CUE reads an
+// invalid byte in a string or a comment as U+FFFD, silently, so a pattern
+// written with one would compile into a snapshot holding another text;
+// the JSON and YAML decoders refuse it without saying where. Every source
+// is checked before it is parsed, at the line and column (in bytes) of its
+// first bad byte.
+
+// text reports the first byte of data, the file name, that makes it no
+// text, and says whether there was none.
+func (l *loader) text(name string, data []byte) bool {
+	line, col, problem := NotText(data)
+	if problem == "" {
+		return true
+	}
+	l.diags.Add(diag.Pos{File: name, Line: line, Col: col}, diag.CodeInvalidEncoding, "%s: a declaration file must be UTF-8 text without NUL bytes", problem)
+	return false
+}
+
+// NotText returns the line and column (1-based; the column counts bytes)
+// of the first byte of data that makes it no text -- a NUL, or a byte
+// that begins no valid UTF-8 sequence -- and what is wrong there, or ""
+// when data is UTF-8 text. Declarations and `polc run` scenarios are
+// checked with it before any decoder reads them (decoders replace such
+// bytes with U+FFFD or refuse them without a position).
+func NotText(data []byte) (line, col int, problem string) {
+	off, problem := firstBadByte(data)
+	if problem == "" {
+		return 0, 0, ""
+	}
+	line = 1 + bytes.Count(data[:off], []byte("\n"))
+	col = 1 + off - (bytes.LastIndexByte(data[:off], '\n') + 1)
+	return line, col, problem
+}
+
+// textFile is text for the file at abs; a file it cannot read is left to
+// the loader, which reports it.
+func (l *loader) textFile(abs string) bool {
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		return true
+	}
+	return l.text(diag.Rel(l.cfg.Dir, abs), data)
+}
+
+// textDir is textFile for every CUE file of the package in dir (those CUE
+// reads: not hidden, not beginning with '_'), and says whether all are
+// text.
+func (l *loader) textDir(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return true // CUE's load reports it
+	}
+	ok := true
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || strings.ToLower(filepath.Ext(n)) != ".cue" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_") {
+			continue
+		}
+		if !l.textFile(filepath.Join(dir, n)) {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// textImports is textFile for the files of every package inst imports
+// (transitively; seen holds the directories already checked), which CUE
+// read without polc seeing them first.
+func (l *loader) textImports(inst *build.Instance, seen map[string]bool) bool {
+	ok := true
+	for _, imp := range inst.Imports {
+		if seen[imp.Dir] {
+			continue
+		}
+		seen[imp.Dir] = true
+		for _, f := range imp.BuildFiles {
+			if !l.textFile(f.Filename) {
+				ok = false
+			}
+		}
+		if !l.textImports(imp, seen) {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// firstBadByte returns the offset of the first NUL byte of data, or of
+// the first byte that begins no valid UTF-8 sequence, and what is wrong
+// there ("" when nothing is).
+func firstBadByte(data []byte) (int, string) {
+	for i := 0; i < len(data); {
+		c := data[i]
+		if c < utf8.RuneSelf {
+			if c == 0 {
+				return i, "NUL byte"
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i, fmt.Sprintf("invalid UTF-8 (byte 0x%02x)", c)
+		}
+		i += size
+	}
+	return 0, ""
 }
 
 // pos converts a CUE position to a diagnostic position.
@@ -649,6 +777,9 @@ func (l *loader) index(k declKind, name string, positions map[string]diag.Pos, v
 			if s, err := it.Value().String(); err == nil && s == "inherit" && inheritTrap[key] {
 				l.diags.Add(positions[sub], diag.CodeInheritNotAPreset, "%s %q: %s: %s", k.noun, name, sub, inheritMsg)
 			}
+			if strings.ContainsRune(key, 0) {
+				l.diags.Add(positions[sub], diag.CodeInvalidEncoding, "%s %q: key %q: a NUL character (\\u0000); declared keys and strings must not hold one", k.noun, name, sub)
+			}
 			l.index(k, name, positions, it.Value(), sub)
 		}
 	case cue.ListKind:
@@ -657,6 +788,13 @@ func (l *loader) index(k declKind, name string, positions map[string]diag.Pos, v
 			sub := fmt.Sprintf("%s[%d]", path, i)
 			positions[sub] = l.pos(it.Value().Pos())
 			l.index(k, name, positions, it.Value(), sub)
+		}
+	case cue.StringKind:
+		// An escape (\u0000 in CUE, JSON or YAML, \0 in YAML) puts a NUL
+		// where the source has none: no program takes it in an argument or
+		// a path, and the native matcher joins argv words with it.
+		if s, err := v.String(); err == nil && strings.ContainsRune(s, 0) {
+			l.diags.Add(positions[path], diag.CodeInvalidEncoding, "%s %q: %s: a NUL character (\\u0000); declared keys and strings must not hold one", k.noun, name, path)
 		}
 	}
 }

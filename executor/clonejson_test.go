@@ -2,12 +2,14 @@ package executor
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // genCloneValue is a random Go value of the kinds callers pass as
@@ -160,6 +162,10 @@ func FuzzCloneJSON(f *testing.F) {
 			}
 			m["s"], m[s] = s, json.Number(num)
 			checkClone(t, m)
+			// A string that is not UTF-8 is refused, never replaced.
+			if _, err := cloneJSON(m); !utf8.ValidString(s) && !errors.As(err, new(*NormalizeError)) {
+				t.Fatalf("%q: cloned (%v)", s, err)
+			}
 		}
 	})
 }

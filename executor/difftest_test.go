@@ -42,29 +42,34 @@ func (g gen) nsPattern() string {
 }
 
 // glob turns a literal into a pattern by sometimes replacing part of it.
+// It cuts between characters, never inside one: '?' is one character,
+// and a pattern holding part of one is no text (refused).
 func (g gen) glob(lit string) string {
+	r := []rune(lit)
 	switch g.r.IntN(6) {
 	case 0:
 		return "*"
 	case 1:
-		if len(lit) > 1 {
-			return lit[:1+g.r.IntN(len(lit)-1)] + "*"
+		if len(r) > 1 {
+			return string(r[:1+g.r.IntN(len(r)-1)]) + "*"
 		}
 	case 2:
-		if len(lit) > 1 {
-			i := g.r.IntN(len(lit))
-			return lit[:i] + "?" + lit[i+1:]
+		if len(r) > 1 {
+			i := g.r.IntN(len(r))
+			return string(r[:i]) + "?" + string(r[i+1:])
 		}
 	case 3:
-		return "*" + lit[len(lit)/2:]
+		return "*" + string(r[len(r)/2:])
 	}
 	return lit
 }
 
 var (
 	actions = []string{"bash", "read_file", "write_file", "edit_file", "http_get", "mcp", "search"}
-	segs    = []string{"ws", "src", "a", "B", ".env", "x.go", "secret", "etc"}
-	tokens  = []string{"git", "push", "status", "rm", "-rf", "Git", "go", "test", "./..."}
+	// U+FFFD written as such is text like any other: both engines must
+	// agree on it (invalid UTF-8 is refused before either: corrupt).
+	segs    = []string{"ws", "src", "a", "B", ".env", "x.go", "secret", "etc", "\ufffd", "é"}
+	tokens  = []string{"git", "push", "status", "rm", "-rf", "Git", "go", "test", "./...", "\ufffd", "É"}
 	labels  = []string{"a", "b", "x", "com", "A"}
 	servers = []string{"gh", "fs"}
 	tools   = []string{"create_issue", "delete_x", "read"}
@@ -163,12 +168,22 @@ func (g gen) hostPattern() string {
 	return p
 }
 
+// qualifiedKind is the list kind of action deny patterns: an action
+// pattern, or a qualified one (pattern.ValidateQualified).
+const qualifiedKind pattern.Kind = "qualified"
+
 // list draws n valid patterns.
 func (g gen) list(max int, kind pattern.Kind, f func() string) []string {
 	out := []string{}
 	for range g.r.IntN(max + 1) {
 		p := f()
-		if pattern.Validate(kind, p) == nil {
+		var err error
+		if kind == qualifiedKind {
+			_, _, _, err = pattern.ValidateQualified(p)
+		} else {
+			err = pattern.Validate(kind, p)
+		}
+		if err == nil {
 			out = append(out, p)
 		}
 	}
@@ -209,7 +224,7 @@ func (g gen) policy() map[string]any {
 	}
 	p["actions"] = map[string]any{
 		"allow":   append(g.list(4, pattern.Action, func() string { return g.glob(g.pick(actions...)) }), g.pick(actions...), g.pick("*", "bash", "mcp")),
-		"deny":    g.list(2, "qualified", g.qualified),
+		"deny":    g.list(2, qualifiedKind, g.qualified),
 		"approve": approvals,
 	}
 	p["filesystem"] = map[string]any{
@@ -420,17 +435,26 @@ func differential(t *testing.T, seed uint64, nPolicies, nRequests int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pairs, failures := 0, 0
-	counts, reasons := map[string]int{}, map[string]int{}
-	for _, s := range res.Snapshots {
+	pairs, failures, noText, fffd := 0, 0, 0, 0
+	counts, reasons, fffdCounts := map[string]int{}, map[string]int{}, map[string]int{}
+	for i, s := range res.Snapshots {
 		pol, err := executor.Compile(s)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			checkPatternTextRefused(t, g, decls[s.Name])
+			checkSnapshotTextRefused(t, g, s)
 		}
 		for j := range nRequests {
 			req := g.request()
 			if j%4 != 0 {
 				req = g.requestFor(decls[s.Name])
+			}
+			if j%5 == 4 {
+				// Besides the pair: the same request made no text.
+				checkTextRefused(t, g, eng, s.Name, req)
+				noText++
 			}
 			nat, _ := pol.Evaluate(req)
 			opa, err := eng.Evaluate(ctx, s.Name, req)
@@ -438,6 +462,10 @@ func differential(t *testing.T, seed uint64, nPolicies, nRequests int) {
 				t.Fatalf("opa: %v", err)
 			}
 			pairs++
+			if holdsFFFD(req) {
+				fffd++
+				fffdCounts[nat.Disposition]++
+			}
 			counts[nat.Disposition]++
 			for _, r := range nat.Reasons {
 				reasons[strings.SplitN(r, ":", 2)[0]+":"+strings.SplitN(r+":", ":", 3)[1]]++
@@ -452,7 +480,7 @@ func differential(t *testing.T, seed uint64, nPolicies, nRequests int) {
 			}
 		}
 	}
-	t.Logf("%d pairs, %d disagreements; dispositions %v; reasons %v", pairs, failures, counts, reasons)
+	t.Logf("%d pairs, %d disagreements; %d requests made no text, all refused; %d pairs with U+FFFD (%v); dispositions %v; reasons %v", pairs, failures, noText, fffd, fffdCounts, counts, reasons)
 	if failures > 0 {
 		t.Fatalf("%d of %d pairs disagree", failures, pairs)
 	}
@@ -460,6 +488,9 @@ func differential(t *testing.T, seed uint64, nPolicies, nRequests int) {
 		if counts[d] == 0 {
 			t.Errorf("the generator produced no %s decision", d)
 		}
+	}
+	if fffdCounts[executor.Allow] == 0 || fffdCounts[executor.Deny] == 0 {
+		t.Errorf("the generator produced no allow or no deny of a request holding U+FFFD: %v", fffdCounts)
 	}
 }
 

@@ -588,7 +588,9 @@ func (a *attempt) normalize() Outcome {
 		return a.cancelled(2)
 	}
 	args, err := cloneJSON(a.req.Arguments)
-	if err != nil {
+	if ne := (*NormalizeError)(nil); errors.As(err, &ne) {
+		return a.deny(2, ne.Reason, "%s", ne.Detail)
+	} else if err != nil {
 		return a.deny(2, ReasonInvalidRequest, "arguments are not JSON values: %v", err)
 	}
 	if a.req.Metadata != nil {
@@ -1505,13 +1507,18 @@ func (a *attempt) persist(out Outcome) Outcome {
 }
 
 // cloneJSON deep-copies arguments through JSON, so that later mutation by
-// the caller or a transformer cannot reach what was checked.
+// the caller or a transformer cannot reach what was checked. A string that
+// is not UTF-8, which the round trip would silently replace, is an
+// invalid_encoding *NormalizeError.
 func cloneJSON(m map[string]any) (map[string]any, error) {
 	if m == nil {
 		return map[string]any{}, nil
 	}
 	if out, ok := cloneDirect(m); ok {
 		return out, nil // what the round trip below returns, without it
+	}
+	if err := argumentsText(m); err != nil {
+		return nil, err // the round trip would replace the bytes with U+FFFD
 	}
 	return cloneRoundTrip(m)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -56,6 +57,12 @@ func addActionRequestSeeds(f *testing.F) {
 		`{"action":"bash","workspace":"/ws","arguments":{"a":1},"arguments":{"b":2}}`,
 		`{"action":"bash","workspace":"/ws","arguments":{"a":1e400}}`,
 		`{"action":"bash","workspace":"/ws","usage":{"calls":1}} {}`,
+		// Text that is not UTF-8: encoding/json would make each U+FFFD.
+		"{\"action\":\"bash\",\"workspace\":\"/ws\",\"arguments\":{\"command\":\"cat \xff\"}}",
+		"{\"action\":\"bash\",\"workspace\":\"/ws\",\"principal\":\"\xc0\x80\"}",
+		"{\"action\":\"bash\",\"workspace\":\"/ws\",\"arguments\":{\"\xed\xa0\x80\":1}}",
+		`{"action":"bash","workspace":"/ws","arguments":{"command":"cat \ud800"}}`,
+		`{"action":"bash","workspace":"/ws","arguments":{"command":"cat $'\\xff'"},"tenant":"\u0000"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -69,6 +76,9 @@ func FuzzParseActionRequest(f *testing.F) {
 	addActionRequestSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		roundTrip(t, data, ParseActionRequest, jcs.Marshal, sameNumber)
+		if _, err := ParseActionRequest(data); err == nil && !utf8.Valid(data) {
+			t.Fatalf("%q accepted: not UTF-8", data)
+		}
 	})
 }
 
@@ -179,8 +189,18 @@ func FuzzParseNormalized(f *testing.F) {
 	f.Add(bytes.Replace(b, []byte(`{"principal"`), []byte(`{"extra":1,"principal"`), 1))
 	f.Add(bytes.Replace(b, []byte(`{"principal"`), []byte(`{"principal":"x","principal"`), 1))
 	f.Add([]byte(`{}`))
+	// Text that is no text: raw bytes, an escaped lone surrogate, a NUL.
+	f.Add(bytes.Replace(b, []byte(`"-la"`), []byte("\"-l\xff\""), 1))
+	f.Add(bytes.Replace(b, []byte(`"-la"`), []byte(`"-l\udcff"`), 1))
+	f.Add(bytes.Replace(b, []byte(`"/ws/a"`), []byte(`"/ws/a\u0000"`), 1))
+	f.Add(bytes.Replace(b, []byte(`"resource":"r"`), []byte(`"resource":"\u0000"`), 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		roundTrip(t, data, ParseNormalized, json.Marshal)
+		if n, err := ParseNormalized(data); err == nil {
+			if err := n.CheckText(); err != nil || !utf8.Valid(data) {
+				t.Fatalf("%q accepted: %v", data, err)
+			}
+		}
 	})
 }
 

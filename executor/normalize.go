@@ -38,6 +38,10 @@ const (
 	ReasonInvalidCommand = "invalid_command"
 	ReasonEmptyCommand   = "empty_command"
 	ReasonInvalidURL     = "invalid_url"
+	// ReasonInvalidEncoding: a string of the request (or one decoded from
+	// it: a shell word after its escapes, a percent-decoded MCP resource)
+	// is not valid UTF-8, or a normalized value holds a NUL byte.
+	ReasonInvalidEncoding = "invalid_encoding"
 )
 
 // NormalizeError is a request that cannot be normalized; it is always a
@@ -88,6 +92,9 @@ func (n *Normalizer) normalize(req ActionRequest, jsonArgs bool) (*Normalized, *
 	args := req.Arguments
 	if args == nil {
 		args = map[string]any{} // absent arguments are none: an empty object
+	}
+	if err := argumentsText(args); err != nil {
+		return nil, err // before the schema's round trip replaces the bytes
 	}
 	mcpArgs, err := mcpShorthand(req.Action, args)
 	if err != nil {
@@ -200,7 +207,12 @@ func (e *entry) finish(out *Normalized, args map[string]any, jsonArgs bool) *Nor
 	if err := e.validate(args, jsonArgs); err != nil {
 		return err
 	}
-	return e.desc.Hints.facets(args, out.Workspace, out)
+	if err := e.desc.Hints.facets(args, out.Workspace, out); err != nil {
+		return err
+	}
+	// What the facets decoded ($'\xff' in a command is the byte 0xff)
+	// and what the caller gave: no engine sees what is not text.
+	return out.textProblem()
 }
 
 // validate checks arguments against the descriptor's JSON Schema.
@@ -252,8 +264,8 @@ func (h *NormalizationHints) facets(args map[string]any, ws string, out *Normali
 		if !ok {
 			return "", false, nerr(ReasonInvalidRequest, "argument %q must be a string", name)
 		}
-		if strings.ContainsRune(s, 0) {
-			return "", false, nerr(ReasonInvalidRequest, "argument %q contains NUL", name)
+		if i := strings.IndexByte(s, 0); i >= 0 {
+			return "", false, nerr(ReasonInvalidEncoding, "argument %q: NUL at byte %d", name, i)
 		}
 		return s, true, nil
 	}
@@ -512,6 +524,12 @@ func mcpFacets(args map[string]string, _ string, out *Normalized) *NormalizeErro
 		if seg, ok := dotSegment(r); ok {
 			return nerr(ReasonInvalidRequest, "mcp resource %q has a %q segment (as written, or percent-decoded, or with '\\' as a separator): a server may resolve it outside the resource the policy judged", r, seg)
 		}
+		// The policy judges the text as written; a server opens what it
+		// decodes to, which must be text too (%ff, %00: no resource the
+		// policy could name).
+		if err := decodedText(r); err != nil {
+			return err
+		}
 		t.Resource = &r
 	}
 	out.MCP = t
@@ -537,6 +555,24 @@ func dotSegment(r string) (string, bool) {
 		r = d
 	}
 	return "", false
+}
+
+// decodedText is the invalid_encoding error for an MCP resource whose
+// percent-decoding, as dotSegment repeats it, is not text (invalid UTF-8,
+// or NUL: a server in C ends the name there), or nil.
+func decodedText(r string) *NormalizeError {
+	written := r
+	for range 5 {
+		d := percentDecode(r)
+		if d == r {
+			return nil
+		}
+		if off, problem := badText(d); problem != "" {
+			return nerr(ReasonInvalidEncoding, "mcp resource %q percent-decodes to %s at byte %d", written, problem, off)
+		}
+		r = d
+	}
+	return nil
 }
 
 // percentDecode decodes the valid %XX escapes of s and keeps the rest.

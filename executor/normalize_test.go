@@ -154,7 +154,7 @@ func TestNormalizeRejects(t *testing.T) {
 		{"unknown argument", "/ws", "bash", map[string]any{"command": "ls", "cwd": "/"}, ReasonInvalidRequest},
 		{"missing argument", "/ws", "read_file", map[string]any{}, ReasonInvalidRequest},
 		{"non-string", "/ws", "read_file", map[string]any{"path": 3}, ReasonInvalidRequest},
-		{"NUL", "/ws", "read_file", map[string]any{"path": "a\x00b"}, ReasonInvalidRequest},
+		{"NUL", "/ws", "read_file", map[string]any{"path": "a\x00b"}, ReasonInvalidEncoding},
 		{"empty path", "/ws", "read_file", map[string]any{"path": ""}, ReasonInvalidPath},
 		{"bad shorthand", "/ws", "mcp:github", map[string]any{}, ReasonInvalidRequest},
 		// "repo/*" matched "repo/..": resources are judged by segments.
@@ -170,13 +170,18 @@ func TestNormalizeRejects(t *testing.T) {
 
 func FuzzNormalizeBash(f *testing.F) {
 	for _, s := range []string{"ls -la", "a && b | c", "echo $(x) `y` <<EOF\nz\nEOF", "for i in 1; do x; done",
-		"cat < a <> b >> /c/../d 2>&1 >&e >/dev/tcp/h/1", "exec 3>&- {x}<f; cd d; echo >/abs"} {
+		"cat < a <> b >> /c/../d 2>&1 >&e >/dev/tcp/h/1", "exec 3>&- {x}<f; cd d; echo >/abs",
+		// Words whose bytes are not UTF-8 once decoded, or as written.
+		`cat $'\xff'`, `cat $'\377' < $'\xc3'`, "cat \xff", `cat $'\xc3'$'\xa9'`, `echo $'a\x00b'`, "cat a\x00b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) {
 		n, err := (&Normalizer{Now: fixedNow}).Normalize(ActionRequest{Action: "bash", Arguments: map[string]any{"command": cmd}, Workspace: "/ws"})
 		if err != nil {
 			return
+		}
+		if err := n.CheckText(); err != nil {
+			t.Fatalf("%q: accepted but %v", cmd, err)
 		}
 		if len(n.Commands) > 1 && !n.ShellControl {
 			t.Fatalf("%q: several commands without shell_control", cmd)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/strictjson"
@@ -91,6 +92,15 @@ func (u Usage) Of(kind string) int64 {
 // required, and absent arguments are none.
 func ParseActionRequest(data []byte) (ActionRequest, error) {
 	var r ActionRequest
+	// encoding/json keeps the last of duplicate members (merging objects),
+	// replaces invalid UTF-8 and escaped lone surrogates with U+FFFD and
+	// accepts numbers with no canonical form; I-JSON, which the request's
+	// digest is computed over, has none of these. Checked first, so that
+	// such text is refused at its line and column (a *jcs.SyntaxError
+	// in the chain) before anything decodes it.
+	if _, err := jcs.Transform(data); err != nil {
+		return r, fmt.Errorf("action request: %w", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
@@ -99,12 +109,6 @@ func ParseActionRequest(data []byte) (ActionRequest, error) {
 	}
 	if dec.More() {
 		return r, fmt.Errorf("action request: trailing data")
-	}
-	// encoding/json keeps the last of duplicate members (merging objects),
-	// repairs invalid UTF-8 and accepts numbers with no canonical form;
-	// I-JSON, which the request's digest is computed over, has none of these.
-	if _, err := jcs.Transform(data); err != nil {
-		return r, fmt.Errorf("action request: %v", err)
 	}
 	var raw map[string]json.RawMessage
 	json.Unmarshal(data, &raw)
@@ -147,9 +151,10 @@ func declaredMembers(raw map[string]json.RawMessage, declared []string, prefix s
 // host:port hosts, non-empty argv).
 func ParseNormalized(data []byte) (*Normalized, error) {
 	var n Normalized
-	// strictjson expects I-JSON (no duplicate members, valid UTF-8).
+	// strictjson expects I-JSON (no duplicate members, valid UTF-8, no
+	// escaped lone surrogate: encoding/json would make either U+FFFD).
 	if _, err := jcs.Transform(data); err != nil {
-		return nil, fmt.Errorf("normalized request: %v", err)
+		return nil, fmt.Errorf("normalized request: %w", err)
 	}
 	if err := strictjson.Decode(data, &n); err != nil {
 		return nil, fmt.Errorf("normalized request: %v", err)
@@ -160,10 +165,14 @@ func ParseNormalized(data []byte) (*Normalized, error) {
 	return &n, nil
 }
 
-// Validate checks the documented forms of a normalized request.
+// Validate checks the documented forms of a normalized request: every
+// string text (CheckText) first.
 func (n *Normalized) Validate() error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("normalized request: "+format, args...)
+	}
+	if err := n.textProblem(); err != nil {
+		return fail("%s", err.Detail)
 	}
 	if _, err := time.Parse(TimeLayout, n.Time); err != nil || len(n.Time) != len(TimeLayout) {
 		return fail("time %q: want %s", n.Time, TimeLayout)
@@ -183,11 +192,6 @@ func (n *Normalized) Validate() error {
 		if len(c) == 0 {
 			return fail("empty argv")
 		}
-		for _, t := range c {
-			if strings.ContainsRune(t, 0) {
-				return fail("NUL in argv")
-			}
-		}
 	}
 	for _, h := range n.Hosts {
 		host, port, err := net.SplitHostPort(h)
@@ -199,4 +203,226 @@ func (n *Normalized) Validate() error {
 		return fail("mcp needs server and tool")
 	}
 	return nil
+}
+
+// CheckText reports, as a *NormalizeError with reason
+// ReasonInvalidEncoding, the first string of n that is not text: invalid
+// UTF-8, or a NUL byte. Both engines must see the same bytes: the native
+// one matches bytes, while OPA reads its input as JSON, where invalid
+// UTF-8 becomes U+FFFD, and the native matcher joins argv words with NUL
+// (pattern.ArgvSep), which a word must therefore not hold. No program
+// takes a NUL in an argument, a path or a name either. The normalizer
+// refuses such a request (docs/decisions.md), so no engine evaluates one.
+func (n *Normalized) CheckText() error {
+	if err := n.textProblem(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// textProblem is CheckText's check; the detail names the member by its
+// JSON path ("commands[0][1]") and never repeats the value.
+func (n *Normalized) textProblem() *NormalizeError {
+	for _, f := range [...]struct{ name, s string }{
+		{"principal", n.Principal}, {"tenant", n.Tenant}, {"action", n.Action},
+		{"workspace", n.Workspace}, {"time", n.Time},
+	} {
+		if err := textError(f.name, -1, -1, f.s); err != nil {
+			return err
+		}
+	}
+	for i, p := range n.Paths {
+		if err := textError("paths[%d].path", i, -1, p.Path); err != nil {
+			return err
+		}
+		if err := textError("paths[%d].access", i, -1, p.Access); err != nil {
+			return err
+		}
+	}
+	for i, c := range n.Commands {
+		for j, t := range c {
+			if err := textError("commands[%d][%d]", i, j, t); err != nil {
+				return err
+			}
+		}
+	}
+	for _, l := range [...]struct {
+		name string
+		ss   []string
+	}{{"hosts[%d]", n.Hosts}, {"env[%d]", n.Env}, {"secrets[%d]", n.Secrets}} {
+		for i, s := range l.ss {
+			if err := textError(l.name, i, -1, s); err != nil {
+				return err
+			}
+		}
+	}
+	if m := n.MCP; m != nil {
+		if err := textError("mcp.server", -1, -1, m.Server); err != nil {
+			return err
+		}
+		if err := textError("mcp.tool", -1, -1, m.Tool); err != nil {
+			return err
+		}
+		if m.Resource != nil {
+			if err := textError("mcp.resource", -1, -1, *m.Resource); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// textError is the invalid_encoding error for s, named by where (a format
+// taking the indexes i and j that are not negative), or nil when s is
+// text. It formats only on failure: it runs on every request.
+func textError(where string, i, j int, s string) *NormalizeError {
+	off, problem := badText(s)
+	if problem == "" {
+		return nil
+	}
+	switch {
+	case j >= 0:
+		where = fmt.Sprintf(where, i, j)
+	case i >= 0:
+		where = fmt.Sprintf(where, i)
+	}
+	return nerr(ReasonInvalidEncoding, "%s: %s at byte %d", where, problem, off)
+}
+
+// badText returns the offset of the first byte of s that makes it no
+// text, and what is wrong there ("" when s is text): a NUL byte, or a
+// byte that begins no valid UTF-8 sequence (a stray continuation byte, a
+// truncated or overlong sequence, an encoded surrogate, a code point above
+// U+10FFFF). U+FFFD written as such is text.
+func badText(s string) (int, string) {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c == 0 {
+				return i, "NUL"
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i, fmt.Sprintf("invalid UTF-8 (0x%02x)", c)
+		}
+		i += size
+	}
+	return 0, ""
+}
+
+// argumentsText reports the first string of args, a member name or a
+// value at any depth, that is not valid UTF-8, as an invalid_encoding
+// error naming it by its path ("arguments.files[2]"). encoding/json would
+// replace such bytes with U+FFFD, so the schema, the digest and the
+// callable would each see another request than the one asked; the JSON
+// text of a request never holds them (jcs refuses it). NUL is not
+// refused here: a file's content may hold one. It returns nil for args
+// of the JSON shapes without looking further than their strings; other
+// Go values are walked by reflection, up to jcs.MaxDepth (deeper values
+// have no canonical form and are refused as such).
+func argumentsText(args map[string]any) *NormalizeError {
+	if textValue(args, 0) {
+		return nil
+	}
+	// Walk again, in sorted order, for a report that names the same
+	// member whatever the map order.
+	path, off, c, ok := badValue(reflect.ValueOf(args), "arguments", 0)
+	if ok {
+		return nil
+	}
+	return nerr(ReasonInvalidEncoding, "%s: invalid UTF-8 (0x%02x) at byte %d", path, c, off)
+}
+
+// textValue reports whether every string of v is valid UTF-8: the check
+// of argumentsText for every request, without a path or an allocation for
+// JSON-shaped values.
+func textValue(v any, depth int) bool {
+	if depth > jcs.MaxDepth {
+		return true // no canonical form: refused as such (or a cycle)
+	}
+	switch v := v.(type) {
+	case nil, bool, json.Number, float64, int, int64:
+		return true
+	case string:
+		return utf8.ValidString(v)
+	case map[string]any:
+		for k, e := range v {
+			if !utf8.ValidString(k) || !textValue(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range v {
+			if !textValue(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	_, _, _, ok := badValue(reflect.ValueOf(v), "", depth)
+	return ok
+}
+
+// badValue is argumentsText's walk: the path of the first string of v
+// that is not UTF-8, the offset and value of its first bad byte, and
+// ok=false; or ok=true.
+func badValue(v reflect.Value, at string, depth int) (path string, off int, c byte, ok bool) {
+	if depth > jcs.MaxDepth {
+		return "", 0, 0, true
+	}
+	switch v.Kind() {
+	case reflect.String:
+		s := v.String()
+		if utf8.ValidString(s) {
+			return "", 0, 0, true
+		}
+		for i := 0; i < len(s); {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				return at, i, s[i], false
+			}
+			i += size
+		}
+	case reflect.Interface, reflect.Pointer:
+		if !v.IsNil() {
+			return badValue(v.Elem(), at, depth+1)
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8 {
+			return "", 0, 0, true // []byte: encoding/json writes base64
+		}
+		for i := range v.Len() {
+			if path, off, c, ok := badValue(v.Index(i), fmt.Sprintf("%s[%d]", at, i), depth+1); !ok {
+				return path, off, c, ok
+			}
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+		for _, k := range keys {
+			name := fmt.Sprint(k)
+			if k.Kind() == reflect.String {
+				if path, off, c, ok := badValue(k, at+" (a member name)", depth+1); !ok {
+					return path, off, c, ok
+				}
+			}
+			if path, off, c, ok := badValue(v.MapIndex(k), at+"."+name, depth+1); !ok {
+				return path, off, c, ok
+			}
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if !v.Type().Field(i).IsExported() {
+				continue
+			}
+			if path, off, c, ok := badValue(v.Field(i), at+"."+v.Type().Field(i).Name, depth+1); !ok {
+				return path, off, c, ok
+			}
+		}
+	}
+	return "", 0, 0, true
 }

@@ -266,6 +266,9 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(small)
 	f.Add([]byte(`{}`))
+	// Not UTF-8, and a NUL escaped: a snapshot holding either is refused.
+	f.Add(bytes.Replace(small, []byte(`":"`), []byte("\":\"\xff"), 1))
+	f.Add(bytes.Replace(small, []byte(`":"`), []byte(`":"\u0000`), 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := snapshot.Parse(data)
 		if err != nil {

@@ -32,6 +32,7 @@ const (
 // on them, never on message text. docs/errors.md describes each.
 const (
 	CodeSyntax                = "syntax_error"
+	CodeInvalidEncoding       = "invalid_encoding"
 	CodeSchemaViolation       = "schema_violation"
 	CodeUnknownField          = "unknown_field"
 	CodeExpansionUnauth       = "expansion_unauthorized"

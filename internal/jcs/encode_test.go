@@ -81,6 +81,7 @@ func TestAppendOmit(t *testing.T) {
 
 func FuzzAppend(f *testing.F) {
 	f.Add(`{"a":[1,"x",{"b":null}]}`)
+	f.Add("{\"a\":\"\xff\"}") // not UTF-8
 	f.Fuzz(func(t *testing.T, s string) {
 		var v any
 		if json.Unmarshal([]byte(s), &v) != nil {

@@ -149,7 +149,7 @@ func TestDepthLimit(t *testing.T) {
 }
 
 func FuzzTransform(f *testing.F) {
-	for _, s := range []string{`{"a":[1,2.5,"x"]}`, `"\ud83d\ude00"`, `1e21`, `{"\u20ac":1,"\r":2}`, `[null,true,false]`, `-0.0000033`} {
+	for _, s := range []string{`{"a":[1,2.5,"x"]}`, `"\ud83d\ude00"`, `1e21`, `{"\u20ac":1,"\r":2}`, `[null,true,false]`, `-0.0000033`, "\"\xed\xa0\x80\"", `"\udcff"`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -205,7 +205,7 @@ func TestTransformMatchesNaive(t *testing.T) {
 }
 
 func FuzzTransformMatchesNaive(f *testing.F) {
-	for _, s := range []string{`{"b":{"d":[1,{"z":null}],"c":{}},"a":[{"b":1,"a":2}]}`, ` {"a" : 1 } `, `{"a":1,"a":2}`, `[1e400]`, `{"\ud83d\ude00":1,"\ufb33":2}`} {
+	for _, s := range []string{`{"b":{"d":[1,{"z":null}],"c":{}},"a":[{"b":1,"a":2}]}`, ` {"a" : 1 } `, `{"a":1,"a":2}`, `[1e400]`, `{"\ud83d\ude00":1,"\ufb33":2}`, "{\"\xff\":1}", `["\udcff"]`, "[\"\xc0\x80\"]"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) { checkTransform(t, in) })

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Kind names a pattern grammar.
@@ -72,10 +73,21 @@ func TargetKindOf(action string) Kind {
 	return ""
 }
 
-// Validate checks p against the grammar of kind k.
+// Validate checks p against the grammar of kind k. Every grammar is
+// text: valid UTF-8 without NUL. The value a pattern is matched against
+// never holds either (requests holding them are refused before any
+// engine), and the engines would read them differently: OPA sees U+FFFD
+// for invalid UTF-8, and the native command matcher joins argv words
+// with NUL (ArgvSep).
 func Validate(k Kind, p string) error {
 	if p == "" {
 		return errors.New("empty pattern")
+	}
+	if !utf8.ValidString(p) {
+		return errors.New("invalid UTF-8 in pattern")
+	}
+	if strings.ContainsRune(p, 0) {
+		return errors.New("NUL in pattern")
 	}
 	switch k {
 	case Action:

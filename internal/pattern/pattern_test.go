@@ -182,6 +182,32 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestValidateText: every grammar refuses a pattern that is no text. The
+// engines read one differently (OPA sees U+FFFD for invalid UTF-8; the
+// native command matcher joins argv words with NUL, so "git\x00push"
+// matched the argv [git push] there and not in OPA), and no request holds
+// either. U+FFFD written as such is text.
+func TestValidateText(t *testing.T) {
+	base := map[Kind]string{Action: "bash", Path: "/ws/a", Command: "git push", Host: "a.com", MCP: "gh/read",
+		MCPResource: "fs/a", Env: "HOME", Namespace: "ci/a", Principal: "agent:a"}
+	for k, p := range base {
+		if err := Validate(k, p); err != nil {
+			t.Fatalf("Validate(%s, %q): %v", k, p, err)
+		}
+		for _, bad := range []string{"\x00", "\xff", "\xc3", "\xed\xa0\x80", "\xc0\x80"} {
+			q := p[:2] + bad + p[2:]
+			if err := Validate(k, q); err == nil || !strings.Contains(err.Error(), "NUL in pattern") && !strings.Contains(err.Error(), "UTF-8 in pattern") {
+				t.Errorf("Validate(%s, %q) = %v, want a refusal as no text", k, q, err)
+			}
+		}
+	}
+	for k, p := range map[Kind]string{Path: "/ws/\ufffd/**", Command: "cat \ufffd *", MCPResource: "fs/\ufffd"} {
+		if err := Validate(k, p); err != nil {
+			t.Errorf("Validate(%s, %q): %v", k, p, err)
+		}
+	}
+}
+
 func TestMatchGlob(t *testing.T) {
 	for _, c := range []struct {
 		p, s string

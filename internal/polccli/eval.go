@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -11,6 +12,7 @@ import (
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/regoeval"
 	"polc.dev/polc/snapshot"
 )
@@ -98,6 +100,15 @@ func readRequest(e *env, p *evalParams) (*request, error) {
 	}
 	bad := func(err error) error {
 		return reportOne(e, diag.Pos{File: name}, diag.CodeInvalidInput, "%v", err)
+	}
+	// Text that is no I-JSON (invalid UTF-8, an escaped lone surrogate, a
+	// duplicate member: encoding/json would repair or merge it) is refused
+	// at its line and column, whichever form the request has.
+	if _, err := jcs.Transform(data); err != nil {
+		if se := (*jcs.SyntaxError)(nil); errors.As(err, &se) {
+			return nil, reportOne(e, diag.Pos{File: name, Line: se.Line, Col: se.Col}, diag.CodeInvalidInput, "not a JSON request: %s", se.Msg)
+		}
+		return nil, bad(err)
 	}
 	var shape map[string]json.RawMessage
 	if err := json.Unmarshal(data, &shape); err != nil {

@@ -38,6 +38,7 @@ func FuzzImportLegacy(f *testing.F) {
 		"mode: rules\nallow: {reader: &a ['*'], editor: *a}\n",
 		"mode: rules\nallow:\n\treader: ['*']\n",
 		"system_prompt: |\n  be careful\npermissions: {mode: rules, deny: {bash: ['*']}}\nwhen: 2001-13-01\n",
+		"mode: rules\nallow:\n  read: ['\xff']\n", // not UTF-8
 		"",
 	} {
 		f.Add([]byte(s))

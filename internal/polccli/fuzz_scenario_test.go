@@ -38,11 +38,14 @@ func addScenarioSeeds(f *testing.F) {
 		scenarioHead + "actions:\n  - {id: a, action: bash\n",
 		scenarioHead + "actions:\n  - &a {id: a, action: bash}\n  - *a\n",
 		scenarioHead + "profile: governed\nactions: []\n",
+		scenarioHead + "actions:\n  - {id: a, action: bash, arguments: {command: \"cat \xff\"}}\n", // not UTF-8
+		scenarioHead + "actions:\n  - {id: a, action: bash, arguments: {command: \"cat $'\\\\xff'\"}}\n",
 	} {
 		f.Add(false, []byte(s))
 	}
 	f.Add(true, []byte(`{"snapshot":"s","profile":"minimal","workspace":"ws","principal":"p","tenant":"t","actions":[{"id":"a","action":"bash","arguments":{"command":"ls"},"timeout":"1s"}]}`))
 	f.Add(true, []byte(`{"snapshot":"s","profile":"minimal","workspace":"ws","principal":"p","actions":[{"id":"a","action":"bash","Arguments":{}}]}`))
+	f.Add(true, []byte("{\"snapshot\":\"s\",\"profile\":\"minimal\",\"workspace\":\"ws\",\"principal\":\"p\xc3\",\"actions\":[]}")) // not UTF-8
 }
 
 func writeScenario(t *testing.T, isJSON bool, data []byte) string {

@@ -102,6 +102,9 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
+	if line, col, problem := compiler.NotText(data); problem != "" {
+		return nil, &posError{line, col, problem + ": a scenario must be UTF-8 text without NUL bytes"}
+	}
 	f, err := cueyaml.Extract(path, data)
 	if err != nil {
 		return nil, atYAMLProblem(path, data, cueError(path, err))

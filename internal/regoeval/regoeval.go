@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
@@ -42,8 +43,16 @@ func New(ctx context.Context, bundleBytes []byte) (*Engine, error) {
 }
 
 // Input converts a decision input to OPA's value form once, so that
-// benchmarks can measure evaluation alone.
+// benchmarks can measure evaluation alone. A request holding a string that
+// is not text (executor.Normalized.CheckText) is an error: encoding/json
+// would hand OPA U+FFFD for bytes the native engine matches as they are.
 func Input(policy string, req *executor.Normalized) (ast.Value, error) {
+	if err := req.CheckText(); err != nil {
+		return nil, err
+	}
+	if !utf8.ValidString(policy) {
+		return nil, fmt.Errorf("policy name %q is not UTF-8", policy)
+	}
 	raw, err := json.Marshal(map[string]any{"policy": policy, "request": req})
 	if err != nil {
 		return nil, err
