@@ -116,21 +116,25 @@ func (r *shellRig) run(src string) (execd [][]string, trace []string, err error)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.bash, "-x", "-c", src)
 	cmd.Dir = r.ws
-	cmd.Env = []string{"PATH=" + r.bin, "BASH_XTRACEFD=3", "FUNCNEST=20", "HOME=" + filepath.Join(r.ws, "sub")}
+	cmd.Env = []string{"PATH=" + r.bin, "BASH_XTRACEFD=3", "FUNCNEST=4", "HOME=" + filepath.Join(r.ws, "sub")}
 	cmd.ExtraFiles = []*os.File{tf}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	runErr := cmd.Run()
+	// Background jobs outlive bash: wait a little for the process group
+	// to end (their logs are read next), then kill what is left of it
+	// until nothing is.
+	for i := 0; i < 200 && syscall.Kill(-cmd.Process.Pid, 0) == nil; i++ {
+		time.Sleep(2 * time.Millisecond)
+	}
+	for i := 0; i < 1000 && syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) == nil; i++ {
+		time.Sleep(time.Millisecond)
+	}
 	if ctx.Err() != nil {
 		return nil, nil, fmt.Errorf("timed out: %s", out.String())
 	}
-	// Background jobs outlive bash: wait until the process group is gone.
-	for i := 0; i < 500 && syscall.Kill(-cmd.Process.Pid, 0) == nil; i++ {
-		time.Sleep(2 * time.Millisecond)
-	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	var ee *exec.ExitError
 	if runErr != nil && !errors.As(runErr, &ee) {
 		return nil, nil, runErr
@@ -323,6 +327,52 @@ var shellDiffCorpus = []string{
 	"cat <<E\n$(rm victim.txt)\nE",
 	`echo \!(rm victim.txt)`,
 	`echo "!(rm victim.txt)"`,
+	`function f() { rm victim.txt; }; f`,
+	`function f ( rm victim.txt ); f`,
+	`f() ( rm victim.txt ); f`,
+	`coproc { rm victim.txt; }; wait`,
+	`((rm victim.txt) )`,
+	`( (rm victim.txt))`,
+	`echo $( (rm victim.txt) )`,
+	`echo $[$(rm victim.txt)]`,
+	`! { rm victim.txt; }`,
+	`time { rm victim.txt; }`,
+	`echo a#; rm victim.txt`,
+	`echo a #; rm victim.txt`,
+	`echo ${x:-$(rm victim.txt)}`,
+	`echo "${x:-"$(rm victim.txt)"}"`,
+	`echo ${x/a/$(rm victim.txt)}`,
+	"echo \\\nrm victim.txt",
+	"echo \\\n; rm victim.txt",
+	`rm\ victim.txt; echo`,
+	`"r"m victim.txt; r\m a; $'rm' b.txt`,
+	"cat <<'E'\n$(rm victim.txt)\nE",
+	"cat <<-E\n\t$(rm victim.txt)\n\tE",
+	`[ -f a ] && rm victim.txt`,
+	`[[ -f a ]] && rm victim.txt`,
+	`{rm,victim.txt}; { rm a; }`,
+	`select x in a; do rm victim.txt; break; done < /dev/null`,
+	`exec rm victim.txt`,
+	`exec -a foo rm victim.txt`,
+	`command -- rm victim.txt`,
+	`builtin command rm victim.txt`,
+	`shopt -s extglob; rm victim.txt`,
+	"shopt -s extglob\n@() { rm victim.txt; }; @",
+	`set +B; r{m,} victim.txt`,
+	`alias rm=cat; rm victim.txt`,
+	"alias rm=cat\nrm victim.txt",
+	`enable -n kill; kill victim.txt`,
+	`unset -f rm; rm victim.txt`,
+	`rm() { cat "$@"; }; rm victim.txt`,
+	`command_not_found_handle() { rm "$@"; }; nosuch victim.txt`,
+	`trap 'rm victim.txt' EXIT`,
+	`eval rm victim.txt`,
+	`x=(rm victim.txt); "${x[@]}"`,
+	`set -- rm victim.txt; "$@"`,
+	`rm victim.txt & wait`,
+	`rm <(cat a) >(cat b.txt)`,
+	`rm victim.txt 2>&1 >&2 | cat`,
+	`cat < a > out; rm victim.txt <<< x`,
 }
 
 // TestShellDifferential: for the corpus and generated commands, every
@@ -397,14 +447,14 @@ type shellGen struct {
 	r     *rand.Rand
 	depth int
 	funcs []string // names of functions defined so far (never called inside themselves)
-	fn    string   // the function whose body is being generated
+	fns   []string // the functions whose bodies are being generated
 }
 
 func (g *shellGen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
 func (g *shellGen) chance(p float64) bool    { return g.r.Float64() < p }
 
 func (g *shellGen) script() string {
-	g.depth, g.funcs, g.fn = 0, nil, ""
+	g.depth, g.funcs, g.fns = 0, nil, nil
 	return g.list()
 }
 
@@ -466,13 +516,12 @@ func (g *shellGen) command() string {
 
 func (g *shellGen) funcDef() string {
 	name := g.pick("f", "g", "git", "rm", "cat")
-	if name == g.fn || slices.Contains(g.funcs, name) {
+	if slices.Contains(g.fns, name) || slices.Contains(g.funcs, name) {
 		name += "2"
 	}
-	outer := g.fn
-	g.fn = name
+	g.fns = append(g.fns, name)
 	body := g.list()
-	g.fn = outer
+	g.fns = g.fns[:len(g.fns)-1]
 	g.funcs = append(g.funcs, name)
 	if g.chance(0.3) {
 		return "function " + name + " { " + body + "; }"
@@ -483,16 +532,16 @@ func (g *shellGen) funcDef() string {
 // progName is a program word: a wrapper's name in some spelling, or a
 // word bash expands into one.
 func (g *shellGen) progName() string {
-	// Inside a function body no function is called (no recursion).
+	// Inside a function body no function is called, nor any name a
+	// function being defined has (no recursion: with pipelines it forks
+	// without end).
 	names := slices.Clone(diffPrograms)
-	if g.fn == "" {
+	if len(g.fns) == 0 {
 		names = append(names, g.funcs...)
+	} else {
+		names = slices.DeleteFunc(names, func(n string) bool { return slices.Contains(g.fns, n) || slices.Contains(g.funcs, n) })
 	}
-	names = slices.DeleteFunc(names, func(n string) bool { return g.fn != "" && (n == g.fn || slices.Contains(g.funcs, n)) })
 	p := names[g.r.IntN(len(names))]
-	if len(p) < 3 {
-		p = "cat"
-	}
 	if g.chance(0.75) {
 		return p
 	}
@@ -510,7 +559,7 @@ func (g *shellGen) progName() string {
 	case 5:
 		return g.pick("$x", "${x}", "${x:-"+p+"}", "$(echo "+p+")", "`echo "+p+"`", "${x:="+p+"}")
 	case 6:
-		return g.pick("{"+p+",victim.txt}", p[:1]+"{"+p[1:]+",}", "{"+p+"}", p[:1]+"?"+p[2:], "["+p[:1]+"]"+p[1:])
+		return g.pick("{"+p+",victim.txt}", p[:1]+"{"+p[1:]+",}", "{"+p+"}", p[:1]+"?"+p[min(2, len(p)):], "["+p[:1]+"]"+p[1:])
 	case 7:
 		if g.chance(0.5) {
 			return "!(" + p + " " + g.arg() + ")"
