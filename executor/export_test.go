@@ -15,3 +15,12 @@ func (p *Policy) EvaluateOwned(r *Normalized, gates, strs int) Decision {
 	p.evaluateOwned(r, &d, gb, sb)
 	return d
 }
+
+// ShellBuiltinNames are the builtins shellBuiltins classifies.
+func ShellBuiltinNames() []string {
+	var names []string
+	for name := range shellBuiltins {
+		names = append(names, name)
+	}
+	return names
+}

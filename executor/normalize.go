@@ -1099,6 +1099,7 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 		})
 	}
 	var builtins []*syntax.CallExpr
+	var progs []*syntax.Word          // the words naming a program (programWords)
 	var runtimeRedir *syntax.Redirect // the first redirection opening a file known only at run time
 	var redirs []*syntax.Redirect     // every redirection, for reopenedFiles
 	var badCoproc *NormalizeError
@@ -1111,6 +1112,8 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			markSubst(n)
 		case *syntax.ProcSubst:
 			markSubst(n)
+		case *syntax.ExtGlob:
+			misreads(extGlobMisread(n))
 		case *syntax.ArrayExpr:
 			if inSubst[n] {
 				misreads(arrayMisread(n))
@@ -1320,6 +1323,7 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			}
 			c.Argv = append(c.Argv, argv)
 			builtins = append(builtins, n)
+			progs = append(progs, programWords(n.Args)...)
 		case *syntax.BinaryCmd, *syntax.Subshell, *syntax.Block, *syntax.IfClause, *syntax.WhileClause,
 			*syntax.ForClause, *syntax.CaseClause, *syntax.FuncDecl, *syntax.ArithmCmd, *syntax.TestClause,
 			*syntax.DeclClause, *syntax.LetClause, *syntax.TimeClause, *syntax.CoprocClause, *syntax.TestDecl,
@@ -1334,6 +1338,7 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 	if shell {
 		for _, call := range builtins {
 			misreads(optionsMisread(call))
+			misreads(builtinMisread(call))
 			names, callbacks, ok := builtinNames(call)
 			hide(call, !ok)
 			for _, cb := range callbacks {
@@ -1353,6 +1358,9 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 		// assignment, and runs the $(…) in it. The text may be known
 		// only at run time: then any value that may start with '('.
 		hide(d.clause, (d.arrayOpt || d.existing && arrays[d.arg.Name.Value]) && mayCompound(d.arg.Value))
+	}
+	for _, w := range progs {
+		misreads(programMisread(w, shell, c.ChangesDir))
 	}
 	if misread != nil {
 		return Command{}, misread
@@ -1640,6 +1648,7 @@ type nameSpec struct {
 	decl     bool   // declare family: NAME=value operands, +x options
 	intRef   bool   // -i (arithmetic) and -n (a reference) are refused
 	test     bool   // test/[: the argument after -v or -R is a name
+	funcOpts string // options that make the operands function names (unset -f)
 }
 
 // nameBuiltins are the bash builtins that take variable names, with the
@@ -1651,7 +1660,7 @@ var nameBuiltins = map[string]nameSpec{
 	"printf":    {nameOpts: "v", assigns: true},
 	"wait":      {nameOpts: "p", assigns: true},
 	"getopts":   {operands: 2, assigns: true},
-	"unset":     {operands: -1},
+	"unset":     {operands: -1, assigns: true, funcOpts: "f"}, // unset PATH: bash searches "." (env facet PATH)
 	"declare":   {operands: -1, assigns: true, decl: true, intRef: true},
 	"typeset":   {operands: -1, assigns: true, decl: true, intRef: true},
 	"local":     {operands: -1, assigns: true, decl: true, intRef: true},
@@ -1695,6 +1704,7 @@ func builtinNames(call *syntax.CallExpr) (assigned, callbacks []string, ok bool)
 		break
 	}
 	var names []string
+	funcs := false // the operands are function names
 	name := func(s string) bool {
 		if !safeName(s) {
 			return false
@@ -1746,6 +1756,7 @@ opts:
 		}
 		for j := 1; j < len(s); j++ {
 			c := s[j : j+1]
+			funcs = funcs || strings.Contains(spec.funcOpts, c)
 			isName, isCode := strings.Contains(spec.nameOpts, c), strings.Contains(spec.codeOpts, c)
 			if !isName && !isCode && !strings.Contains(spec.argOpts, c) {
 				continue
@@ -1799,7 +1810,7 @@ opts:
 			return nil, nil, false
 		}
 	}
-	if !spec.assigns {
+	if !spec.assigns || funcs {
 		names = nil
 	}
 	return names, callbacks, true
@@ -2359,6 +2370,185 @@ func arrayMisread(a *syntax.ArrayExpr) *NormalizeError {
 		for _, p := range e.Value.Parts {
 			if l, ok := p.(*syntax.Lit); ok && strings.Contains(l.Value, "\\") {
 				return nerr(ReasonInvalidCommand, "%s: backslash in an array assignment within a substitution: bash reads it otherwise (quote the element)", e.Pos())
+			}
+		}
+	}
+	return nil
+}
+
+// extGlobMisread: bash -c starts with extglob off, and reads "!(rm x)" as
+// "!" and a subshell running rm, and "@(…)", "?(…)", "*(…)", "+(…)" as a
+// syntax error; the parser reads an extended glob, a word ("!(rm x)" ran
+// rm under a policy denying it). Within [[ ]] bash does read extended
+// globs, and runs the $(…) in one, which the parser keeps as the
+// pattern's text ("[[ x == @($(rm x)|x) ]]" ran rm). Refused everywhere.
+func extGlobMisread(g *syntax.ExtGlob) *NormalizeError {
+	return nerr(ReasonInvalidCommand, "%s: %s…): bash reads it otherwise than the parser (extglob is off, and in [[ ]] it runs the substitutions in it)", g.OpPos, g.Op)
+}
+
+// programWords are the words of a simple command that name a program:
+// the first, and the one that command, builtin and exec (after their
+// options: command -p -v -V, exec -c -l -a NAME, "--") run.
+func programWords(args []*syntax.Word) []*syntax.Word {
+	var out []*syntax.Word
+	for len(args) > 0 {
+		out = append(out, args[0])
+		if !literalWord(args[0]) {
+			return out
+		}
+		v := wordText(args[0])
+		if v != "command" && v != "builtin" && v != "exec" {
+			return out
+		}
+		args = args[1:]
+		for len(args) > 0 && literalWord(args[0]) {
+			o := wordText(args[0])
+			if o == "--" {
+				args = args[1:]
+				break
+			}
+			if len(o) < 2 || o[0] != '-' {
+				break
+			}
+			args = args[1:]
+			if i := strings.IndexByte(o, 'a'); v == "exec" && i == len(o)-1 && len(args) > 0 {
+				args = args[1:] // exec -a NAME: the name argv[0] gets
+			}
+		}
+	}
+	return out
+}
+
+// programMisread refuses a program word w whose program the policy cannot
+// know from its text. A command pattern judges the program's name as
+// written, and "*" in one matches "/" and "..": with shell control
+// (shell), a word bash expands names a program known only at run time
+// ("./scripts/${u:-..}/../bin/rm" matched "./scripts/*" and ran bin/rm;
+// "./scripts/{..,}/…" and "r{m,}" too), so it must be literal, without an
+// unquoted glob, brace or tilde ("[" aside: bash leaves it as it is). A
+// path with a ".." segment is refused too (cleaning it would be wrong
+// after a link), and a relative path in a command that may change
+// directory (changesDir) names no file the policy can judge ("cd ..;
+// ./scripts/x" runs a program outside the workspace).
+func programMisread(w *syntax.Word, shell, changesDir bool) *NormalizeError {
+	if !literalWord(w) {
+		return nerr(ReasonInvalidCommand, "%s: program %s is known only when bash expands it: name the program literally", w.Pos(), nodeSource(w))
+	}
+	v := wordText(w)
+	if shell && expandedWord(w) && v != "[" {
+		return nerr(ReasonInvalidCommand, "%s: program %s: bash expands its glob, brace or tilde: name the program literally", w.Pos(), nodeSource(w))
+	}
+	if !strings.Contains(v, "/") {
+		return nil
+	}
+	if slices.Contains(strings.Split(v, "/"), "..") {
+		return nerr(ReasonInvalidCommand, "program path %q has a \"..\" segment: a command pattern ending in * would grant it; name the program without \"..\"", v)
+	}
+	if shell && changesDir && !filepath.IsAbs(v) {
+		return nerr(ReasonInvalidCommand, "%s: relative program path %q in a command that may change directory: use an absolute path", w.Pos(), v)
+	}
+	return nil
+}
+
+// builtinClass is what a bash builtin does that the policy must know of
+// (docs/decisions.md lists them).
+type builtinClass uint8
+
+const (
+	// builtinPlain runs nothing and changes what no later word names.
+	builtinPlain builtinClass = iota + 1
+	// builtinAssigns assigns or unsets the variables it names: they are
+	// environment facets (nameBuiltins, DeclClause), so "unset PATH"
+	// needs the grant "PATH=." needs.
+	builtinAssigns
+	// builtinRuns runs its arguments as code or as a program: what it runs
+	// is granted with it, by a command rule naming it.
+	builtinRuns
+	// builtinChdir changes the working directory (Command.ChangesDir).
+	builtinChdir
+	// builtinOptions sets shell options; those that change how bash reads
+	// or runs the lines after are refused (optionsMisread).
+	builtinOptions
+	// builtinRefused changes what later words name or run in a way the
+	// policy cannot follow; refused in the forms builtinMisread names.
+	builtinRefused
+)
+
+// shellBuiltins classifies every builtin of bash 5.2 (compgen -b; a test
+// checks the list against the bash installed). "builtin NAME" with any
+// other NAME is refused: a builtin polc does not know (a newer bash's)
+// is one it cannot judge.
+var shellBuiltins = map[string]builtinClass{
+	":": builtinPlain, "true": builtinPlain, "false": builtinPlain, "echo": builtinPlain, "pwd": builtinPlain,
+	"test": builtinPlain, "[": builtinPlain, "type": builtinPlain, "help": builtinPlain, "times": builtinPlain,
+	"umask": builtinPlain, "ulimit": builtinPlain, "kill": builtinPlain, "dirs": builtinPlain, "caller": builtinPlain,
+	"logout": builtinPlain, "exit": builtinPlain, "return": builtinPlain, "break": builtinPlain, "continue": builtinPlain,
+	"shift": builtinPlain, "suspend": builtinPlain, "disown": builtinPlain, "bg": builtinPlain, "fg": builtinPlain,
+	// history: an entry runs only through fc (refused) or history
+	// expansion (set -H, refused); alias: aliases expand only with
+	// expand_aliases (refused); complete, compopt and bind act only in
+	// interactive line editing, which bash -c never does.
+	"history": builtinPlain, "alias": builtinPlain, "unalias": builtinPlain, "complete": builtinPlain,
+	"compopt": builtinPlain, "bind": builtinPlain,
+	"read": builtinAssigns, "mapfile": builtinAssigns, "readarray": builtinAssigns, "printf": builtinAssigns,
+	"getopts": builtinAssigns, "wait": builtinAssigns, "unset": builtinAssigns, "declare": builtinAssigns,
+	"typeset": builtinAssigns, "local": builtinAssigns, "export": builtinAssigns, "readonly": builtinAssigns,
+	"let": builtinAssigns,
+	// eval, source, . and trap run text as code, exec, command and
+	// builtin the program or builtin named, jobs -x a program, compgen
+	// -C and -F a command or function (mapfile -C: its callback is an
+	// argv of its own).
+	"eval": builtinRuns, "source": builtinRuns, ".": builtinRuns, "trap": builtinRuns, "exec": builtinRuns,
+	"command": builtinRuns, "builtin": builtinRuns, "jobs": builtinRuns, "compgen": builtinRuns,
+	"cd": builtinChdir, "pushd": builtinChdir, "popd": builtinChdir,
+	"set": builtinOptions, "shopt": builtinOptions,
+	"enable": builtinRefused, "hash": builtinRefused, "fc": builtinRefused,
+}
+
+// builtinMisread refuses a call (also through builtin or command) of a
+// builtin in a form that changes what later words name or run beyond what
+// the policy sees: enable with operands or options that change anything
+// (-f loads a shared object into bash, -n turns a builtin off so its name
+// runs a file from PATH), hash -p ("hash -p ./evil git; git status" ran
+// ./evil), fc (it runs history entries as code: "history -s 'rm x'; fc
+// -s" ran rm), and builtin naming anything shellBuiltins does not list.
+func builtinMisread(call *syntax.CallExpr) *NormalizeError {
+	args := call.Args
+	viaBuiltin := false
+	for len(args) > 0 && literalWord(args[0]) && (wordText(args[0]) == "builtin" || wordText(args[0]) == "command") {
+		viaBuiltin = viaBuiltin || wordText(args[0]) == "builtin"
+		args = args[1:]
+		for len(args) > 0 && literalWord(args[0]) && strings.HasPrefix(wordText(args[0]), "-") {
+			args = args[1:]
+		}
+	}
+	if len(args) == 0 || !literalWord(args[0]) {
+		return nil // a program word known at run time: refused (programMisread)
+	}
+	name := wordText(args[0])
+	class, known := shellBuiltins[name]
+	if viaBuiltin && !known {
+		return nerr(ReasonInvalidCommand, "%s: builtin %s: not a bash builtin polc knows", call.Pos(), nodeSource(args[0]))
+	}
+	if class != builtinRefused {
+		return nil
+	}
+	refused := func(why string) *NormalizeError {
+		return nerr(ReasonInvalidCommand, "%s: %s: %s", call.Pos(), nodeSource(call), why)
+	}
+	switch name {
+	case "fc":
+		return refused("fc runs history entries as code")
+	case "enable":
+		for _, w := range args[1:] {
+			if v := wordText(w); !literalWord(w) || len(v) < 2 || v[0] != '-' || strings.Trim(v[1:], "aps") != "" {
+				return refused("enable changes which builtins bash has (-f loads a library, -n lets a file on PATH run instead)")
+			}
+		}
+	case "hash":
+		for _, w := range args[1:] {
+			if v := wordText(w); !literalWord(w) || strings.HasPrefix(v, "-") && strings.Contains(v, "p") {
+				return refused("hash -p makes a command name run any file")
 			}
 		}
 	}
