@@ -115,7 +115,12 @@ func (c codex) build(s *Spec, probe *ProbeResult) (*build, error) {
 		fmt.Sprintf("features.shell_tool=%t", shell),
 	)
 	for _, m := range s.MCP {
-		cfg = append(cfg, "mcp_servers."+m.Name+".command="+tomlString(m.Command), "mcp_servers."+m.Name+".args="+tomlStrings(m.Args))
+		// approval_policy never refuses every MCP call that needs
+		// approval, and by default they all do: the spec allows these
+		// tools (enabled_tools keeps the others away), so they are
+		// approved.
+		cfg = append(cfg, "mcp_servers."+m.Name+".command="+tomlString(m.Command), "mcp_servers."+m.Name+".args="+tomlStrings(m.Args),
+			"mcp_servers."+m.Name+`.default_tools_approval_mode="approve"`)
 		if m.Tools != nil {
 			cfg = append(cfg, "mcp_servers."+m.Name+".enabled_tools="+tomlStrings(m.Tools))
 		}

@@ -40,6 +40,9 @@ type Script struct {
 	Calls []Call
 	// Text is the final assistant message.
 	Text string
+	// OutputTokens is the output token count every Anthropic reply
+	// reports (default 5): a large one makes a run cost money.
+	OutputTokens int
 }
 
 // Call is one tool call of a Script.

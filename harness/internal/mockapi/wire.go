@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 )
 
 // offered lists the tool names a request offers the model, across the
@@ -12,10 +13,15 @@ import (
 func offered(body []byte) []string {
 	var req struct {
 		Tools []struct {
+			Type                 string `json:"type"`
 			Name                 string `json:"name"`
 			FunctionDeclarations []struct {
 				Name string `json:"name"`
 			} `json:"functionDeclarations"`
+			// Tools of a Responses API namespace (Codex's MCP servers).
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
 		} `json:"tools"`
 	}
 	if json.Unmarshal(body, &req) != nil {
@@ -23,6 +29,13 @@ func offered(body []byte) []string {
 	}
 	var names []string
 	for _, t := range req.Tools {
+		if t.Type == "namespace" {
+			// Named ns__tool here, as Claude names MCP tools.
+			for _, x := range t.Tools {
+				names = append(names, t.Name+"__"+x.Name)
+			}
+			continue
+		}
 		if t.Name != "" {
 			names = append(names, t.Name)
 		}
@@ -31,6 +44,24 @@ func offered(body []byte) []string {
 		}
 	}
 	return names
+}
+
+// namespaces lists the Responses API namespaces a request offers.
+func namespaces(body []byte) []string {
+	var req struct {
+		Tools []struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	json.Unmarshal(body, &req)
+	var out []string
+	for _, t := range req.Tools {
+		if t.Type == "namespace" {
+			out = append(out, t.Name)
+		}
+	}
+	return out
 }
 
 // OfferedTools returns the tool names the given request offered the model.
@@ -65,7 +96,11 @@ func (m *Server) anthropic(w http.ResponseWriter, body []byte) {
 	} else {
 		block = map[string]any{"type": "text", "text": m.text()}
 	}
-	usage := map[string]any{"input_tokens": 10, "output_tokens": 5}
+	out := 5
+	if m.script.OutputTokens > 0 {
+		out = m.script.OutputTokens
+	}
+	usage := map[string]any{"input_tokens": 10, "output_tokens": out}
 	msg := map[string]any{"id": "msg_mock", "type": "message", "role": "assistant", "model": req.Model,
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": usage}
 	if !req.Stream {
@@ -90,7 +125,7 @@ func (m *Server) anthropic(w http.ResponseWriter, body []byte) {
 	}
 	sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	sse(w, "message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 5}})
+		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": out}})
 	sse(w, "message_stop", map[string]any{"type": "message_stop"})
 }
 
@@ -109,6 +144,11 @@ func (m *Server) responses(w http.ResponseWriter, body []byte) {
 		args, _ := json.Marshal(call.Input)
 		item = map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_mock_%d", n+1), "call_id": fmt.Sprintf("call_mock_%d", n+1),
 			"name": call.Tool, "arguments": string(args), "status": "completed"}
+		for _, ns := range namespaces(body) {
+			if name, ok := strings.CutPrefix(call.Tool, ns+"__"); ok {
+				item["namespace"], item["name"] = ns, name
+			}
+		}
 	} else {
 		item = map[string]any{"type": "message", "id": "msg_mock_1", "role": "assistant", "status": "completed",
 			"content": []any{map[string]any{"type": "output_text", "text": m.text(), "annotations": []any{}}}}
