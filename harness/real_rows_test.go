@@ -254,7 +254,22 @@ var rowCases = []rowCase{
 			return writes("Write", "file_path", filepath.Join(e.ws, "t1"), filepath.Join(e.ws, "t2"), filepath.Join(e.ws, "t3"))
 		},
 		covers: []string{harness.CapBudget},
-		check:  turnsCheck(1),
+		check: func(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
+			// Claude checks the cost after the model's reply, sometimes
+			// before the first write runs and sometimes after: at most one.
+			if n := countFiles(e.ws, "t"); n > 1 {
+				t.Errorf("%d writes ran past the budget", n)
+			}
+			ended := false
+			for _, o := range res.Observations {
+				if o.Kind == harness.ObsEnd && o.EventType == "result/error_max_budget_usd" {
+					ended = true
+				}
+			}
+			if !ended {
+				t.Errorf("the run did not end for its budget, so the run proves nothing")
+			}
+		},
 	},
 	{
 		name: "codex/no-shell", provider: "codex",
@@ -361,8 +376,8 @@ var rowCases = []rowCase{
 	},
 }
 
-// turnsCheck: of the model's five (or three) writes, at least one and at
-// most max ran.
+// turnsCheck: of the model's five writes, at least one and at most max
+// ran.
 func turnsCheck(max int) func(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
 	return func(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
 		n := countFiles(e.ws, "t")
