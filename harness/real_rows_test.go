@@ -306,6 +306,31 @@ var rowCases = []rowCase{
 		},
 	},
 	{
+		// The legacy profile sets no approval policy: codex exec asks
+		// nobody all the same.
+		name: "codex/legacy-yolo", provider: "codex",
+		spec: `yolo: true`,
+		calls: func(e *rowEnv) []mockapi.Call {
+			return []mockapi.Call{
+				{Tool: "exec_command", Input: map[string]any{"cmd": "touch " + filepath.Join(e.outside, "esc.txt"),
+					"sandbox_permissions": "require_escalated", "justification": "the file must be created"}},
+				codexExec("touch " + filepath.Join(e.ws, "inside.txt")),
+			}
+		},
+		covers: []string{harness.CapApprovalHeadless},
+		check: func(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
+			absent(t, filepath.Join(e.outside, "esc.txt"))
+			if sawText(res, mock, "execvp codex-linux-sandbox") {
+				// Observed with Debian 12's bubblewrap 0.8.0 in /usr/bin:
+				// the legacy profile's commands all fail (closed), the
+				// bundled bubblewrap first on PATH notwithstanding.
+				t.Logf("the legacy profile's shell fails on this host; the control cannot run")
+				return
+			}
+			present(t, filepath.Join(e.ws, "inside.txt"))
+		},
+	},
+	{
 		name: "codex/mcp", provider: "codex",
 		spec: `tools: allow: ["read_file"]
 	mcp: servers: polc: {command: %[1]q, args: %[2]s, tools: ["allowed"]}`,

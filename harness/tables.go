@@ -240,6 +240,9 @@ var ClaudeCode = &Table{Provider: "claude-code", Versions: []string{"2.1.328"}, 
 
 // Codex is the capability table of the Codex CLI.
 var Codex = &Table{Provider: "codex", Versions: []string{"0.169.0"}, Rows: slices.Concat([]Row{
+	{Capability: CapApprovalHeadless, When: CondYolo, Status: Enforced, Sources: []Source{byProvider("escalations out of the sandbox")},
+		Reason:   "the legacy profile sets no approval policy, but codex exec asks nobody: a command that asks to leave the sandbox is refused",
+		Evidence: "harness/real_rows_test.go TestRealEnforcedRows/codex/legacy-yolo"},
 	{Capability: CapApprovalHeadless, Status: Enforced, Sources: []Source{byProvider("escalations out of the sandbox")},
 		Reason:   "codex exec with approval_policy never asks nobody: a command that needs more than the sandbox allows fails",
 		Evidence: "harness/real_rows_test.go TestRealEnforcedRows/codex/shell"},
