@@ -124,6 +124,16 @@ func geminiShell(cmd string) mockapi.Call {
 
 func forced(c mockapi.Call) mockapi.Call { c.Force = true; return c }
 
+// pyWrite and pyRead are python3 commands that write and print a file
+// whose path no parser of the command sees (it is hex-encoded).
+func pyWrite(path string) string {
+	return fmt.Sprintf("python3 -c \"open(bytes.fromhex('%x').decode(), 'w').write('x')\"", path)
+}
+
+func pyRead(path string) string {
+	return fmt.Sprintf("python3 -c \"print(open(bytes.fromhex('%x').decode()).read())\"", path)
+}
+
 func writes(tool, pathKey string, paths ...string) []mockapi.Call {
 	var out []mockapi.Call
 	for _, p := range paths {
@@ -183,7 +193,7 @@ var rowCases = []rowCase{
 	{
 		name: "claude-code/sandbox", provider: "claude-code", sandbox: true,
 		spec: `tools: allow: ["bash", "read_file"]
-	subprocess: allow: ["touch *", "cat *", "curl *"]
+	subprocess: allow: ["touch *", "cat *", "curl *", "python3 *"]
 	filesystem: deny: ["ws/secrets"]
 	network: mode: "off"`,
 		calls: func(e *rowEnv) []mockapi.Call {
@@ -192,15 +202,20 @@ var rowCases = []rowCase{
 				claudeBash("touch " + filepath.Join(e.ws, "link", "s2.txt")),
 				claudeBash("cat " + filepath.Join(e.ws, "secrets", "k.txt")),
 				claudeBash("curl -s -m 5 " + e.url + "/x"),
+				// An allowed interpreter: the permission layer sees no
+				// path, so only the sandbox stands in the way.
+				claudeBash(pyWrite(filepath.Join(e.outside, "p.txt"))),
+				claudeBash(pyRead(filepath.Join(e.ws, "secrets", "k.txt"))),
+				claudeBash(pyWrite(filepath.Join(e.ws, "py.txt"))),
 				claudeBash("touch " + filepath.Join(e.ws, "inside.txt")),
 			}
 		},
 		covers: []string{harness.CapFSWriteRoots, harness.CapFSDenyPaths, harness.CapNetEgress},
 		check: func(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
-			absent(t, filepath.Join(e.outside, "s.txt"), filepath.Join(e.outside, "s2.txt"))
+			absent(t, filepath.Join(e.outside, "s.txt"), filepath.Join(e.outside, "s2.txt"), filepath.Join(e.outside, "p.txt"))
 			unseen(t, res, mock, deniedSecret)
 			noHits(t, e)
-			present(t, filepath.Join(e.ws, "inside.txt"))
+			present(t, filepath.Join(e.ws, "inside.txt"), filepath.Join(e.ws, "py.txt"))
 		},
 	},
 	{
@@ -373,20 +388,22 @@ var rowCases = []rowCase{
 	{
 		name: "gemini-cli/sandbox", provider: "gemini-cli", sandbox: true, noLink: true,
 		spec: `tools: allow: ["bash"]
-	subprocess: allow: ["touch *", "curl *"]
+	subprocess: allow: ["touch *", "curl *", "python3 *"]
 	network: mode: "off"`,
 		calls: func(e *rowEnv) []mockapi.Call {
 			return []mockapi.Call{
 				geminiShell("touch " + filepath.Join(e.outside, "s.txt")),
 				geminiShell("curl -s -m 5 " + e.url + "/x"),
+				geminiShell(pyWrite(filepath.Join(e.ws, "py.txt"))),
 				geminiShell("touch " + filepath.Join(e.ws, "inside.txt")),
+				geminiShell(pyWrite(filepath.Join(e.outside, "p.txt"))),
 			}
 		},
 		covers: []string{harness.CapFSWriteRoots, harness.CapNetEgress},
 		check: func(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
-			absent(t, filepath.Join(e.outside, "s.txt"), filepath.Join(e.outside, "s2.txt"))
+			absent(t, filepath.Join(e.outside, "s.txt"), filepath.Join(e.outside, "p.txt"))
 			noHits(t, e)
-			present(t, filepath.Join(e.ws, "inside.txt"))
+			present(t, filepath.Join(e.ws, "inside.txt"), filepath.Join(e.ws, "py.txt"))
 		},
 	},
 	{
