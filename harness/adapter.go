@@ -61,6 +61,8 @@ type build struct {
 	attestation *Attestation
 	preflight   []PreflightStep
 	evidence    []string
+	// helpers are the sandbox helpers the plan's sandbox claims rest on.
+	helpers []SandboxHelper
 }
 
 type adapter struct{ p providerImpl }
@@ -261,9 +263,21 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 		}
 		return nil, report, &UnsupportedVersionError{p.name(), probe.Version, t.Versions}
 	}
-	b, err := p.build(s, probe)
+	b, err := p.build(s, spawnProbe(s, probe))
 	if err != nil {
 		return nil, nil, &CompileError{s.Name, p.name(), err.Error()}
+	}
+	// FromDeclaration refuses these with a position; a Spec built by
+	// hand meets the same refusal here.
+	for _, name := range s.EnvAllow {
+		if why := envRefusal(p.name(), name); why != "" {
+			return nil, nil, &CompileError{s.Name, p.name(), fmt.Sprintf("allowlisted variable %s may not be passed to %s: %s", name, p.name(), why)}
+		}
+	}
+	for _, sec := range s.Secrets {
+		if why := envRefusal(p.name(), sec.Name); why != "" {
+			return nil, nil, &CompileError{s.Name, p.name(), fmt.Sprintf("secret %s may not be passed to %s: %s", sec.Name, p.name(), why)}
+		}
 	}
 	// A secret of the same name as a variable the harness sets itself
 	// would replace it (assembleEnv lets secrets win): a secret named HOME
@@ -299,12 +313,15 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 		Executable: probe.Executable, ExecutableSHA256: probe.SHA256, Argv: b.argv, Dir: s.Workspace.Root,
 		Env: assembleEnv(s, probe, b.env), Files: b.files, Workspace: s.Workspace, WallClockMicroseconds: s.WallClock.Microseconds(),
 		PolicyDigest: s.PolicyDigest, Controls: []Control{}, AllowedDegraded: []string{}, ExpectedEvidence: b.evidence,
-		Attestation: b.attestation, Preflight: b.preflight, CapabilityReport: report}
+		Attestation: b.attestation, Preflight: b.preflight, SandboxHelpers: b.helpers, CapabilityReport: report}
 	if plan.Files == nil {
 		plan.Files = []File{}
 	}
 	if plan.Preflight == nil {
 		plan.Preflight = []PreflightStep{}
+	}
+	if plan.SandboxHelpers == nil {
+		plan.SandboxHelpers = []SandboxHelper{}
 	}
 	for _, r := range report.All() {
 		plan.Controls = append(plan.Controls, Control{r.Capability, r.Status, r.Required, r.AllowedDegraded})
@@ -332,6 +349,20 @@ func (r *CapabilityReport) add(s *Spec, c CapabilityResult) {
 		c.AllowedDegraded = !c.Required && slices.Contains(s.AllowDegraded, c.Capability)
 		r.Unsupported = append(r.Unsupported, c)
 	}
+}
+
+// spawnProbe is probe with Bwrap and Socat the sandbox helpers the
+// provider will find on the PATH the plan gives it: polc's own PATH (as
+// probed) when the spec allowlists PATH, the provider PATH otherwise. A
+// provider looks its helpers up on its own PATH, so a helper polc can see
+// and the provider cannot sandboxes nothing (Claude Code then refuses to
+// start, Gemini CLI's shell fails).
+func spawnProbe(s *Spec, probe *ProbeResult) *ProbeResult {
+	pr := *probe
+	if slices.Contains(s.EnvAllow, "PATH") {
+		pr.Bwrap, pr.Socat = probe.InheritedBwrap, probe.InheritedSocat
+	}
+	return &pr
 }
 
 func condsOf(s *Spec) Cond {

@@ -120,6 +120,7 @@ func (c claudeCode) build(s *Spec, probe *ProbeResult) (*build, error) {
 	sandbox := s.HasShell() && probe.Bwrap != "" && probe.Socat != ""
 	if sandbox {
 		b.conds |= CondSandbox
+		b.helpers = []SandboxHelper{{Name: "bwrap", Path: probe.Bwrap}, {Name: "socat", Path: probe.Socat}}
 	}
 	var tools []string
 	for _, t := range s.EffectiveTools() {

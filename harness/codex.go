@@ -26,6 +26,9 @@ func tomlStrings(ss []string) string {
 	return string(b)
 }
 
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
 // codexPrefix returns the literal leading tokens of a command pattern.
 func codexPrefix(p string) ([]string, error) {
 	var out []string
@@ -51,6 +54,17 @@ func (c codex) build(s *Spec, probe *ProbeResult) (*build, error) {
 		cfg = append(cfg, `model_provider="polc"`, `model_providers.polc.name="polc endpoint"`,
 			"model_providers.polc.base_url="+tomlString(s.Endpoint+"/v1"), `model_providers.polc.wire_api="responses"`,
 			`model_providers.polc.env_key="OPENAI_API_KEY"`)
+	}
+	if probe.BundledBwrap != "" && !slices.Contains(s.EnvAllow, "PATH") {
+		// Codex runs the first bwrap on its PATH and its bundled one only
+		// when there is none; a host's older bubblewrap (Debian 12 ships
+		// 0.8.0, without --argv0) fails every command. A private
+		// directory first on PATH pins the bundled one, with which the
+		// capability table was established.
+		shim := RunDir + "/codex-bin/bwrap"
+		b.files = append(b.files, File{Path: shim, Mode: 0o700, Content: "#!/bin/sh\nexec " + shellQuote(probe.BundledBwrap) + " \"$@\"\n"})
+		b.env = append(b.env, EnvVar{Name: "PATH", Value: RunDir + "/codex-bin:" + providerPath(probe.Node)})
+		b.helpers = []SandboxHelper{{Name: "bwrap", Path: shim}}
 	}
 	if s.Yolo {
 		// The legacy mapping (adr0087-notes §7): --sandbox workspace-write --skip-git-repo-check.
@@ -101,7 +115,12 @@ func (c codex) build(s *Spec, probe *ProbeResult) (*build, error) {
 		fmt.Sprintf("features.shell_tool=%t", shell),
 	)
 	for _, m := range s.MCP {
-		cfg = append(cfg, "mcp_servers."+m.Name+".command="+tomlString(m.Command), "mcp_servers."+m.Name+".args="+tomlStrings(m.Args))
+		// approval_policy never refuses every MCP call that needs
+		// approval, and by default they all do: the spec allows these
+		// tools (enabled_tools keeps the others away), so they are
+		// approved.
+		cfg = append(cfg, "mcp_servers."+m.Name+".command="+tomlString(m.Command), "mcp_servers."+m.Name+".args="+tomlStrings(m.Args),
+			"mcp_servers."+m.Name+`.default_tools_approval_mode="approve"`)
 		if m.Tools != nil {
 			cfg = append(cfg, "mcp_servers."+m.Name+".enabled_tools="+tomlStrings(m.Tools))
 		}

@@ -129,6 +129,7 @@ func (g gemini) build(s *Spec, probe *ProbeResult) (*build, error) {
 	sandbox := shell && probe.Bwrap != ""
 	if sandbox {
 		b.conds |= CondSandbox
+		b.helpers = []SandboxHelper{{Name: "bwrap", Path: probe.Bwrap}}
 		security["toolSandboxing"] = true
 	}
 	if slices.Contains(tools, "write_file") || slices.Contains(tools, "edit_file") {

@@ -59,7 +59,11 @@ type Plan struct {
 	// echoes anything (Claude Code's system/init); nil otherwise.
 	Attestation *Attestation `json:"attestation"`
 	// Preflight are the offline validator runs polc performs on the plan.
-	Preflight        []PreflightStep   `json:"preflight"`
+	Preflight []PreflightStep `json:"preflight"`
+	// SandboxHelpers are the programs the plan's OS-sandbox claims rest
+	// on, as the provider must find them on its PATH; Spawn refuses to
+	// run when the PATH it resolves finds another or none.
+	SandboxHelpers   []SandboxHelper   `json:"sandbox_helpers"`
 	CapabilityReport *CapabilityReport `json:"capability_report"`
 	Digest           string            `json:"digest"`
 }
@@ -96,6 +100,14 @@ type Attestation struct {
 	Tools          []string `json:"tools"`
 	AdditionalDirs []string `json:"additional_directories"`
 	MCPServers     []string `json:"mcp_servers"`
+}
+
+// SandboxHelper is one program a provider's sandbox runs, looked up by
+// Name on the provider's PATH; Path is where it must be found ({run} may
+// stand for the run directory).
+type SandboxHelper struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
 }
 
 // PreflightStep is one offline validator run.

@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,10 +39,24 @@ type ProbeResult struct {
 	Reason    string `json:"reason"`
 	// Node is the node executable for CLIs that are Node scripts, or "".
 	Node string `json:"node"`
-	// Bwrap and Socat are the host's bubblewrap and socat, when found
-	// and (for bwrap) able to create a sandbox; "" otherwise.
+	// Bwrap and Socat are the bubblewrap and socat the provider finds on
+	// the PATH a plan gives it unless the spec allowlists PATH (the node
+	// directory, then /usr/local/sbin:…:/bin), when found and (for bwrap)
+	// able to create a sandbox; "" otherwise. Claude Code and Gemini CLI
+	// look their sandbox helpers up on their own PATH: the host having
+	// them elsewhere does not sandbox anything.
 	Bwrap string `json:"bwrap"`
 	Socat string `json:"socat"`
+	// InheritedPath is polc's own PATH when probed (ProbeOptions.SearchPath),
+	// which a spec that allowlists PATH passes on; InheritedBwrap and
+	// InheritedSocat are the helpers found on it, as above.
+	InheritedPath  string `json:"inherited_path"`
+	InheritedBwrap string `json:"inherited_bwrap"`
+	InheritedSocat string `json:"inherited_socat"`
+	// BundledBwrap is the bubblewrap Codex ships next to its binary (the
+	// one its capability table was established with), when found and
+	// able to create a sandbox; "" otherwise and for other providers.
+	BundledBwrap string `json:"bundled_bwrap"`
 	// Cached is true when the version came from the probe cache rather
 	// than from running the executable (the hash was recomputed).
 	Cached bool `json:"cached"`
@@ -51,10 +67,13 @@ func (p *ProbeResult) Evidence() []string {
 	ev := []string{fmt.Sprintf("probe:%s %s sha256:%s %s", p.Provider, p.Version, p.SHA256, p.Resolved)}
 	for _, t := range [][2]string{{"bwrap", p.Bwrap}, {"socat", p.Socat}} {
 		if t[1] == "" {
-			ev = append(ev, "host:"+t[0]+" not found")
+			ev = append(ev, "host:"+t[0]+" not found on the provider's PATH")
 		} else {
 			ev = append(ev, "host:"+t[0]+" "+t[1])
 		}
+	}
+	if p.BundledBwrap != "" {
+		ev = append(ev, "bundled:bwrap "+p.BundledBwrap)
 	}
 	return ev
 }
@@ -214,8 +233,26 @@ func Probe(ctx context.Context, provider, executable string, opts ProbeOptions) 
 			return nil, &ProbeError{provider, executable, errors.New("a Node.js script, but node is not on PATH")}
 		}
 	}
-	r.Bwrap = workingBwrap(ctx, lookPath("bwrap", searchPath))
-	r.Socat = lookPath("socat", searchPath)
+	// The helpers a spawn gets are the ones on the provider's PATH, not
+	// polc's: look on both, and test each bubblewrap found (once).
+	r.InheritedPath = searchPath
+	works := map[string]string{}
+	working := func(path string) string {
+		if path == "" {
+			return ""
+		}
+		if _, ok := works[path]; !ok {
+			works[path] = workingBwrap(ctx, path)
+		}
+		return works[path]
+	}
+	r.Bwrap = working(lookPath("bwrap", providerPath(r.Node)))
+	r.Socat = lookPath("socat", providerPath(r.Node))
+	r.InheritedBwrap = working(lookPath("bwrap", searchPath))
+	r.InheritedSocat = lookPath("socat", searchPath)
+	if provider == "codex" {
+		r.BundledBwrap = working(bundledBwrap(resolved))
+	}
 
 	// A Node.js CLI is a script that loads (or, for Codex, spawns) code
 	// the script's hash does not cover, and Codex's shim is the same file
@@ -313,6 +350,32 @@ func isNodeScript(path string) bool {
 	n, _ := f.Read(head)
 	first, _, _ := bytes.Cut(head[:n], []byte("\n"))
 	return bytes.HasPrefix(first, []byte("#!")) && bytes.Contains(first, []byte("node"))
+}
+
+// bundledBwrap finds the bubblewrap Codex ships in its platform package
+// (@openai/codex-<os>-<arch>/vendor/<triple>/codex-resources/bwrap), from
+// the resolved codex.js shim; "" when there is none.
+func bundledBwrap(resolved string) string {
+	arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[runtime.GOARCH]
+	if arch == "" {
+		return ""
+	}
+	dir := filepath.Dir(resolved)
+	for range 6 {
+		for _, nm := range []string{filepath.Join(dir, "node_modules"), dir} {
+			matches, _ := filepath.Glob(filepath.Join(nm, "@openai", "codex-"+runtime.GOOS+"-"+arch, "vendor", "*", "codex-resources", "bwrap"))
+			if len(matches) > 0 {
+				slices.Sort(matches)
+				return matches[0]
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return ""
 }
 
 // workingBwrap returns path when bubblewrap can create a sandbox here (it

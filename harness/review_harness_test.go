@@ -77,15 +77,18 @@ harnesses: h: {
 // characters, spaces included, so "Bash(touch *.txt)" also allows
 // "touch /etc/x a.txt"; the neutral "touch *.txt" is one .txt token. With
 // such an allow pattern subprocess.allow/v1 must not be reported enforced.
-// A trailing " *" token means the same on both sides and stays enforced.
+// A trailing " *" token means the same on both sides; such a list is
+// degraded only for the reason every Claude shell is (read-only commands
+// run without any rule: TestRealSubprocessAllowOutside).
 func TestReviewClaudeWideAllowNotEnforced(t *testing.T) {
 	for _, c := range []struct {
-		allow string
-		want  harness.Status
+		allow  string
+		want   harness.Status
+		reason string
 	}{
-		{`["touch *.txt"]`, harness.Degraded},
-		{`["ls * --all"]`, harness.Degraded},
-		{`["touch *", "ls -la"]`, harness.Enforced},
+		{`["touch *.txt"]`, harness.Degraded, "spaces included"},
+		{`["ls * --all"]`, harness.Degraded, "spaces included"},
+		{`["touch *", "ls -la"]`, harness.Degraded, "read-only"},
 	} {
 		_, rep := compileFor(t, `package h
 harnesses: h: {
@@ -95,8 +98,8 @@ harnesses: h: {
 	subprocess: allow: `+c.allow+`
 }
 `, "claude-code", false)
-		if r, _ := rep.Lookup(harness.CapSubprocessAllow); r.Status != c.want {
-			t.Errorf("allow %s: subprocess.allow/v1 = %s (%s), want %s", c.allow, r.Status, r.Reason, c.want)
+		if r, _ := rep.Lookup(harness.CapSubprocessAllow); r.Status != c.want || !strings.Contains(r.Reason, c.reason) {
+			t.Errorf("allow %s: subprocess.allow/v1 = %s (%s), want %s for a reason about %q", c.allow, r.Status, r.Reason, c.want, c.reason)
 		}
 	}
 }

@@ -146,6 +146,9 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 	if err != nil {
 		return nil, err
 	}
+	if err := checkHelpers(plan, env, sub); err != nil {
+		return nil, err
+	}
 	argv := make([]string, len(plan.Argv))
 	for i, a := range plan.Argv {
 		argv[i] = strings.ReplaceAll(sub(a), Prompt, opts.Prompt)
@@ -245,6 +248,27 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 		return res, waitErr
 	}
 	return res, nil
+}
+
+// checkHelpers refuses a run whose PATH does not find the sandbox helpers
+// the plan's report rests on: an inherited PATH may differ from the one
+// probed, and a helper may have been removed since.
+func checkHelpers(plan *Plan, env []string, sub func(string) string) error {
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, h := range plan.SandboxHelpers {
+		if got, want := lookPath(h.Name, path), sub(h.Path); got != want {
+			if got == "" {
+				got = "none"
+			}
+			return &CompileError{plan.Harness, plan.Provider, fmt.Sprintf("sandbox helper %s: the plan's controls rest on %s, but the provider's PATH finds %s: probe and plan again", h.Name, want, got)}
+		}
+	}
+	return nil
 }
 
 func hasKind(obs []Observation, k ObservationKind) bool {

@@ -301,9 +301,17 @@ func fromDeclaration(h *compiler.Harness, dir string, withPolicy bool) (*Spec, d
 	s.EnvAllow, s.Secrets = []string{}, []Secret{}
 	if d.Environment != nil {
 		s.EnvAllow = sortedSet(derefs(d.Environment.Allow))
+		for i, name := range derefs(d.Environment.Allow) {
+			if why := envRefusal(d.Provider, name); why != "" {
+				errf(fmt.Sprintf("environment.allow[%d]", i), diag.CodeHarnessEnvRefused, "environment.allow: %s may not be passed to %s: %s", name, d.Provider, why)
+			}
+		}
 		for name, ref := range d.Environment.Secrets {
 			if slices.Contains(s.EnvAllow, name) {
 				errf("environment.secrets."+name, diag.CodeInvalidValue, "%s is both allowlisted and a secret", name)
+			}
+			if why := envRefusal(d.Provider, name); why != "" {
+				errf("environment.secrets."+name, diag.CodeHarnessEnvRefused, "environment.secrets: %s may not be passed to %s: %s", name, d.Provider, why)
 			}
 			s.Secrets = append(s.Secrets, Secret{Name: name, Ref: ref})
 		}

@@ -294,4 +294,5 @@ const (
 	CodeHarnessCompile          = "harness_compile_error"
 	CodeNoEffect                = "no_effect"
 	CodePolicyExpired           = "policy_expired"
+	CodeHarnessEnvRefused       = "harness_env_refused"
 )

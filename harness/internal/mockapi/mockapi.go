@@ -35,8 +35,25 @@ type Script struct {
 	Tool string
 	// Input is the tool call's arguments.
 	Input map[string]any
+	// Calls, when set, replaces Tool and Input: the model makes these
+	// calls one after the other, each once the previous one has a result.
+	Calls []Call
 	// Text is the final assistant message.
 	Text string
+	// OutputTokens is the output token count every Anthropic reply
+	// reports (default 5): a large one makes a run cost money.
+	OutputTokens int
+}
+
+// Call is one tool call of a Script.
+type Call struct {
+	Tool  string
+	Input map[string]any
+	// Force makes the call even when the request does not offer the
+	// tool (a tool the plan keeps from the model); it is still made only
+	// in a request that offers some tool, so that a provider's side
+	// requests (titles, summaries) get text.
+	Force bool
 }
 
 // Request is one recorded request.
@@ -132,18 +149,27 @@ func sse(w http.ResponseWriter, event string, v any) {
 	}
 }
 
-// callTool reports whether the reply should be a tool call: there is a
-// scripted tool and the conversation holds no tool result yet.
-func (m *Server) callTool(body []byte, resultMarkers ...string) bool {
+// calls returns the script's calls.
+func (m *Server) calls() []Call {
+	if m.script.Calls != nil {
+		return m.script.Calls
+	}
 	if m.script.Tool == "" {
-		return false
+		return nil
 	}
-	for _, mk := range resultMarkers {
-		if bytes.Contains(body, []byte(mk)) {
-			return false
-		}
+	return []Call{{Tool: m.script.Tool, Input: m.script.Input}}
+}
+
+// nextCall returns the call to answer a request with, and its index: the
+// first call whose result the conversation does not hold yet. ok is false
+// when every call has a result (or none is scripted): the reply is text.
+func (m *Server) nextCall(body []byte, resultMarker string) (c Call, n int, ok bool) {
+	calls := m.calls()
+	n = bytes.Count(body, []byte(resultMarker))
+	if n >= len(calls) {
+		return Call{}, n, false
 	}
-	return true
+	return calls[n], n, true
 }
 
 func (m *Server) text() string {

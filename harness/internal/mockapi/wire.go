@@ -2,8 +2,10 @@ package mockapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 )
 
 // offered lists the tool names a request offers the model, across the
@@ -11,10 +13,15 @@ import (
 func offered(body []byte) []string {
 	var req struct {
 		Tools []struct {
+			Type                 string `json:"type"`
 			Name                 string `json:"name"`
 			FunctionDeclarations []struct {
 				Name string `json:"name"`
 			} `json:"functionDeclarations"`
+			// Tools of a Responses API namespace (Codex's MCP servers).
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
 		} `json:"tools"`
 	}
 	if json.Unmarshal(body, &req) != nil {
@@ -22,6 +29,13 @@ func offered(body []byte) []string {
 	}
 	var names []string
 	for _, t := range req.Tools {
+		if t.Type == "namespace" {
+			// Named ns__tool here, as Claude names MCP tools.
+			for _, x := range t.Tools {
+				names = append(names, t.Name+"__"+x.Name)
+			}
+			continue
+		}
 		if t.Name != "" {
 			names = append(names, t.Name)
 		}
@@ -32,11 +46,37 @@ func offered(body []byte) []string {
 	return names
 }
 
+// namespaces lists the Responses API namespaces a request offers.
+func namespaces(body []byte) []string {
+	var req struct {
+		Tools []struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	json.Unmarshal(body, &req)
+	var out []string
+	for _, t := range req.Tools {
+		if t.Type == "namespace" {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
 // OfferedTools returns the tool names the given request offered the model.
 func OfferedTools(r Request) []string { return offered(r.Body) }
 
-func (m *Server) wantsTool(body []byte, markers ...string) bool {
-	return m.callTool(body, markers...) && slices.Contains(offered(body), m.script.Tool)
+// wantsTool returns the call to make in reply to body, if any: the next
+// scripted call, when the request offers its tool (or, for a forced call,
+// any tool).
+func (m *Server) wantsTool(body []byte, marker string) (Call, int, bool) {
+	c, n, ok := m.nextCall(body, marker)
+	tools := offered(body)
+	if !ok || len(tools) == 0 || !c.Force && !slices.Contains(tools, c.Tool) {
+		return Call{}, 0, false
+	}
+	return c, n, true
 }
 
 // anthropic answers a Messages API request.
@@ -46,16 +86,21 @@ func (m *Server) anthropic(w http.ResponseWriter, body []byte) {
 		Model  string `json:"model"`
 	}
 	json.Unmarshal(body, &req)
-	tool := m.wantsTool(body, `"type":"tool_result"`)
+	call, n, tool := m.wantsTool(body, `"type":"tool_result"`)
+	id := fmt.Sprintf("toolu_mock_%d", n+1)
 	var block map[string]any
 	stop := "end_turn"
 	if tool {
-		block = map[string]any{"type": "tool_use", "id": "toolu_mock_1", "name": m.script.Tool, "input": m.script.Input}
+		block = map[string]any{"type": "tool_use", "id": id, "name": call.Tool, "input": call.Input}
 		stop = "tool_use"
 	} else {
 		block = map[string]any{"type": "text", "text": m.text()}
 	}
-	usage := map[string]any{"input_tokens": 10, "output_tokens": 5}
+	out := 5
+	if m.script.OutputTokens > 0 {
+		out = m.script.OutputTokens
+	}
+	usage := map[string]any{"input_tokens": 10, "output_tokens": out}
 	msg := map[string]any{"id": "msg_mock", "type": "message", "role": "assistant", "model": req.Model,
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": usage}
 	if !req.Stream {
@@ -67,9 +112,9 @@ func (m *Server) anthropic(w http.ResponseWriter, body []byte) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	sse(w, "message_start", map[string]any{"type": "message_start", "message": msg})
 	if tool {
-		in, _ := json.Marshal(m.script.Input)
+		in, _ := json.Marshal(call.Input)
 		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-			"content_block": map[string]any{"type": "tool_use", "id": "toolu_mock_1", "name": m.script.Tool, "input": map[string]any{}}})
+			"content_block": map[string]any{"type": "tool_use", "id": id, "name": call.Tool, "input": map[string]any{}}})
 		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
 			"delta": map[string]any{"type": "input_json_delta", "partial_json": string(in)}})
 	} else {
@@ -80,7 +125,7 @@ func (m *Server) anthropic(w http.ResponseWriter, body []byte) {
 	}
 	sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	sse(w, "message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 5}})
+		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": out}})
 	sse(w, "message_stop", map[string]any{"type": "message_stop"})
 }
 
@@ -90,15 +135,20 @@ func (m *Server) responses(w http.ResponseWriter, body []byte) {
 		Model string `json:"model"`
 	}
 	json.Unmarshal(body, &req)
-	tool := m.wantsTool(body, `"type":"function_call_output"`)
+	call, n, tool := m.wantsTool(body, `"type":"function_call_output"`)
 	w.Header().Set("Content-Type", "text/event-stream")
 	resp := map[string]any{"id": "resp_mock", "object": "response", "model": req.Model, "status": "in_progress", "output": []any{}}
 	sse(w, "response.created", map[string]any{"type": "response.created", "response": resp})
 	var item map[string]any
 	if tool {
-		args, _ := json.Marshal(m.script.Input)
-		item = map[string]any{"type": "function_call", "id": "fc_mock_1", "call_id": "call_mock_1",
-			"name": m.script.Tool, "arguments": string(args), "status": "completed"}
+		args, _ := json.Marshal(call.Input)
+		item = map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_mock_%d", n+1), "call_id": fmt.Sprintf("call_mock_%d", n+1),
+			"name": call.Tool, "arguments": string(args), "status": "completed"}
+		for _, ns := range namespaces(body) {
+			if name, ok := strings.CutPrefix(call.Tool, ns+"__"); ok {
+				item["namespace"], item["name"] = ns, name
+			}
+		}
 	} else {
 		item = map[string]any{"type": "message", "id": "msg_mock_1", "role": "assistant", "status": "completed",
 			"content": []any{map[string]any{"type": "output_text", "text": m.text(), "annotations": []any{}}}}
@@ -115,10 +165,10 @@ func (m *Server) responses(w http.ResponseWriter, body []byte) {
 
 // gemini answers a generateContent or streamGenerateContent request.
 func (m *Server) gemini(w http.ResponseWriter, body []byte, stream bool) {
-	tool := m.wantsTool(body, `"functionResponse"`)
+	call, _, tool := m.wantsTool(body, `"functionResponse"`)
 	var part map[string]any
 	if tool {
-		part = map[string]any{"functionCall": map[string]any{"name": m.script.Tool, "args": m.script.Input}}
+		part = map[string]any{"functionCall": map[string]any{"name": call.Tool, "args": call.Input}}
 	} else {
 		part = map[string]any{"text": m.text()}
 	}
