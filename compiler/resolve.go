@@ -133,7 +133,12 @@ func (r *resolver) validPattern(k pattern.Kind, p, path string) bool {
 // library, GIT_EXTERNAL_DIFF is run by git diff).
 var codeEnv = []string{"PATH", "BASH_ENV", "ENV", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PROMPT_COMMAND", "PS4",
 	"SHELLOPTS", "BASHOPTS", "IFS", "GIT_EXTERNAL_DIFF", "GIT_SSH_COMMAND", "GIT_EDITOR", "EDITOR", "PAGER",
-	"PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "PERL5OPT", "RUBYOPT"}
+	"PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "PERL5OPT", "RUBYOPT",
+	// bash's own: BASH_CMDS maps names to files (as hash -p), EXECIGNORE
+	// makes a PATH entry skipped, CDPATH moves cd (and with it relative
+	// program paths), BASH_LOADABLES_PATH is where enable -f loads from,
+	// GLOBIGNORE changes what a glob names.
+	"BASH_CMDS", "EXECIGNORE", "CDPATH", "BASH_LOADABLES_PATH", "GLOBIGNORE"}
 
 // codeChoosingEnv returns the names of codeEnv that the environment
 // pattern p grants.
