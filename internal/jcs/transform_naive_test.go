@@ -92,7 +92,7 @@ func (p *naiveParser) object(out []byte, depth int) ([]byte, error) {
 		}
 		if _, dup := seen[key]; dup {
 			p.pos = keyPos
-			return nil, p.errf("duplicate member name %q", key)
+			return nil, p.errf("duplicate member name %s", quoteClipped(key))
 		}
 		seen[key] = struct{}{}
 		p.skipWS()
@@ -183,6 +183,10 @@ func checkTransform(t *testing.T, in []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("Transform(%q)\n got %s\nwant %s", in, got, want)
+	}
+	// Check accepts what Transform accepts and reports the same error.
+	if _, cerr := Check(in); (cerr == nil) != (gerr == nil) || cerr != nil && cerr.Error() != gerr.Error() {
+		t.Fatalf("Check(%q): error %v, Transform %v", in, cerr, gerr)
 	}
 }
 
