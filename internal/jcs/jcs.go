@@ -195,6 +195,9 @@ func (p *parser) value(out []byte, depth int) ([]byte, error) {
 		return p.literal(out, "false")
 	case c == 'n':
 		return p.literal(out, "null")
+	case c >= utf8.RuneSelf:
+		// %q would show the byte as the Latin-1 character it is not.
+		return nil, p.errf("invalid byte %#02x looking for a value", c)
 	default:
 		return nil, p.errf("invalid character %q looking for a value", c)
 	}

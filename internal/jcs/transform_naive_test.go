@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // transformNaive is the original one-pass Transform, kept as the reference
@@ -58,6 +59,8 @@ func (p *naiveParser) value(out []byte, depth int) ([]byte, error) {
 		return p.literal(out, "false")
 	case c == 'n':
 		return p.literal(out, "null")
+	case c >= utf8.RuneSelf:
+		return nil, p.errf("invalid byte %#02x looking for a value", c)
 	default:
 		return nil, p.errf("invalid character %q looking for a value", c)
 	}
