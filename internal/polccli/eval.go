@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 
 	"github.com/spf13/cobra"
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/regoeval"
 	"polc.dev/polc/snapshot"
 )
@@ -99,9 +100,18 @@ func readRequest(e *env, p *evalParams) (*request, error) {
 	bad := func(err error) error {
 		return reportOne(e, diag.Pos{File: name}, diag.CodeInvalidInput, "%v", err)
 	}
+	// Syntax first, at the line and column of the first problem (as
+	// I-JSON, which both request forms must be).
+	if _, err := jcs.Check(data); err != nil {
+		var se *jcs.SyntaxError
+		if errors.As(err, &se) {
+			return nil, reportOne(e, diag.Pos{File: name, Line: se.Line, Col: se.Col}, diag.CodeInvalidInput, "%s", se.Msg)
+		}
+		return nil, bad(err)
+	}
 	var shape map[string]json.RawMessage
-	if err := json.Unmarshal(data, &shape); err != nil {
-		return nil, bad(fmt.Errorf("not a JSON object: %v", err))
+	if json.Unmarshal(data, &shape) != nil {
+		return nil, bad(errors.New("the request is not a JSON object"))
 	}
 	_, hasPaths := shape["paths"]
 	_, hasCommands := shape["commands"]
