@@ -436,9 +436,23 @@ const (
 // struct literal of n beyond MaxLiteralElements, or a source beyond
 // MaxSourceElements, and says whether n was within both.
 func (l *loader) literalSizes(n ast.Node) bool {
-	total, ok := 0, true
+	pos, msg := LiteralSizes(n)
+	if msg != "" {
+		l.diags.Add(l.pos(pos), diag.CodeSchemaViolation, "%s", msg)
+	}
+	return msg == ""
+}
+
+// LiteralSizes checks the syntax tree n (of a CUE, JSON or YAML source:
+// declarations, a polc run scenario) against MaxLiteralElements and
+// MaxSourceElements before it is evaluated. It returns the position of
+// the first literal beyond them and why, or "".
+func LiteralSizes(n ast.Node) (token.Pos, string) {
+	total := 0
+	var at token.Pos
+	var msg string
 	ast.Walk(n, func(n ast.Node) bool {
-		if !ok {
+		if msg != "" {
 			return false
 		}
 		var elems int
@@ -456,15 +470,13 @@ func (l *loader) literalSizes(n ast.Node) bool {
 		total += elems
 		switch {
 		case elems > MaxLiteralElements:
-			l.diags.Add(l.pos(n.Pos()), diag.CodeSchemaViolation, "a %s of %d elements: at most %d are accepted in one list or struct", what, elems, MaxLiteralElements)
-			ok = false
+			at, msg = n.Pos(), fmt.Sprintf("a %s of %d elements: at most %d are accepted in one list or struct", what, elems, MaxLiteralElements)
 		case total > MaxSourceElements:
-			l.diags.Add(l.pos(n.Pos()), diag.CodeSchemaViolation, "more than %d list elements and fields in one file (here the count passes it)", MaxSourceElements)
-			ok = false
+			at, msg = n.Pos(), fmt.Sprintf("more than %d list elements and fields in one file (here the count passes it)", MaxSourceElements)
 		}
-		return ok
+		return msg == ""
 	}, nil)
-	return ok
+	return at, msg
 }
 
 // extractJSON is CUE's JSON extraction (a variable so that a test can

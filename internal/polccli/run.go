@@ -99,9 +99,15 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := scenarioJSON(path, data); err != nil {
+		return nil, err
+	}
 	f, err := cueyaml.Extract(path, data)
 	if err != nil {
 		return nil, atYAMLProblem(path, data, cueError(path, err))
+	}
+	if err := scenarioSizes(f); err != nil {
+		return nil, err
 	}
 	v := cuecontext.New().BuildFile(f)
 	if err := v.Err(); err != nil {
