@@ -127,3 +127,35 @@ func BenchmarkLoadRandomJSON(b *testing.B) {
 		})
 	}
 }
+
+// TestYAMLProblemSearchBounded: finding the line of a YAML syntax error
+// parses prefixes of the file; they add up to at most yamlSearchFactor
+// times the file (or minYAMLSearchBytes). The search was bounded only in
+// lines: 200 parses of the whole file, half a minute for 1 MiB, when the
+// decoder named a block's first line and the problem was further down.
+func TestYAMLProblemSearchBounded(t *testing.T) {
+	var b strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&b, "k%d: v%d\n", i, i)
+	}
+	b.WriteString("top:\n")
+	for i := range 250 {
+		fmt.Fprintf(&b, "  a%d:\n", i)
+	}
+	b.WriteString("   - x\n  - y\n")
+	data := []byte(b.String())
+	parsed := 0
+	old := extractYAMLPrefix
+	extractYAMLPrefix = func(path string, src any) (*ast.File, error) {
+		parsed += len(src.([]byte))
+		return old(path, src)
+	}
+	defer func() { extractYAMLPrefix = old }()
+	d, _ := loadOne(t, "in.yaml", data)
+	if len(d) != 1 || d[0].Code != diag.CodeSyntax {
+		t.Fatalf("%v", d)
+	}
+	if limit := max(yamlSearchFactor*len(data), minYAMLSearchBytes); parsed > limit {
+		t.Errorf("the search for the line of the error in %d bytes parsed %d bytes, more than %d", len(data), parsed, limit)
+	}
+}

@@ -512,19 +512,24 @@ func SplitLineError(err error, file string) (line int, msg string, ok bool) {
 // the last line of the shortest prefix of the file, in whole lines, that
 // fails with the same message; the problem is never above the decoder's
 // line less one, so the search starts there. Each try parses the prefix,
-// so the search stops after maxYAMLSearch lines (the decoder's line is
-// kept): a large file's error costs a bounded number of parses.
+// so the search stops after maxYAMLSearch lines, or once the prefixes
+// parsed add up to yamlSearchFactor times the file (at least
+// minYAMLSearchBytes), keeping the decoder's line: a bound on the number
+// of parses alone let a 1 MiB file's error cost 200 parses of it (half a
+// minute).
 func YAMLProblemLine(path string, data []byte, line int, msg string) int {
-	end := 0
+	end, parsed := 0, 0
+	budget := max(yamlSearchFactor*len(data), minYAMLSearchBytes)
 	for n, l := range bytes.SplitAfter(data, []byte("\n")) {
 		end += len(l)
 		if n+1 < line-1 {
 			continue
 		}
-		if n+1 > line+maxYAMLSearch {
+		if n+1 > line+maxYAMLSearch || parsed+end > budget {
 			break
 		}
-		_, err := cueyaml.Extract(path, data[:end])
+		parsed += end
+		_, err := extractYAMLPrefix(path, data[:end])
 		if err == nil {
 			continue
 		}
@@ -535,8 +540,17 @@ func YAMLProblemLine(path string, data []byte, line int, msg string) int {
 	return line
 }
 
-// maxYAMLSearch bounds YAMLProblemLine's search.
-const maxYAMLSearch = 200
+// extractYAMLPrefix is YAMLProblemLine's parser (a variable so that a
+// test can count what it parses).
+var extractYAMLPrefix = cueyaml.Extract
+
+// maxYAMLSearch, yamlSearchFactor and minYAMLSearchBytes bound
+// YAMLProblemLine's search.
+const (
+	maxYAMLSearch      = 200
+	yamlSearchFactor   = 8
+	minYAMLSearchBytes = 4 << 20
+)
 
 // declarations checks the top level of one source and validates each
 // policy and harness.
