@@ -457,7 +457,9 @@ func (sv *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc.SetReadDeadline(time.Time{})
-	if len(data) > 0 {
+	if len(data) > 0 && method == http.MethodPost { // a GET's body is not read as JSON
+		// Checked here, before anything is decoded: its shape says what
+		// decoding will cost.
 		shape, err := jcs.Check(data)
 		if err != nil && len(bytes.Trim(data, jsonSpace)) > 0 {
 			apiError(w, http.StatusBadRequest, "invalid_input", "%v", bodySyntaxError(data, err))
