@@ -426,14 +426,17 @@ func (sv *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &charge{b: sv.budget}
 	defer c.release()
 	refuse := func(e *budgetErr) {
+		// The rest of the body is read and dropped (it costs no memory)
+		// before the answer: a client still sending it would otherwise
+		// see the connection reset, not the answer.
+		if n, err := io.Copy(io.Discard, io.LimitReader(r.Body, maxRequest+1)); err != nil || n > maxRequest {
+			w.Header().Set("Connection", "close")
+		}
 		if e.never {
 			apiError(w, http.StatusBadRequest, "invalid_input", "%s", e.msg)
 			return
 		}
 		w.Header().Set("Retry-After", retryAfter)
-		// The body was not read: the connection cannot serve another
-		// request.
-		w.Header().Set("Connection", "close")
 		apiError(w, http.StatusServiceUnavailable, "server_busy", "%s", e.msg)
 	}
 	// Read the body under a deadline, lifted before the action runs.
