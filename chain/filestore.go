@@ -862,19 +862,30 @@ type RepairReport struct {
 	Offset  int64  `json:"offset"`   // where the torn bytes started
 	Bytes   int64  `json:"bytes"`    // how many were removed
 	SavedTo string `json:"saved_to"` // side file holding them ("" if none)
+	// Removed: the chain file held no record (only a torn first line, or
+	// nothing: a process killed right after creating it) and was removed.
+	Removed bool `json:"removed"`
 }
 
 // Repair removes a torn tail from a chain after saving it to
 // <chain_id>.jsonl.torn-<offset>. It is the only operation that removes bytes,
 // and it only ever removes bytes that no receipt acknowledged. A chain
-// without a torn tail is left unchanged.
-func (s *FileStore) Repair(chainID string) (RepairReport, error) {
+// without a torn tail is left unchanged. A chain file left without any
+// record (empty, or holding only a torn first line) is no chain: it is
+// removed, unless the projection index lists records of it (then the file
+// lost acknowledged records, and it is reported as damaged and kept).
+func (s *FileStore) Repair(chainID string) (rep RepairReport, err error) {
 	c, err := s.chain(chainID)
 	if err != nil {
 		return RepairReport{}, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			c.mu.Unlock()
+		}
+	}()
 	if c.broken != nil {
 		// After a failed write this process's view of the file (its size,
 		// its tip) is not the disk's: only a fresh open reads the truth.
@@ -884,13 +895,64 @@ func (s *FileStore) Repair(chainID string) (RepairReport, error) {
 		// Repair removes only a torn tail; a damaged chain needs a person.
 		return RepairReport{}, c.corrupt
 	}
-	rep := RepairReport{ChainID: chainID, Offset: c.size, Bytes: c.torn}
-	if c.torn == 0 {
+	rep = RepairReport{ChainID: chainID, Offset: c.size, Bytes: c.torn}
+	if c.size == 0 {
+		// No record: first make sure none was ever acknowledged.
+		n, err := s.indexedRecords(chainID)
+		if err != nil {
+			return rep, err
+		}
+		if n > 0 {
+			return rep, &CorruptChainError{ChainID: chainID, Line: 1, Err: fmt.Errorf(
+				"the chain file has no record but the projection index lists %d of its records: acknowledged records are missing (nothing is removed)", n)}
+		}
+	}
+	if c.torn > 0 {
+		if rep.SavedTo, err = s.saveTorn(c, chainID); err != nil {
+			return rep, err
+		}
+	}
+	if c.size > 0 {
 		return rep, nil
 	}
+	// Nothing acknowledged is lost by removing the file: the store
+	// would only ever append to it, and certverify rejects a chain
+	// without records. The chain's lock is held: no other process writes
+	// it; the chain is released so that this store cannot either.
+	if err := os.Remove(s.path(chainID)); err != nil {
+		return rep, err
+	}
+	if err := atomicfile.SyncDir(s.dir); err != nil {
+		return rep, err
+	}
+	rep.Removed = true
+	c.closed = true
+	c.mu.Unlock()
+	locked = false
+	return rep, s.Release(chainID)
+}
+
+// indexedRecords counts the projection index's entries for a chain.
+func (s *FileStore) indexedRecords(chainID string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(s.dir, indexName))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for line := range bytes.Lines(data) {
+		if e, ok := parseIndexEntry(bytes.TrimSuffix(line, []byte("\n"))); ok && e.ChainID == chainID {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// saveTorn moves a chain's torn tail into a side file and truncates the
+// chain to its last complete record; c.mu is held.
+func (s *FileStore) saveTorn(c *fileChain, chainID string) (string, error) {
 	torn := make([]byte, c.torn)
 	if _, err := c.f.ReadAt(torn, c.size); err != nil {
-		return rep, err
+		return "", err
 	}
 	// A side file of that name may exist: a repair that crashed before
 	// truncating (the same bytes), or an earlier tear at the same offset.
@@ -902,22 +964,21 @@ func (s *FileStore) Repair(chainID string) (RepairReport, error) {
 			break
 		}
 		if !errors.Is(err, fs.ErrExist) || n > 1000 {
-			return rep, err
+			return "", err
 		}
 		side = s.path(chainID) + ".torn-" + strconv.FormatInt(c.size, 10) + "." + strconv.Itoa(n)
 	}
 	if err := c.f.Truncate(c.size); err != nil {
-		return rep, err
+		return "", err
 	}
 	if err := c.f.Sync(); err != nil {
-		return rep, err
+		return "", err
 	}
 	if err := atomicfile.SyncDir(s.dir); err != nil {
-		return rep, err
+		return "", err
 	}
 	c.torn, c.alloc = 0, c.size
-	rep.SavedTo = side
-	return rep, nil
+	return side, nil
 }
 
 // index queues projection entries for durable records. They are written

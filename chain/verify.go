@@ -210,6 +210,22 @@ type Verifier struct {
 
 	badRun int // consecutive unusable lines
 	badIdx int // index in findings of the run's first finding (-1: omitted)
+
+	// rep is the current run of one repeating finding (see addRepeat).
+	rep repeat
+}
+
+// repeat is a run of consecutive records with one finding that compares
+// each record with the chain's first: the same code, expected and actual
+// value. It is one finding, at the run's first record, that counts the
+// others: when the first record's chain_id (or hash_algorithm) was
+// changed, every later record differs from it, and a chain of 64,000
+// records would otherwise give 64,000 findings of the one change.
+type repeat struct {
+	code             Code
+	expected, actual string
+	idx              int   // index of the run's finding in findings (-1: omitted or none)
+	first, last      int64 // the run's first and last line
 }
 
 // NewVerifier returns a Verifier. Precondition: opts.ChainID, if set, is a
@@ -231,6 +247,7 @@ func NewVerifier(opts VerifyOptions) *Verifier {
 		times:       make(map[uint64]string),
 		rootSizes:   make(map[uint64]bool),
 		reported:    make(map[Code]bool),
+		rep:         repeat{idx: -1},
 	}
 	v.rng = (&compact.RangeFactory{Hash: v.nh.children}).NewEmptyRange(0)
 	if opts.ChainID != "" && isUUID([]byte(opts.ChainID)) {
@@ -265,6 +282,9 @@ func (v *Verifier) add(f Finding) int {
 	last := len(v.findings) - 1
 	if v.badIdx == last {
 		v.badIdx = -1
+	}
+	if v.rep.idx == last {
+		v.rep.idx = -1
 	}
 	v.findings[last] = f
 	v.keptError = true
@@ -356,6 +376,34 @@ func allZero(b []byte) bool {
 	return true
 }
 
+// addRepeat adds f, a finding at the current line, unless it continues
+// the run of the same finding on the lines just before (see repeat).
+func (v *Verifier) addRepeat(f Finding) {
+	f = f.clipped()
+	if r := &v.rep; r.code == f.Code && r.expected == f.Expected && r.actual == f.Actual && r.last == v.lineNo-1 {
+		r.last = v.lineNo
+		return
+	}
+	v.endRepeat()
+	v.rep = repeat{code: f.Code, expected: f.Expected, actual: f.Actual, idx: v.add(f), first: v.lineNo, last: v.lineNo}
+}
+
+// endRepeat completes the current run's finding: it says how many
+// records after the first the run covers.
+func (v *Verifier) endRepeat() {
+	r := &v.rep
+	if r.idx >= 0 && r.last > r.first {
+		msg := fmt.Sprintf(" (and the %d records after it, to line %d)", r.last-r.first, r.last)
+		if r.first == 2 && r.last == v.lineNo && v.records > 2 {
+			// Every record but the first agrees: the first is likelier
+			// the one that was changed.
+			msg += "; every record but the first has this value, so the first record's may be the one that changed"
+		}
+		v.findings[r.idx].Message = clip(v.findings[r.idx].Message+msg, maxFindingText)
+	}
+	*r = repeat{idx: -1}
+}
+
 // malformed reports an unusable line; a run of consecutive unusable lines
 // is reported once, at its first line.
 func (v *Verifier) malformed(msg string) {
@@ -431,7 +479,7 @@ func (v *Verifier) Add(b []byte) {
 	if alg := sha256.Sum256(l.algorithm); !v.haveChain {
 		v.alg, v.algText = alg, clip(string(unescape(nil, l.algorithm)), maxQuoted)
 	} else if alg != v.alg && !lineFinding {
-		v.add(NewFinding(CodeAlgorithmChanged, "hash_algorithm differs from the chain's first record's: a chain has one").At(seq, v.lineNo).
+		v.addRepeat(NewFinding(CodeAlgorithmChanged, "hash_algorithm differs from the chain's first record's: a chain has one").At(seq, v.lineNo).
 			Values(v.algText, string(unescape(nil, l.algorithm))))
 		lineFinding = true
 	}
@@ -443,7 +491,7 @@ func (v *Verifier) Add(b []byte) {
 	}
 	if want != nil && *want != l.chainID {
 		if !lineFinding {
-			v.add(NewFinding(CodeChainIDMismatch, "record belongs to another chain").At(seq, v.lineNo).Values(want.String(), l.chainID.String()))
+			v.addRepeat(NewFinding(CodeChainIDMismatch, "record belongs to another chain").At(seq, v.lineNo).Values(want.String(), l.chainID.String()))
 			lineFinding = true
 		}
 	}
@@ -727,6 +775,7 @@ func inc(n int64, yes bool) int64 {
 // must not be used afterwards.
 func (v *Verifier) Finish() *Result {
 	v.endRun()
+	v.endRepeat()
 	r := &v.res
 	r.Records = v.records
 	r.Bytes = v.bytes

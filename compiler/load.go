@@ -2,7 +2,6 @@ package compiler
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +24,7 @@ import (
 	cueyaml "cuelang.org/go/encoding/yaml"
 
 	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/schema"
 )
 
@@ -245,6 +245,13 @@ func (l *loader) loadCUE(dir string, args []string) []cue.Value {
 		if l.splitDeclarations(inst.Files) {
 			continue
 		}
+		sized := true
+		for _, f := range inst.Files {
+			sized = l.literalSizes(f) && sized
+		}
+		if !sized {
+			continue
+		}
 		v := l.ctx.BuildInstance(inst)
 		if err := v.Err(); err != nil {
 			l.addCUEErrors(err, "", diag.CodeSchemaViolation)
@@ -334,21 +341,39 @@ func (l *loader) loadData(abs string) (cue.Value, bool) {
 	}
 	var v cue.Value
 	if strings.HasSuffix(abs, ".json") {
-		var expr ast.Expr
-		expr, err = cuejson.Extract(name, data)
-		if err == nil {
-			v = l.ctx.BuildExpr(expr)
-		} else if pos, msg, ok := jsonSyntaxError(data); ok {
-			// CUE says only "invalid JSON for file": encoding/json says
-			// what is wrong, and where.
-			pos.File = name
-			l.diags.Add(pos, diag.CodeSyntax, "%s", msg)
+		// Checked before CUE sees it, in one linear pass that stops at
+		// the first problem and says where it is: CUE's parser reports
+		// every bad byte and de-duplicates each new error against all
+		// the earlier ones (quadratic: 64 KiB of random bytes took
+		// seconds, 1 MiB did not finish), then says only "invalid JSON
+		// for file". The check also refuses what JSON's I-JSON profile
+		// does, as every other JSON input of polc: duplicate member
+		// names (which CUE would unify silently), invalid UTF-8, lone
+		// surrogates and numbers beyond a double.
+		if _, err := jcs.Check(data); err != nil {
+			var se *jcs.SyntaxError
+			if errors.As(err, &se) {
+				l.diags.Add(diag.Pos{File: name, Line: se.Line, Col: se.Col}, diag.CodeSyntax, "%s", se.Msg)
+			} else {
+				l.diags.Add(diag.Pos{File: name}, diag.CodeSyntax, "%v", err)
+			}
 			return cue.Value{}, false
+		}
+		var expr ast.Expr
+		expr, err = extractJSON(name, data)
+		if err == nil {
+			if !l.literalSizes(expr) {
+				return cue.Value{}, false
+			}
+			v = l.ctx.BuildExpr(expr)
 		}
 	} else {
 		var f *ast.File
 		f, err = cueyaml.Extract(name, data)
 		if err == nil {
+			if !l.literalSizes(f) {
+				return cue.Value{}, false
+			}
 			v = l.ctx.BuildFile(f)
 		} else if line, msg, ok := SplitLineError(err, name); ok && line > 0 {
 			l.diags.Add(diag.Pos{File: name, Line: YAMLProblemLine(name, data, line, msg)}, diag.CodeSyntax, "%s", msg)
@@ -519,24 +544,72 @@ func (l *loader) addCUEErrors(err error, file, code string) {
 	}
 }
 
-// jsonSyntaxError is encoding/json's account of invalid JSON in data: its
-// message and the line and column (in bytes) of the offending byte.
-func jsonSyntaxError(data []byte) (diag.Pos, string, bool) {
-	var v any
-	err := json.Unmarshal(data, &v)
-	var se *json.SyntaxError
-	if !errors.As(err, &se) {
-		return diag.Pos{}, "", false
+// Bounds on the literals of a source, checked on its syntax tree before
+// CUE evaluates it. CUE's evaluator finds each new element or field of a
+// list or struct by searching the ones before it, so one literal of n
+// elements costs n²: a JSON array of 64,000 zeros (128 KiB) took half a
+// minute, one of a MiB would take hours. Bounding each literal and the
+// whole source keeps evaluation linear in the input with a small
+// constant; real declarations are far below both.
+const (
+	// MaxLiteralElements bounds the elements of one list or the fields of
+	// one struct.
+	MaxLiteralElements = 10_000
+	// MaxSourceElements bounds the list elements and fields of one
+	// source file, all literals together.
+	MaxSourceElements = 100_000
+)
+
+// literalSizes reports (as schema_violation, at the literal) a list or
+// struct literal of n beyond MaxLiteralElements, or a source beyond
+// MaxSourceElements, and says whether n was within both.
+func (l *loader) literalSizes(n ast.Node) bool {
+	pos, msg := LiteralSizes(n)
+	if msg != "" {
+		l.diags.Add(l.pos(pos), diag.CodeSchemaViolation, "%s", msg)
 	}
-	off := int(se.Offset)
-	if off > 0 {
-		off-- // Offset is just past the offending byte
-	}
-	off = min(off, len(data))
-	line := 1 + bytes.Count(data[:off], []byte("\n"))
-	col := 1 + off - (bytes.LastIndexByte(data[:off], '\n') + 1)
-	return diag.Pos{Line: line, Col: col}, se.Error(), true
+	return msg == ""
 }
+
+// LiteralSizes checks the syntax tree n (of a CUE, JSON or YAML source:
+// declarations, a polc run scenario) against MaxLiteralElements and
+// MaxSourceElements before it is evaluated. It returns the position of
+// the first literal beyond them and why, or "".
+func LiteralSizes(n ast.Node) (token.Pos, string) {
+	total := 0
+	var at token.Pos
+	var msg string
+	ast.Walk(n, func(n ast.Node) bool {
+		if msg != "" {
+			return false
+		}
+		var elems int
+		var what string
+		switch x := n.(type) {
+		case *ast.ListLit:
+			elems, what = len(x.Elts), "list"
+		case *ast.StructLit:
+			elems, what = len(x.Elts), "struct"
+		case *ast.File:
+			elems, what = len(x.Decls), "file"
+		default:
+			return true
+		}
+		total += elems
+		switch {
+		case elems > MaxLiteralElements:
+			at, msg = n.Pos(), fmt.Sprintf("a %s of %d elements: at most %d are accepted in one list or struct", what, elems, MaxLiteralElements)
+		case total > MaxSourceElements:
+			at, msg = n.Pos(), fmt.Sprintf("more than %d list elements and fields in one file (here the count passes it)", MaxSourceElements)
+		}
+		return msg == ""
+	}, nil)
+	return at, msg
+}
+
+// extractJSON is CUE's JSON extraction (a variable so that a test can
+// count its calls: it must never see JSON that jcs.Check refused).
+var extractJSON = cuejson.Extract
 
 // SplitLineError splits an error of the form "file:line: message" or
 // "file: message" (the YAML decoder's; an unknown anchor has no line)
@@ -567,19 +640,24 @@ func SplitLineError(err error, file string) (line int, msg string, ok bool) {
 // the last line of the shortest prefix of the file, in whole lines, that
 // fails with the same message; the problem is never above the decoder's
 // line less one, so the search starts there. Each try parses the prefix,
-// so the search stops after maxYAMLSearch lines (the decoder's line is
-// kept): a large file's error costs a bounded number of parses.
+// so the search stops after maxYAMLSearch lines, or once the prefixes
+// parsed add up to yamlSearchFactor times the file (at least
+// minYAMLSearchBytes), keeping the decoder's line: a bound on the number
+// of parses alone let a 1 MiB file's error cost 200 parses of it (half a
+// minute).
 func YAMLProblemLine(path string, data []byte, line int, msg string) int {
-	end := 0
+	end, parsed := 0, 0
+	budget := max(yamlSearchFactor*len(data), minYAMLSearchBytes)
 	for n, l := range bytes.SplitAfter(data, []byte("\n")) {
 		end += len(l)
 		if n+1 < line-1 {
 			continue
 		}
-		if n+1 > line+maxYAMLSearch {
+		if n+1 > line+maxYAMLSearch || parsed+end > budget {
 			break
 		}
-		_, err := cueyaml.Extract(path, data[:end])
+		parsed += end
+		_, err := extractYAMLPrefix(path, data[:end])
 		if err == nil {
 			continue
 		}
@@ -590,8 +668,17 @@ func YAMLProblemLine(path string, data []byte, line int, msg string) int {
 	return line
 }
 
-// maxYAMLSearch bounds YAMLProblemLine's search.
-const maxYAMLSearch = 200
+// extractYAMLPrefix is YAMLProblemLine's parser (a variable so that a
+// test can count what it parses).
+var extractYAMLPrefix = cueyaml.Extract
+
+// maxYAMLSearch, yamlSearchFactor and minYAMLSearchBytes bound
+// YAMLProblemLine's search.
+const (
+	maxYAMLSearch      = 200
+	yamlSearchFactor   = 8
+	minYAMLSearchBytes = 4 << 20
+)
 
 // declarations checks the top level of one source and validates each
 // policy and harness.

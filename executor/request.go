@@ -105,7 +105,7 @@ func ParseActionRequest(data []byte) (ActionRequest, error) {
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(&r); err != nil {
-		return r, fmt.Errorf("action request: %v", err)
+		return r, fmt.Errorf("action request: %v", strictjson.Describe(err))
 	}
 	if dec.More() {
 		return r, fmt.Errorf("action request: trailing data")

@@ -20,27 +20,37 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 // durable under its temporary name and before it replaces path: a failure
 // of then, or before it, leaves path as it was, and only a failed rename
 // after it can part the two.
+//
+// The temporary file is named "."+base+".tmp-"+random (TempPrefix) and
+// held under an exclusive flock until it is renamed: a process killed in
+// between leaves it behind, and Abandoned tells it from one whose writer
+// is still at work (the kernel releases the lock of a dead process).
 func WriteFileThen(path string, data []byte, perm os.FileMode, then func() error) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	f, err := os.CreateTemp(dir, TempPrefix(filepath.Base(path))+"*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op after a successful rename
+	// Closed last: the lock marks the file as in use until the rename.
+	defer f.Close()
+	if err := lockTemp(f); err != nil {
+		return err
+	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Chmod(perm); err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp, perm); err != nil {
-		return err
+	if !openRename {
+		if err := f.Close(); err != nil {
+			return err
+		}
 	}
 	if then != nil {
 		if err := then(); err != nil {
@@ -50,7 +60,57 @@ func WriteFileThen(path string, data []byte, perm os.FileMode, then func() error
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return SyncDir(dir)
+	if err := SyncDir(dir); err != nil {
+		return err
+	}
+	if openRename {
+		return f.Close()
+	}
+	return nil
+}
+
+// TempPrefix is how the temporary files WriteFile writes for a file named
+// base begin; a random suffix follows.
+func TempPrefix(base string) string { return "." + base + ".tmp-" }
+
+// Temp is a temporary file WriteFile left behind: its path, the name of
+// the file it was to become, and its random suffix.
+type Temp struct {
+	Path, Target, Suffix string
+}
+
+// Abandoned lists the temporary files of WriteFile in dir (not in its
+// subdirectories) whose writer is gone, each locked (exclusively) for
+// the caller, who closes it once done with the file: a writer still at
+// work holds its file's lock, and a file found unlocked could not be
+// taken over by one. Where files cannot be locked (not a Unix system),
+// nothing is listed: a live writer's file would look abandoned.
+func Abandoned(dir string) ([]Temp, []*os.File, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var temps []Temp
+	var locks []*os.File
+	for _, e := range entries {
+		name := e.Name()
+		i := strings.LastIndex(name, ".tmp-")
+		if !e.Type().IsRegular() || !strings.HasPrefix(name, ".") || i < 2 || i+len(".tmp-") == len(name) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		f, err := os.Open(path)
+		if err != nil {
+			continue // gone (renamed by its writer) or unreadable
+		}
+		if held, err := tryLockTemp(f); err != nil || !held {
+			f.Close()
+			continue
+		}
+		temps = append(temps, Temp{Path: path, Target: name[1:i], Suffix: name[i+len(".tmp-"):]})
+		locks = append(locks, f)
+	}
+	return temps, locks, nil
 }
 
 // ReplaceDir makes dir/sub contain exactly files (slash-separated names

@@ -86,6 +86,32 @@ func Marshal(v any) ([]byte, error) {
 	return Append(nil, v)
 }
 
+// Shape counts what a JSON text holds: its values (scalars, arrays and
+// objects alike), objects and object members. A decoder's memory grows with
+// these as much as with the text's length (an empty object is three bytes
+// of text and hundreds of bytes as a decoded map), so a reader that must
+// bound the memory of decoding untrusted input checks the shape first.
+type Shape struct {
+	Values, Objects, Members int
+}
+
+// Check reports whether in is one I-JSON text that Transform accepts, and
+// its shape, without writing the canonical form: one pass, linear in the
+// input, that keeps nothing of it but member names (to find duplicates).
+// The error is a *SyntaxError at the first problem.
+func Check(in []byte) (Shape, error) {
+	p := parser{in: in, check: true}
+	p.skipWS()
+	if _, err := p.value(nil, 0); err != nil {
+		return Shape{}, err
+	}
+	p.skipWS()
+	if p.pos != len(p.in) {
+		return Shape{}, p.errf("unexpected data after the top-level value")
+	}
+	return p.shape, nil
+}
+
 // IsCanonical reports whether in is exactly its own canonical form.
 func IsCanonical(in []byte) bool {
 	out, err := Transform(in)
@@ -96,6 +122,12 @@ type parser struct {
 	in   []byte
 	pos  int
 	emit bool // second pass: write the output
+	// check: Check's one pass, which records no objects for a second.
+	check bool
+	shape Shape
+	// keys holds the member names of the objects being parsed, the
+	// innermost last (see object).
+	keys []string
 
 	// objects holds each object's members sorted canonically, recorded by
 	// the first pass; objectAt maps an object's offset to its index.
@@ -138,14 +170,20 @@ func (p *parser) value(out []byte, depth int) ([]byte, error) {
 	if p.pos >= len(p.in) {
 		return nil, p.errf("unexpected end of input")
 	}
+	p.shape.Values++
 	switch c := p.in[p.pos]; {
 	case c == '{':
 		return p.object(out, depth+1)
 	case c == '[':
 		return p.array(out, depth+1)
 	case c == '"':
+		if !p.emit {
+			// The first pass needs no string value, only its checks.
+			_, err := p.scanStr(false)
+			return out, err
+		}
 		s, err := p.str()
-		if err != nil || !p.emit {
+		if err != nil {
 			return out, err
 		}
 		return AppendString(out, s), nil
@@ -157,6 +195,9 @@ func (p *parser) value(out []byte, depth int) ([]byte, error) {
 		return p.literal(out, "false")
 	case c == 'n':
 		return p.literal(out, "null")
+	case c >= utf8.RuneSelf:
+		// %q would show the byte as the Latin-1 character it is not.
+		return nil, p.errf("invalid byte %#02x looking for a value", c)
 	default:
 		return nil, p.errf("invalid character %q looking for a value", c)
 	}
@@ -201,6 +242,7 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 		return nil, p.errf("nesting deeper than %d", MaxDepth)
 	}
 	at := p.pos
+	p.shape.Objects++
 	p.pos++ // '{'
 	p.skipWS()
 	var members []member
@@ -209,7 +251,13 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 		p.record(at, members)
 		return out, nil
 	}
-	seen := make(map[string]struct{})
+	// The object's names so far are p.keys[base:] (a nested object's
+	// are popped when it ends): a small object is searched, a large one
+	// gets a set, so that neither many small objects nor one large one
+	// costs more than linear time and little memory.
+	base := len(p.keys)
+	defer func() { p.keys = p.keys[:base] }()
+	var seen map[string]struct{}
 	for {
 		p.skipWS()
 		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
@@ -220,11 +268,26 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := seen[key]; dup {
-			p.pos = keyPos
-			return nil, p.errf("duplicate member name %q", key)
+		var dup bool
+		if seen != nil {
+			_, dup = seen[key]
+		} else {
+			dup = slices.Contains(p.keys[base:], key)
 		}
-		seen[key] = struct{}{}
+		if dup {
+			p.pos = keyPos
+			return nil, p.errf("duplicate member name %s", quoteClipped(key))
+		}
+		p.keys = append(p.keys, key)
+		if seen == nil && len(p.keys)-base > smallObject {
+			seen = make(map[string]struct{}, 2*smallObject)
+			for _, k := range p.keys[base:] {
+				seen[k] = struct{}{}
+			}
+		} else if seen != nil {
+			seen[key] = struct{}{}
+		}
+		p.shape.Members++
 		p.skipWS()
 		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
 			return nil, p.errf("expected ':' after member name")
@@ -235,7 +298,9 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 		if _, err := p.value(nil, depth); err != nil {
 			return nil, err
 		}
-		members = append(members, member{key, start, p.pos})
+		if !p.check {
+			members = append(members, member{key, start, p.pos})
+		}
 		p.skipWS()
 		if p.pos >= len(p.in) {
 			return nil, p.errf("unexpected end of input in object")
@@ -250,13 +315,18 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 		}
 		return nil, p.errf("expected ',' or '}' in object")
 	}
-	slices.SortFunc(members, func(a, b member) int { return CompareKeys(a.key, b.key) })
-	p.record(at, members)
+	if !p.check {
+		slices.SortFunc(members, func(a, b member) int { return CompareKeys(a.key, b.key) })
+		p.record(at, members)
+	}
 	return out, nil
 }
 
 // record notes the object at offset at, which ends at p.pos.
 func (p *parser) record(at int, members []member) {
+	if p.check {
+		return
+	}
 	if p.objectAt == nil {
 		p.objectAt = make(map[int]int)
 	}
@@ -310,7 +380,11 @@ func (p *parser) put(out []byte, c byte) []byte {
 }
 
 // str parses a JSON string starting at the opening quote.
-func (p *parser) str() (string, error) {
+func (p *parser) str() (string, error) { return p.scanStr(true) }
+
+// scanStr parses a JSON string starting at the opening quote, returning
+// its value when keep is set (else only checking it).
+func (p *parser) scanStr(keep bool) (string, error) {
 	p.pos++ // opening quote
 	var b []byte
 	start := p.pos
@@ -321,16 +395,28 @@ func (p *parser) str() (string, error) {
 		c := p.in[p.pos]
 		switch {
 		case c == '"':
-			b = append(b, p.in[start:p.pos]...)
+			if !keep {
+				p.pos++
+				return "", nil
+			}
+			if b == nil { // no escape: one copy
+				b = p.in[start:p.pos]
+			} else {
+				b = append(b, p.in[start:p.pos]...)
+			}
 			p.pos++
 			return string(b), nil
 		case c == '\\':
-			b = append(b, p.in[start:p.pos]...)
+			if keep {
+				b = append(b, p.in[start:p.pos]...)
+			}
 			r, err := p.escape()
 			if err != nil {
 				return "", err
 			}
-			b = utf8.AppendRune(b, r)
+			if keep {
+				b = utf8.AppendRune(b, r)
+			}
 			start = p.pos
 		case c < 0x20:
 			return "", p.errf("control character %#02x in string", c)
@@ -440,13 +526,44 @@ func (p *parser) number(out []byte) ([]byte, error) {
 	f, err := strconv.ParseFloat(string(p.in[start:i]), 64)
 	if err != nil || math.IsInf(f, 0) {
 		p.pos = start
-		return nil, p.errf("number %s is not representable as a finite IEEE 754 double", p.in[start:i])
+		return nil, p.errf("number %s out of range (beyond a finite IEEE 754 double)", clipNumber(p.in[start:i]))
 	}
 	p.pos = i
 	if !p.emit {
 		return out, nil
 	}
 	return AppendNumber(out, f)
+}
+
+// smallObject is the most members an object has before its duplicate
+// check uses a set instead of searching.
+const smallObject = 16
+
+// maxEcho bounds how much of the input an error message quotes: a
+// message about a million-digit number, or a member name of a megabyte,
+// names its start and its length.
+const maxEcho = 40
+
+// clipNumber is a number's text for a message: whole when short, else
+// its first maxEcho bytes, an ellipsis and its length.
+func clipNumber(b []byte) string {
+	if len(b) <= maxEcho {
+		return string(b)
+	}
+	return fmt.Sprintf("%s… (%d characters)", b[:maxEcho], len(b))
+}
+
+// quoteClipped is s quoted for a message, cut as clipNumber cuts (on a
+// character boundary).
+func quoteClipped(s string) string {
+	if len(s) <= maxEcho {
+		return strconv.Quote(s)
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
 }
 
 // AppendNumber appends the ECMAScript string form of f. It fails for NaN and

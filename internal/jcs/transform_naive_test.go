@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // transformNaive is the original one-pass Transform, kept as the reference
@@ -58,6 +59,8 @@ func (p *naiveParser) value(out []byte, depth int) ([]byte, error) {
 		return p.literal(out, "false")
 	case c == 'n':
 		return p.literal(out, "null")
+	case c >= utf8.RuneSelf:
+		return nil, p.errf("invalid byte %#02x looking for a value", c)
 	default:
 		return nil, p.errf("invalid character %q looking for a value", c)
 	}
@@ -92,7 +95,7 @@ func (p *naiveParser) object(out []byte, depth int) ([]byte, error) {
 		}
 		if _, dup := seen[key]; dup {
 			p.pos = keyPos
-			return nil, p.errf("duplicate member name %q", key)
+			return nil, p.errf("duplicate member name %s", quoteClipped(key))
 		}
 		seen[key] = struct{}{}
 		p.skipWS()
@@ -183,6 +186,10 @@ func checkTransform(t *testing.T, in []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("Transform(%q)\n got %s\nwant %s", in, got, want)
+	}
+	// Check accepts what Transform accepts and reports the same error.
+	if _, cerr := Check(in); (cerr == nil) != (gerr == nil) || cerr != nil && cerr.Error() != gerr.Error() {
+		t.Fatalf("Check(%q): error %v, Transform %v", in, cerr, gerr)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -101,18 +100,18 @@ func readRequest(e *env, p *evalParams) (*request, error) {
 	bad := func(err error) error {
 		return reportOne(e, diag.Pos{File: name}, diag.CodeInvalidInput, "%v", err)
 	}
-	// Text that is no I-JSON (invalid UTF-8, an escaped lone surrogate, a
-	// duplicate member: encoding/json would repair or merge it) is refused
-	// at its line and column, whichever form the request has.
-	if _, err := jcs.Transform(data); err != nil {
-		if se := (*jcs.SyntaxError)(nil); errors.As(err, &se) {
-			return nil, reportOne(e, diag.Pos{File: name, Line: se.Line, Col: se.Col}, diag.CodeInvalidInput, "not a JSON request: %s", se.Msg)
+	// Syntax first, at the line and column of the first problem (as
+	// I-JSON, which both request forms must be).
+	if _, err := jcs.Check(data); err != nil {
+		var se *jcs.SyntaxError
+		if errors.As(err, &se) {
+			return nil, reportOne(e, diag.Pos{File: name, Line: se.Line, Col: se.Col}, diag.CodeInvalidInput, "%s", se.Msg)
 		}
 		return nil, bad(err)
 	}
 	var shape map[string]json.RawMessage
-	if err := json.Unmarshal(data, &shape); err != nil {
-		return nil, bad(fmt.Errorf("not a JSON object: %v", err))
+	if json.Unmarshal(data, &shape) != nil {
+		return nil, bad(errors.New("the request is not a JSON object"))
 	}
 	_, hasPaths := shape["paths"]
 	_, hasCommands := shape["commands"]

@@ -19,6 +19,13 @@ import (
 // The session is closed (the context cancelled) when the test ends.
 func startServe(t *testing.T, listen string) (dir, addr string, done chan error) {
 	t.Helper()
+	return startServeWith(t, listen, nil)
+}
+
+// startServeWith is startServe with the serve parameters adjusted by set
+// (when not nil) before the server starts.
+func startServeWith(t *testing.T, listen string, set func(*serveParams)) (dir, addr string, done chan error) {
+	t.Helper()
 	dir = t.TempDir()
 	e := compileDemo(t, dir)
 	os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(
@@ -28,6 +35,9 @@ func startServe(t *testing.T, listen string) (dir, addr string, done chan error)
 	done = make(chan error, 1)
 	p := &serveParams{runParams: runParams{scenario: "session.yaml", evidence: "ev"}, listen: listen,
 		ready: func(addr string) { ready <- addr }}
+	if set != nil {
+		set(p)
+	}
 	go func() { done <- runServe(ctx, e, p) }()
 	select {
 	case addr = <-ready:
@@ -381,9 +391,8 @@ func TestServeTypeErrorsSayTheMember(t *testing.T) {
 		`{"action":"read_file","arguments":[]}`: `member "arguments": an array, want an object`,
 		`{"action":"read_file","timeout":true}`: `member "timeout": a bool, want a string`,
 	} {
-		r := httptest.NewRequest("POST", "/v1/execute", strings.NewReader(body))
 		var req executeRequest
-		err := decodeBody(r, &req, "action", "arguments", "timeout")
+		err := decodeBody([]byte(body), &req)
 		if err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %s", body, err, want)
 		}

@@ -105,9 +105,15 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 	if line, col, problem := compiler.NotText(data); problem != "" {
 		return nil, &posError{line, col, problem + ": a scenario must be UTF-8 text without NUL bytes"}
 	}
+	if err := scenarioJSON(path, data); err != nil {
+		return nil, err
+	}
 	f, err := cueyaml.Extract(path, data)
 	if err != nil {
 		return nil, atYAMLProblem(path, data, cueError(path, err))
+	}
+	if err := scenarioSizes(f); err != nil {
+		return nil, err
 	}
 	v := cuecontext.New().BuildFile(f)
 	if err := v.Err(); err != nil {

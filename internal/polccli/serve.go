@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -16,22 +18,27 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"polc.dev/polc/certificate"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/internal/jcs"
+	"polc.dev/polc/internal/strictjson"
 )
 
 type serveParams struct {
 	runParams
 	listen string
+	// bodyBudget bounds the memory of the request bodies in flight
+	// (--body-budget; 0: defaultBodyBudget).
+	bodyBudget byteSize
 	// ready, when set, receives the address once the server accepts
 	// (tests).
 	ready func(addr string)
@@ -59,7 +66,12 @@ control) or TCP on a loopback address; anything else is refused, and so
 are requests from web browsers (Origin, Sec-Fetch-Site, a Host over TCP
 that is not loopback). SIGINT and SIGTERM close the session as /v1/close
 does. Exit 0 when the session closed cleanly, 1 when evidence failed or
-the certificate could not be minted, 2 on bad input.`,
+the certificate could not be minted, 2 on bad input.
+
+--body-budget bounds the memory that the bodies of the requests in flight
+may hold, from their first byte to their answer (the bytes and what
+decoding them builds); a request beyond it is answered 503 server_busy
+with Retry-After, and one that could never fit is 400 invalid_input.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			p.scenario = args[0]
@@ -69,6 +81,8 @@ the certificate could not be minted, 2 on bad input.`,
 		},
 	}
 	c.Flags().StringVar(&p.listen, "listen", "", "unix:PATH or tcp:HOST:PORT (loopback)")
+	p.bodyBudget = defaultBodyBudget
+	c.Flags().Var(&p.bodyBudget, "body-budget", "memory the request bodies in flight may hold, in bytes (suffix KiB, MiB or GiB)")
 	sessionFlags(c, &p.runParams, "session")
 	return c
 }
@@ -125,7 +139,12 @@ func runServe(ctx context.Context, e *env, p *serveParams) error {
 	}
 	actions, stopActions := context.WithCancel(ctx)
 	defer stopActions()
-	sv := &server{s: s, closing: make(chan struct{}), tcp: network == "tcp", actions: actions, stopActions: stopActions}
+	budget := int64(p.bodyBudget)
+	if budget <= 0 {
+		budget = defaultBodyBudget
+	}
+	sv := &server{s: s, closing: make(chan struct{}), tcp: network == "tcp", actions: actions, stopActions: stopActions,
+		budget: &memBudget{max: budget}}
 	hs := &http.Server{Handler: sv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: readTimeout,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	served := make(chan error, 1)
@@ -234,6 +253,9 @@ type server struct {
 	// (nil: never).
 	actions     context.Context
 	stopActions context.CancelFunc
+	// budget bounds the memory of the bodies in flight (nil: none, in
+	// tests that build a server by hand).
+	budget *memBudget
 }
 
 // defaultCloseGrace is how long a close waits for the actions in flight
@@ -292,6 +314,11 @@ func (sv *server) close(ctx context.Context, grace time.Duration) (*closeResult,
 // maxRequest bounds a request body.
 const maxRequest = 16 << 20
 
+// defaultBodyBudget is --body-budget's default: room for a few bodies of
+// maxRequest bytes at once (each costs about twice its size, its bytes
+// and what decoding builds), and for any number of ordinary ones.
+const defaultBodyBudget = 128 << 20
+
 // readTimeout bounds the reading of a request's body and how long a
 // connection may stay idle, so that slow or idle clients do not hold
 // connections (and a close waiting for the requests in flight) forever.
@@ -299,12 +326,84 @@ const maxRequest = 16 << 20
 // cancel a long action's context.
 var readTimeout = 30 * time.Second
 
+// retryAfter is the Retry-After of a 503 server_busy, in seconds.
+const retryAfter = "1"
+
+// memBudget is a count of bytes that requests take before they hold
+// memory and give back when they end: a request that cannot take what it
+// needs is refused at once, never queued (a queue of bodies would be
+// memory too).
+type memBudget struct {
+	mu        sync.Mutex
+	used, max int64
+}
+
+// take takes n bytes, or reports false and takes nothing.
+func (b *memBudget) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > b.max-b.used {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+func (b *memBudget) give(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+}
+
+// decodeCost bounds what decoding a body of n bytes of shape s holds: its
+// strings (at most n bytes), and for each value its slot, for each object
+// its map, for each member its entry. The constants are measured
+// (TestServeDecodeCostBound): decoded, `[{"a":0},…]` is fifty times its
+// text.
+func decodeCost(n int, s jcs.Shape) int64 {
+	return int64(n) + 48*int64(s.Values) + 400*int64(s.Objects) + 112*int64(s.Members)
+}
+
+// budgetErr says why a body was not admitted: busy (retry later) or
+// never (it could not fit even in an idle server).
+type budgetErr struct {
+	never bool
+	msg   string
+}
+
+// charge holds the bytes one request took from the budget, given back
+// when the request ends.
+type charge struct {
+	b    *memBudget
+	held int64
+}
+
+func (c *charge) take(n int64, what string) *budgetErr {
+	if c.b == nil {
+		return nil
+	}
+	if n+c.held > c.b.max {
+		return &budgetErr{never: true, msg: fmt.Sprintf("%s needs %d bytes of the server's body budget of %d (--body-budget)", what, n+c.held, c.b.max)}
+	}
+	if !c.b.take(n) {
+		return &budgetErr{msg: fmt.Sprintf("the server is busy: the bodies in flight hold its body budget of %d bytes (--body-budget); retry", c.b.max)}
+	}
+	c.held += n
+	return nil
+}
+
+func (c *charge) release() {
+	if c.b != nil {
+		c.b.give(c.held)
+	}
+}
+
 func (sv *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if msg := fromBrowser(r, sv.tcp); msg != "" {
 		apiError(w, http.StatusForbidden, "forbidden", "%s", msg)
 		return
 	}
-	var route func(http.ResponseWriter, *http.Request)
+	var route func(http.ResponseWriter, *http.Request, []byte)
 	method := http.MethodPost
 	switch r.URL.Path {
 	case "/v1/session":
@@ -321,26 +420,128 @@ func (sv *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusMethodNotAllowed, "method_not_allowed", "%s does not take %s", r.URL.Path, r.Method)
 		return
 	}
-	// Read the body (what decodeBody may need of it) under a deadline,
-	// lifted before the action runs. (On a timeout it stays: net/http
-	// then drops the connection instead of waiting for the rest.)
+	// The body's memory, from its first byte to the answer, is taken
+	// from the server's budget: its bytes as they arrive, then what
+	// decoding them will build (known from their shape, before decoding).
+	c := &charge{b: sv.budget}
+	defer c.release()
+	refuse := func(e *budgetErr) {
+		// The rest of the body is read and dropped (it costs no memory)
+		// before the answer: a client still sending it would otherwise
+		// see the connection reset, not the answer.
+		if n, err := io.Copy(io.Discard, io.LimitReader(r.Body, maxRequest+1)); err != nil || n > maxRequest {
+			w.Header().Set("Connection", "close")
+		}
+		if e.never {
+			apiError(w, http.StatusBadRequest, "invalid_input", "%s", e.msg)
+			return
+		}
+		w.Header().Set("Retry-After", retryAfter)
+		apiError(w, http.StatusServiceUnavailable, "server_busy", "%s", e.msg)
+	}
+	// Read the body under a deadline, lifted before the action runs.
+	// (On a timeout it stays: net/http then drops the connection instead
+	// of waiting for the rest.)
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(readTimeout))
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
+	data, berr, err := readBody(r, c)
 	switch {
+	case berr != nil:
+		refuse(berr)
+		return
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		apiError(w, http.StatusBadRequest, "invalid_input", "the body did not arrive within %v", readTimeout)
+		return
+	case errors.Is(err, errTooLarge):
+		apiError(w, http.StatusBadRequest, "invalid_input", "the body is larger than %d bytes", maxRequest)
 		return
 	case err != nil:
 		apiError(w, http.StatusBadRequest, "invalid_input", "cannot read the body: %v", err)
 		return
-	case len(data) > maxRequest:
-		apiError(w, http.StatusBadRequest, "invalid_input", "the body is larger than %d bytes", maxRequest)
-		return
 	}
 	rc.SetReadDeadline(time.Time{})
-	r.Body = io.NopCloser(bytes.NewReader(data))
-	route(w, r)
+	if len(data) > 0 && method == http.MethodPost { // a GET's body is not read as JSON
+		// Checked here, before anything is decoded: its shape says what
+		// decoding will cost.
+		shape, err := jcs.Check(data)
+		if err != nil && len(bytes.Trim(data, jsonSpace)) > 0 {
+			apiError(w, http.StatusBadRequest, "invalid_input", "%v", bodySyntaxError(data, err))
+			return
+		}
+		if berr := c.take(decodeCost(len(data), shape), "decoding the body"); berr != nil {
+			refuse(berr)
+			return
+		}
+	}
+	route(w, r, data)
+}
+
+// errTooLarge: a body beyond maxRequest.
+var errTooLarge = errors.New("the body is too large")
+
+// readBody reads r's body, taking its bytes from c as they arrive: all
+// of them at once for a Content-Length, else as the buffer grows. A body
+// beyond maxRequest is errTooLarge, without reading it whole.
+func readBody(r *http.Request, c *charge) ([]byte, *budgetErr, error) {
+	if r.ContentLength > maxRequest {
+		return nil, nil, errTooLarge
+	}
+	if r.ContentLength >= 0 {
+		if e := c.take(r.ContentLength, "the body"); e != nil {
+			return nil, e, nil
+		}
+		data := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, data); err != nil {
+			if err == io.ErrUnexpectedEOF {
+				err = fmt.Errorf("it ended before its Content-Length of %d bytes", r.ContentLength)
+			}
+			return nil, nil, err
+		}
+		return data, nil, nil
+	}
+	const chunk = 64 << 10
+	var data []byte
+	for {
+		if len(data) == cap(data) {
+			grow := min(max(2*cap(data), chunk), maxRequest+1) - cap(data)
+			if grow <= 0 {
+				return nil, nil, errTooLarge
+			}
+			if e := c.take(int64(grow), "the body"); e != nil {
+				return nil, e, nil
+			}
+			data = slices.Grow(data, grow)
+		}
+		n, err := r.Body.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if len(data) > maxRequest {
+			return nil, nil, errTooLarge
+		}
+		if err == io.EOF {
+			return data, nil, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// jsonSpace is the whitespace JSON allows around a value.
+const jsonSpace = " \t\r\n"
+
+// bodySyntaxError is err (jcs.Check's) for the API: at its line and
+// column, a duplicate member named by its path ("arguments.path").
+func bodySyntaxError(data []byte, err error) error {
+	var se *jcs.SyntaxError
+	if !errors.As(err, &se) {
+		return err
+	}
+	if strings.HasPrefix(se.Msg, "duplicate member name") {
+		if derr := checkDuplicates(data); derr != nil {
+			return fmt.Errorf("%d:%d: %v", se.Line, se.Col, derr)
+		}
+	}
+	return se
 }
 
 // fromBrowser says why r may come from a web page, or "". A page the user
@@ -371,7 +572,7 @@ func fromBrowser(r *http.Request, tcp bool) string {
 	return ""
 }
 
-func (sv *server) session(w http.ResponseWriter, _ *http.Request) {
+func (sv *server) session(w http.ResponseWriter, _ *http.Request, _ []byte) {
 	closed := sv.closeBegan.Load()
 	ec := sv.s.ec
 	out := map[string]any{
@@ -392,9 +593,9 @@ type executeRequest struct {
 	Timeout   string         `json:"timeout"`
 }
 
-func (sv *server) execute(w http.ResponseWriter, r *http.Request) {
+func (sv *server) execute(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req executeRequest
-	if err := decodeBody(r, &req, "action", "arguments", "timeout"); err != nil {
+	if err := decodeBody(body, &req); err != nil {
 		apiError(w, http.StatusBadRequest, "invalid_input", "%v", err)
 		return
 	}
@@ -465,9 +666,9 @@ type closeRequest struct {
 	Grace string `json:"grace"`
 }
 
-func (sv *server) closeSession(w http.ResponseWriter, r *http.Request) {
+func (sv *server) closeSession(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req closeRequest
-	if err := decodeBody(r, &req, "grace"); err != nil {
+	if err := decodeBody(body, &req); err != nil {
 		apiError(w, http.StatusBadRequest, "invalid_input", "%v", err)
 		return
 	}
@@ -492,71 +693,72 @@ func (sv *server) closeSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, res)
 }
 
-// decodeBody decodes r's JSON object body into v, refusing members other
-// than names (compared exactly: encoding/json would match "Action"),
-// duplicates (at any depth), trailing data, bytes that are not UTF-8
-// (encoding/json would replace them) and more than maxRequest bytes. An
-// empty body is an empty object.
-func decodeBody(r *http.Request, v any, names ...string) error {
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
-	if err != nil {
-		return err
-	}
+// decodeBody decodes a JSON object body into *v, a struct whose members
+// are its string, bool and map[string]any fields named by their json tags
+// (compared exactly: encoding/json would match "Action"). It refuses other
+// members, duplicates (at any depth), trailing data, bytes that are not
+// UTF-8 (encoding/json would replace them) and numbers beyond a double,
+// with the line and column of the problem, and more than maxRequest bytes.
+// An empty body is an empty object. Numbers decode as json.Number.
+func decodeBody(data []byte, v any) error {
 	if len(data) > maxRequest {
 		return fmt.Errorf("the body is larger than %d bytes", maxRequest)
 	}
-	if !utf8.Valid(data) {
-		return errors.New("the body is not UTF-8")
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
+	if len(bytes.Trim(data, jsonSpace)) == 0 {
 		data = []byte("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
+	x, err := strictjson.Value(data)
+	if err != nil {
+		return bodySyntaxError(data, err)
+	}
+	obj, ok := x.(map[string]any)
+	if !ok {
 		return errors.New("the body is not a JSON object")
 	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		if name, _ := tok.(string); !slices.Contains(names, name) {
+	rv := reflect.ValueOf(v).Elem()
+	fields := map[string]reflect.Value{}
+	for i := range rv.NumField() {
+		name, _, _ := strings.Cut(rv.Type().Field(i).Tag.Get("json"), ",")
+		fields[name] = rv.Field(i)
+	}
+	names := slices.Sorted(maps.Keys(obj))
+	for _, name := range names {
+		if _, ok := fields[name]; !ok {
 			return fmt.Errorf("unknown member %q", name)
 		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return err
+	}
+	for _, name := range names {
+		val, f := obj[name], fields[name]
+		if val == nil {
+			continue // null: the member's zero value, as encoding/json
 		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("data after the JSON object")
-	}
-	if err := checkDuplicates(data); err != nil {
-		return err
-	}
-	full := json.NewDecoder(bytes.NewReader(data))
-	full.UseNumber()
-	if err := full.Decode(v); err != nil {
-		// Name the member and the JSON types, not the Go ones.
-		if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) && te.Type != nil {
-			want := map[reflect.Kind]string{reflect.String: "a string", reflect.Map: "an object",
-				reflect.Struct: "an object", reflect.Slice: "an array", reflect.Bool: "a bool"}[te.Type.Kind()]
-			if want == "" {
-				want = "another type"
-			}
-			got := "a " + te.Value
-			if strings.HasPrefix(te.Value, "a") || strings.HasPrefix(te.Value, "o") {
-				got = "an " + te.Value // array, object
-			}
-			return fmt.Errorf("member %q: %s, want %s", te.Field, got, want)
+		if got := reflect.ValueOf(val); got.Type().AssignableTo(f.Type()) {
+			f.Set(got)
+			continue
 		}
-		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+		want := map[reflect.Kind]string{reflect.String: "a string", reflect.Map: "an object",
+			reflect.Slice: "an array", reflect.Bool: "a bool"}[f.Kind()]
+		if want == "" {
+			want = "another type"
+		}
+		return fmt.Errorf("member %q: %s, want %s", name, jsonKind(val), want)
 	}
 	return nil
+}
+
+// jsonKind names the JSON type of a decoded value.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a bool"
+	case []any:
+		return "an array"
+	}
+	return "an object"
 }
 
 // checkDuplicates refuses an object, at any depth of v (valid JSON, its
@@ -625,3 +827,36 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func apiError(w http.ResponseWriter, status int, code, format string, args ...any) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{"code": code, "message": fmt.Sprintf(format, args...)}})
 }
+
+// byteSize is a flag's count of bytes: digits, optionally followed by
+// KiB, MiB or GiB.
+type byteSize int64
+
+func (b *byteSize) String() string {
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
+		if *b > 0 && *b%(1<<u.shift) == 0 {
+			return strconv.FormatInt(int64(*b)>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	digits, shift := s, uint(0)
+	for suffix, sh := range map[string]uint{"KiB": 10, "MiB": 20, "GiB": 30} {
+		if d, ok := strings.CutSuffix(s, suffix); ok {
+			digits, shift = d, sh
+		}
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64>>shift {
+		return fmt.Errorf("want a positive number of bytes, optionally followed by KiB, MiB or GiB")
+	}
+	*b = byteSize(n << shift)
+	return nil
+}
+
+func (b *byteSize) Type() string { return "size" }

@@ -201,7 +201,7 @@ func decode(data json.RawMessage, v reflect.Value, path string) error {
 		return nil
 	}
 	if err := json.Unmarshal(data, v.Addr().Interface()); err != nil {
-		return &Error{path, strings.TrimPrefix(err.Error(), "json: ")}
+		return &Error{path, Describe(err).Error()}
 	}
 	return nil
 }
