@@ -39,27 +39,31 @@ func loadOne(t testing.TB, name string, data []byte) (diag.List, int) {
 // not finish, and a 1 MiB string of invalid UTF-8 was as slow. Each input
 // here is 1 MiB; the error is where the input first goes wrong.
 func TestInvalidJSONNeverReachesCUE(t *testing.T) {
+	const notText = "invalid_encoding: invalid UTF-8 (byte 0xff): a declaration file must be UTF-8 text without NUL bytes"
+	// Random text (printable ASCII): bytes that are not UTF-8 are refused
+	// before any JSON is read (invalid_encoding, below).
 	random := make([]byte, 1<<20)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range random {
-		random[i] = byte(rng.Uint32())
+		random[i] = byte(0x20 + rng.Uint32()%95)
 	}
-	random[0] = 0xe3 // never a JSON value's first byte
+	random[0] = '%' // never a JSON value's first byte
 	long := strings.Repeat("a", 1<<20)
 	for name, c := range map[string]struct {
 		in        string
 		line, col int
 		msg       string
 	}{
-		"random":       {string(random), 1, 1, "invalid byte 0xe3 looking for a value"},
-		"invalid UTF8": {`{"policies": {}, "x": "` + strings.Repeat("\xff", 1<<20) + `"}`, 1, 24, "invalid UTF-8 in string"},
-		"late byte":    {"{\"policies\": {},\n \"x\": \"" + long + "\xff\"}", 2, 8 + len(long), "invalid UTF-8 in string"},
-		"truncated":    {`{"policies": {}, "x": "` + long, 1, 24 + len(long), "unterminated string"},
-		"duplicate":    {`{"policies": {}, "policies": {}}`, 1, 18, `duplicate member name "policies"`},
-		"overflow":     {`{"policies": {}, "x": 1e400}`, 1, 23, "number 1e400 out of range (beyond a finite IEEE 754 double)"},
+		"random":       {string(random), 1, 1, "syntax_error: invalid character '%' looking for a value"},
+		"invalid UTF8": {`{"policies": {}, "x": "` + strings.Repeat("\xff", 1<<20) + `"}`, 1, 24, notText},
+		"late byte":    {"{\"policies\": {},\n \"x\": \"" + long + "\xff\"}", 2, 8 + len(long), notText},
+		"random bytes": {"\xe3" + string(random), 1, 1, "invalid_encoding: invalid UTF-8 (byte 0xe3): a declaration file must be UTF-8 text without NUL bytes"},
+		"truncated":    {`{"policies": {}, "x": "` + long, 1, 24 + len(long), "syntax_error: unterminated string"},
+		"duplicate":    {`{"policies": {}, "policies": {}}`, 1, 18, `syntax_error: duplicate member name "policies"`},
+		"overflow":     {`{"policies": {}, "x": 1e400}`, 1, 23, "syntax_error: number 1e400 out of range (beyond a finite IEEE 754 double)"},
 	} {
 		d, calls := loadOne(t, "in.json", []byte(c.in))
-		want := fmt.Sprintf("in.json:%d:%d: syntax_error: %s", c.line, c.col, c.msg)
+		want := fmt.Sprintf("in.json:%d:%d: %s", c.line, c.col, c.msg)
 		if len(d) != 1 || d[0].Error() != want || calls != 0 {
 			t.Errorf("%s: %d CUE extractions, diagnostics %.300v, want one: %s", name, calls, d, want)
 		}
