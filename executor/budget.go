@@ -398,7 +398,7 @@ func (a *attempt) checkBudget() Outcome {
 	switch {
 	case b == nil:
 	case len(b.unaccounted) > 0:
-		return a.deny(3, ReasonBudgetUnaccounted, "the policy limits %s, which this executor does not account: it counts calls and wall_microseconds itself, and tokens and cost_microunits only when its composition root reports them (Config.ReportedUsage)", strings.Join(b.unaccounted, " and "))
+		return a.deny(3, ReasonBudgetUnaccounted, "the policy limits %s, which this executor does not account: it counts calls and wall_microseconds itself, and tokens and cost_microunits only when they are reported (Config.ReportedUsage; a polc run or serve session's reported_usage)", strings.Join(b.unaccounted, " and "))
 	case a.ec.Profile != ProfileMinimal && !a.e.cfg.Budgets.Persistent():
 		return a.deny(3, "profile_unavailable", "profile %s: the policy has budgets and Config.Budgets keeps their usage in memory, which a restart would reset", a.ec.Profile)
 	}

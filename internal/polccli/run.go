@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -38,20 +40,58 @@ type runParams struct {
 
 // Scenario is a polc run input file (YAML or JSON).
 type Scenario struct {
-	Snapshot  string           `json:"snapshot"`
-	Profile   string           `json:"profile"`
-	Workspace string           `json:"workspace"`
-	Principal string           `json:"principal"`
-	Tenant    string           `json:"tenant"`
-	Actions   []ScenarioAction `json:"actions"`
+	Snapshot  string `json:"snapshot"`
+	Profile   string `json:"profile"`
+	Workspace string `json:"workspace"`
+	Principal string `json:"principal"`
+	Tenant    string `json:"tenant"`
+	// ReportedUsage lists the budget kinds the runtime driving this
+	// session reports (tokens, cost_microunits): a scenario's usage
+	// steps, polc serve's POST /v1/usage. A policy limiting a kind not
+	// listed denies every action (budget_unaccounted): its limit could
+	// never bind.
+	ReportedUsage []string         `json:"reported_usage"`
+	Actions       []ScenarioAction `json:"actions"`
 }
 
-// ScenarioAction is one action of a scenario.
+// ScenarioAction is one step of a scenario: an action, or usage the
+// runtime reports (the tokens and cost of a model turn), charged to the
+// session's budgets.
 type ScenarioAction struct {
 	ID        string         `json:"id"`
 	Action    string         `json:"action"`
 	Arguments map[string]any `json:"arguments"`
 	Timeout   string         `json:"timeout"`
+	Usage     map[string]any `json:"usage"`
+}
+
+// reportableUsage are the budget kinds a runtime reports; the executor
+// counts calls and measures wall_microseconds itself.
+var reportableUsage = []string{"tokens", "cost_microunits"}
+
+// usageOf reads a usage mapping ({tokens, cost_microunits}: integers >=
+// 0, as JSON numbers) into an executor.Usage.
+func usageOf(m map[string]any) (executor.Usage, error) {
+	var u executor.Usage
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		n, ok := m[k].(json.Number)
+		if !ok {
+			return u, fmt.Errorf("usage %s: want an integer >= 0", k)
+		}
+		v, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil || v < 0 {
+			return u, fmt.Errorf("usage %s: %s is not an integer >= 0", k, n)
+		}
+		switch k {
+		case "tokens":
+			u.Tokens = v
+		case "cost_microunits":
+			u.CostMicrounits = v
+		default:
+			return u, fmt.Errorf("usage: unknown member %q (want %s)", k, strings.Join(reportableUsage, ", "))
+		}
+	}
+	return u, nil
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -158,6 +198,11 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 	if kind, id, ok := strings.Cut(s.Principal, ":"); !ok || kind == "" || id == "" {
 		return nil, errAt(v, cue.MakePath(cue.Str("principal")), "principal %q: want kind:id", s.Principal)
 	}
+	for i, k := range s.ReportedUsage {
+		if !slices.Contains(reportableUsage, k) {
+			return nil, errAt(v, cue.MakePath(cue.Str("reported_usage"), cue.Index(i)), "reported_usage[%d]: %q: want %s (the executor counts calls and measures wall_microseconds itself)", i, k, strings.Join(reportableUsage, " or "))
+		}
+	}
 	first := map[string]int{}
 	for i, a := range s.Actions {
 		at := func(member string) cue.Path {
@@ -169,8 +214,10 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 		switch j, dup := first[a.ID]; {
 		case a.ID == "":
 			return nil, errAt(v, at("id"), "actions[%d]: needs an id", i)
-		case a.Action == "":
-			return nil, errAt(v, at("action"), "actions[%d] (id %s): needs an action", i, a.ID)
+		case a.Action == "" && a.Usage == nil:
+			return nil, errAt(v, at("action"), "actions[%d] (id %s): needs an action (or usage, which the runtime reports)", i, a.ID)
+		case a.Usage != nil && (a.Action != "" || a.Arguments != nil || a.Timeout != ""):
+			return nil, errAt(v, at("usage"), "actions[%d] (id %s): a usage step has no action, arguments or timeout", i, a.ID)
 		case dup:
 			return nil, errAt(v, at("id"), "actions[%d]: id %q is also the id of actions[%d]; ids must be unique", i, a.ID, j)
 		}
@@ -179,6 +226,9 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 		// action would stop a run that had already had effects.
 		if _, err := parseTimeout(a.Timeout); err != nil {
 			return nil, errAt(v, at("timeout"), "actions[%d] (id %s): %v", i, a.ID, err)
+		}
+		if _, err := usageOf(a.Usage); err != nil {
+			return nil, errAt(v, at("usage"), "actions[%d] (id %s): %v", i, a.ID, err)
 		}
 	}
 	return &s, nil
@@ -382,6 +432,16 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 	rep := runReport{Outcomes: []runOutcome{}}
 	failed := false
 	for _, a := range s.sc.Actions {
+		if a.Usage != nil {
+			u, _ := usageOf(a.Usage) // checked when the scenario was loaded
+			o := runOutcome{ID: a.ID, Kind: "usage_charged", Profile: string(s.ec.Profile)}
+			if err := s.ex.Charge(ctx, s.ec, u); err != nil {
+				o.Kind, o.ReasonCode, o.detail = "usage_refused", executor.ReasonBudgetUnavailable, err.Error()
+				failed = true
+			}
+			rep.Outcomes = append(rep.Outcomes, o)
+			continue
+		}
 		out, err := s.execute(ctx, a.Action, a.Arguments, a.Timeout)
 		if err != nil {
 			return s.inputErr(s.scenPath, fmt.Errorf("action %s: %v", a.ID, err))

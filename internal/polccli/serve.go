@@ -56,6 +56,8 @@ never the request's. Actions come as HTTP requests (JSON):
 
   GET  /v1/session   the session: profile, principal, policy, task boundary
   POST /v1/execute   {"action", "arguments", "timeout"} -> the outcome
+  POST /v1/usage     {"tokens", "cost_microunits"}: usage the runtime reports
+                     (its model's), charged to the session's budgets
   POST /v1/close     close the task boundary (governed: evidence; certifiable:
                      the certificate to --cert), answer, and stop serving;
                      actions still running after {"grace": "30s"} are
@@ -412,6 +414,8 @@ func (sv *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route = sv.execute
 	case "/v1/close":
 		route = sv.closeSession
+	case "/v1/usage":
+		route = sv.usage
 	default:
 		apiError(w, http.StatusNotFound, "not_found", "no endpoint %s", r.URL.Path)
 		return
@@ -659,6 +663,47 @@ func outcomeJSON(out executor.Outcome) map[string]any {
 	return m
 }
 
+// usageRequest is POST /v1/usage's body: usage the runtime consumed
+// outside any action (its model's tokens and cost), charged to the
+// session's budgets.
+type usageRequest struct {
+	Tokens         json.Number `json:"tokens"`
+	CostMicrounits json.Number `json:"cost_microunits"`
+}
+
+func (sv *server) usage(w http.ResponseWriter, r *http.Request, body []byte) {
+	var req usageRequest
+	if err := decodeBody(body, &req); err != nil {
+		apiError(w, http.StatusBadRequest, "invalid_input", "%v", err)
+		return
+	}
+	m := map[string]any{}
+	if req.Tokens != "" {
+		m["tokens"] = req.Tokens
+	}
+	if req.CostMicrounits != "" {
+		m["cost_microunits"] = req.CostMicrounits
+	}
+	u, err := usageOf(m)
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "invalid_input", "%v", err)
+		return
+	}
+	sv.mu.RLock()
+	defer sv.mu.RUnlock()
+	if sv.closed || sv.closeBegan.Load() {
+		apiError(w, http.StatusConflict, "session_closed", "the session is closed")
+		return
+	}
+	if err := sv.s.ex.Charge(r.Context(), sv.s.ec, u); err != nil {
+		// The ledger failed: the usage is not counted, and the runtime
+		// must know (a budget it believes binding would not).
+		apiError(w, http.StatusInternalServerError, "budget_unavailable", "the usage was not charged: %v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"charged": map[string]any{"tokens": u.Tokens, "cost_microunits": u.CostMicrounits}})
+}
+
 // closeRequest is POST /v1/close's body.
 type closeRequest struct {
 	// Grace is how long to wait for the actions in flight before
@@ -738,6 +783,9 @@ func decodeBody(data []byte, v any) error {
 		}
 		want := map[reflect.Kind]string{reflect.String: "a string", reflect.Map: "an object",
 			reflect.Slice: "an array", reflect.Bool: "a bool"}[f.Kind()]
+		if f.Type() == reflect.TypeFor[json.Number]() {
+			want = "a number"
+		}
 		if want == "" {
 			want = "another type"
 		}

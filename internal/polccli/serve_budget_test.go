@@ -167,3 +167,71 @@ policies: b: {
 	}
 	return e
 }
+
+// TestServeReportedUsage: a runtime reports its model's tokens with POST
+// /v1/usage; once they pass the policy's tokens budget, the next action
+// is denied by the budget. Without reported_usage in the session, every
+// action of such a policy is denied budget_unaccounted (its limit could
+// never bind); a malformed report is a 400 and charges nothing.
+func TestServeReportedUsage(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "b.cue"), []byte(`package p
+policies: b: {
+	version: "1"
+	principals: ["agent:a"]
+	tenants: ["acme"]
+	actions: allow: ["write_file"]
+	filesystem: write: ["notes/**"]
+	budgets: {tokens: 1000, window: "1h"}
+}
+`), 0o644)
+	os.MkdirAll(filepath.Join(dir, "ws", "notes"), 0o755)
+	var stdout, stderr lockedBuffer
+	e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, dir: dir}
+	if code := Run(context.Background(), []string{"compile", "b.cue", "-o", "out"}, e); code != 0 {
+		t.Fatalf("compile: %d\n%s", code, stderr.String())
+	}
+	post := func(s *budgetServer, body string) (int, map[string]any) {
+		resp, err := http.Post("http://"+s.addr+"/v1/usage", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	header := "snapshot: out/snapshots/b.json\nprofile: minimal\nworkspace: ws\nprincipal: agent:a\ntenant: acme\n"
+
+	os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(header+"reported_usage: [tokens]\n"), 0o644)
+	s := startBudgetServer(t, e, runParams{scenario: "session.yaml", now: "2026-03-15T12:00:00Z"})
+	if kind, reason, err := s.execute("notes/1"); err != nil || kind != "succeeded" {
+		t.Fatalf("first action: %s %s %v", kind, reason, err)
+	}
+	for _, bad := range []string{`{"tokens":-1}`, `{"tokens":1.5}`, `{"tokens":"600"}`, `{"calls":1}`, `{"tokens":1e400}`} {
+		if status, m := post(s, bad); status != http.StatusBadRequest {
+			t.Errorf("%s: %d %v, want 400", bad, status, m)
+		}
+	}
+	if status, m := post(s, `{"tokens":600}`); status != http.StatusOK || fmt.Sprint(m["charged"]) != "map[cost_microunits:0 tokens:600]" {
+		t.Fatalf("usage: %d %v", status, m)
+	}
+	if kind, reason, err := s.execute("notes/2"); err != nil || kind != "succeeded" {
+		t.Fatalf("under the budget: %s %s %v", kind, reason, err)
+	}
+	post(s, `{"tokens":600}`)
+	if kind, reason, err := s.execute("notes/3"); err != nil || kind != "denied" || reason != "not_allowed:budget" {
+		t.Fatalf("over the budget: %s %s %v", kind, reason, err)
+	}
+	s.stop()
+
+	os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(header), 0o644)
+	s = startBudgetServer(t, e, runParams{scenario: "session.yaml", now: "2026-03-15T12:00:00Z"})
+	defer s.stop()
+	if kind, reason, err := s.execute("notes/4"); err != nil || kind != "denied" || reason != "budget_unaccounted" {
+		t.Fatalf("tokens not reported: %s %s %v", kind, reason, err)
+	}
+	if !strings.Contains(stderr.String(), "does not list in reported_usage") {
+		t.Errorf("no warning: %s", stderr.String())
+	}
+}

@@ -148,11 +148,12 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		s.closers = append(s.closers, closeFn)
 		cfg.Budgets = st
 	}
+	cfg.ReportedUsage = s.sc.ReportedUsage
 	for _, k := range limited {
 		// The executor refuses every action of such a policy
 		// (budget_unaccounted); say why once, up front.
-		if k == "tokens" || k == "cost_microunits" {
-			fmt.Fprintf(e.stderr, "polc: warning: the policy limits %s, which no built-in action reports: every action is denied (budget_unaccounted)\n", k)
+		if slices.Contains(reportableUsage, k) && !slices.Contains(s.sc.ReportedUsage, k) {
+			fmt.Fprintf(e.stderr, "polc: warning: the policy limits %s, which no built-in action reports and the session does not list in reported_usage: every action is denied (budget_unaccounted)\n", k)
 		}
 	}
 	if s.ex, err = executor.New(cfg); err != nil {
