@@ -89,12 +89,20 @@ func runImportLegacy(e *env, p *exportParams, lp *legacyParams, df diag.Format) 
 		return err
 	}
 	cfg := compiler.Config{Dir: dir}
+	// The translation is polc's own file, which the user never sees: its
+	// errors are the legacy file's, at that file.
+	atInput := func(ds diag.List) error {
+		for _, d := range ds.Errors() {
+			diags.Add(diag.Pos{File: rel}, diag.CodeLegacyUnrepresentable, "the translation does not compile: %s: %s", d.Code, d.Message)
+		}
+		return report(de, diags, df)
+	}
 	if res := compiler.Compile(cfg, []string{"legacy.json"}); res.Diagnostics.HasErrors() {
-		return report(de, res.Diagnostics, df)
+		return atInput(res.Diagnostics)
 	}
 	decls, ds := compiler.Load(cfg, []string{"legacy.json"})
 	if ds.HasErrors() {
-		return report(de, ds, df)
+		return atInput(ds)
 	}
 	out, err := encodeDeclarations(decls, p.format, p.pkg)
 	if err != nil {
