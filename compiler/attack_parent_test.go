@@ -1,8 +1,11 @@
 package compiler_test
 
 import (
+	"context"
+
 	"os"
 	"path/filepath"
+	"polc.dev/polc/internal/regoeval"
 	"testing"
 
 	"polc.dev/polc/compiler"
@@ -134,5 +137,50 @@ policies: bot: {version: "1", extends: "org"}
 		if br, ok := r.(*snapshot.BudgetRule); ok && br.BudgetKind == "calls" && br.WindowMicroseconds != nil {
 			t.Errorf("child of a parent limiting calls to 5 over its lifetime limits them to 5 per %dµs (compiled without an expansion)", *br.WindowMicroseconds)
 		}
+	}
+}
+
+// TestAttackDuplicatePolicyID: polc compile accepts two policies with the
+// same uuid — here a child that declares its parent's uuid. The bundle's
+// index from policy_id to name (data.polc.ids) then keeps one of them (the
+// last by name, the parent), and the Rego decision, which takes "a name or
+// policy_id" (compiler/rego/decision.rego), decides the child's policy id
+// with the parent's rules: `rm -rf /`, which the child's own snapshot
+// denies natively, is allowed by OPA.
+func TestAttackDuplicatePolicyID(t *testing.T) {
+	snaps, res := attackCompile(t, `package p
+policies: org: {
+	version: "1"
+	uuid: "11111111-1111-4111-8111-111111111111"
+	principals: ["agent:*"]
+	tenants: ["acme"]
+	actions: allow: ["bash", "read_file"]
+	subprocess: mode: "allow"
+}
+policies: bot: {
+	version: "1"
+	extends: "org"
+	uuid: "11111111-1111-4111-8111-111111111111"
+	actions: allow: ["read_file"]
+}
+`)
+	if res.Diagnostics.HasErrors() {
+		return // refused: held
+	}
+	child := snaps["bot"]
+	req := &executor.Normalized{Principal: "agent:x", Tenant: "acme", Action: "bash", Workspace: "/ws",
+		Time: "2026-03-15T12:00:00.000000Z", Commands: [][]string{{"rm", "-rf", "/"}},
+		Paths: []executor.PathAccess{}, Hosts: []string{}, Env: []string{}, Secrets: []string{}}
+	native := decide(t, child, req)
+	eng, err := regoeval.New(context.Background(), res.Files["bundle.tar.gz"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := eng.Evaluate(context.Background(), child.PolicyID, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Disposition != native {
+		t.Errorf("policy %s (%s): native %s, OPA by policy_id %s (rule ids %v): two policies share the id and the bundle keeps one", child.PolicyID, child.Name, native, d.Disposition, d.RuleIDs)
 	}
 }
