@@ -184,3 +184,34 @@ policies: bot: {
 		t.Errorf("policy %s (%s): native %s, OPA by policy_id %s (rule ids %v): two policies share the id and the bundle keeps one", child.PolicyID, child.Name, native, d.Disposition, d.RuleIDs)
 	}
 }
+
+// TestAttackPolicyNameShadowsID: the Rego decision looks input.policy up
+// as a name first and as a policy_id second, and a policy may be named
+// like another policy's id (a UUID is a valid name). A policy named after
+// "bot"'s derived id takes over every OPA query for bot by id.
+func TestAttackPolicyNameShadowsID(t *testing.T) {
+	id := compiler.DerivedPolicyID("bot")
+	snaps, res := attackCompile(t, `package p
+policies: bot: {version: "1", principals: ["agent:*"], tenants: ["acme"], actions: allow: ["read_file"]}
+policies: "`+id+`": {version: "1", principals: ["*"], tenants: ["*"], actions: allow: ["*"], subprocess: mode: "allow"}
+`)
+	if res.Diagnostics.HasErrors() {
+		return // refused: held
+	}
+	bot := snaps["bot"]
+	req := &executor.Normalized{Principal: "agent:x", Tenant: "acme", Action: "bash", Workspace: "/ws",
+		Time: "2026-03-15T12:00:00.000000Z", Commands: [][]string{{"rm", "-rf", "/"}},
+		Paths: []executor.PathAccess{}, Hosts: []string{}, Env: []string{}, Secrets: []string{}}
+	native := decide(t, bot, req)
+	eng, err := regoeval.New(context.Background(), res.Files["bundle.tar.gz"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := eng.Evaluate(context.Background(), bot.PolicyID, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Disposition != native {
+		t.Errorf("policy bot (id %s): native %s, OPA by policy_id %s: a policy named %q shadows the id", bot.PolicyID, native, d.Disposition, id)
+	}
+}
