@@ -64,9 +64,23 @@ func BundleRevision(snaps []*snapshot.Snapshot) string {
 // BundleData returns data.polc for a set of snapshots: each policy's rules
 // lowered to matchers (exact values and anchored RE2 expressions), its gate
 // tables, and an index from policy_id to name.
+//
+// The decision module looks input.policy up as a name, then as a
+// policy_id, so the set must name each policy once either way: two
+// snapshots of one name or one policy_id, or a name that is another
+// policy's id, are refused rather than shadowed.
 func BundleData(snaps []*snapshot.Snapshot) (map[string]any, error) {
 	policies := map[string]any{}
 	ids := map[string]any{}
+	owner := map[string]*snapshot.Snapshot{} // names and ids
+	for _, s := range snaps {
+		for _, key := range []string{s.Name, s.PolicyID} {
+			if prev, dup := owner[key]; dup && prev != s {
+				return nil, fmt.Errorf("policies %s and %s are both named or identified %q: a bundle names each policy once", prev.Name, s.Name, key)
+			}
+			owner[key] = s
+		}
+	}
 	for _, s := range snaps {
 		d, err := policyData(s)
 		if err != nil {

@@ -125,14 +125,9 @@ func (s *state) validate() diag.List {
 // resolve orders policies parents-first, reports cycles and missing parents,
 // and resolves each policy against its parent.
 func (s *state) resolve() diag.List {
-	var diags diag.List
-	s.parents = map[string]*snapshot.Snapshot{}
-	for _, ps := range s.cfg.Parents {
-		if s.decls.Lookup(ps.Name) != nil {
-			diags.Add(s.decls.Lookup(ps.Name).Pos, diag.CodeDuplicatePolicy, "policy %q is both declared and given as a --parent snapshot", ps.Name)
-			continue
-		}
-		s.parents[ps.Name] = ps
+	diags := s.identities()
+	if diags.HasErrors() {
+		return diags
 	}
 	const (
 		unvisited = iota
@@ -205,6 +200,62 @@ func (s *state) resolve() diag.List {
 		r, auth, d := resolve(s.cfg, p, parent)
 		diags = append(diags, d...)
 		s.resolved[p.Name], s.auths[p.Name] = r, auth
+	}
+	return diags
+}
+
+// identities indexes the --parent snapshots by name and refuses a compile
+// set in which two policies (declared or given with --parent) share a name
+// or a policy_id, or a parent snapshot the format refuses. Everything that
+// runs a policy by id (the executor's policy key, the budget ledger, the
+// evidence records, the bundle's index from policy_id to name) must find
+// exactly one policy; and of two parents of one name, one would be
+// inherited silently.
+func (s *state) identities() diag.List {
+	var diags diag.List
+	s.parents = map[string]*snapshot.Snapshot{}
+	type holder struct {
+		what string
+		pos  diag.Pos
+	}
+	byID := map[string]holder{}
+	for _, p := range s.decls.Policies {
+		id := policyID(p)
+		pos := p.Pos
+		if p.Decl.UUID != nil {
+			pos = p.PosOf("uuid")
+		}
+		if prev, dup := byID[id]; dup {
+			diags.Add(prev.pos, diag.CodeDuplicatePolicy, "%s has policy_id %s, as policy %q (at %s) has: a policy_id names one policy", prev.what, id, p.Name, pos)
+			diags.Add(pos, diag.CodeDuplicatePolicy, "policy %q has policy_id %s, as %s (at %s) has: a policy_id names one policy", p.Name, id, prev.what, prev.pos)
+			continue
+		}
+		byID[id] = holder{fmt.Sprintf("policy %q", p.Name), pos}
+	}
+	for _, ps := range s.cfg.Parents {
+		what := fmt.Sprintf("--parent snapshot %s@%s", ps.Name, ps.Version)
+		if err := ps.Validate(); err != nil {
+			diags.Add(diag.Pos{}, diag.CodeInvalidInput, "%s: %v", what, err)
+			continue
+		}
+		if looksLikeUUID(ps.Name) {
+			diags.Add(diag.Pos{}, diag.CodeInvalidValue, "%s: a policy name may not have the form of a UUID (policy ids have it)", what)
+			continue
+		}
+		if d := s.decls.Lookup(ps.Name); d != nil {
+			diags.Add(d.Pos, diag.CodeDuplicatePolicy, "policy %q is both declared and given as a --parent snapshot", ps.Name)
+			continue
+		}
+		if prev, dup := s.parents[ps.Name]; dup {
+			diags.Add(diag.Pos{}, diag.CodeDuplicatePolicy, "policy %q is given twice with --parent (%s@%s, digest %s, and %s@%s, digest %s): a child would inherit one of them silently", ps.Name, prev.Name, prev.Version, prev.Digest, ps.Name, ps.Version, ps.Digest)
+			continue
+		}
+		if prev, dup := byID[ps.PolicyID]; dup {
+			diags.Add(prev.pos, diag.CodeDuplicatePolicy, "%s has policy_id %s, as %s has: a policy_id names one policy", prev.what, ps.PolicyID, what)
+			continue
+		}
+		s.parents[ps.Name] = ps
+		byID[ps.PolicyID] = holder{what: what}
 	}
 	return diags
 }

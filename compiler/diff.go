@@ -14,8 +14,9 @@ import (
 // Change is one permission that differs between two versions of a policy.
 type Change struct {
 	Policy string `json:"policy"`
-	// Kind is "widened", "narrowed", "added" (a policy only in NEW) or
-	// "removed" (a policy only in OLD).
+	// Kind is "widened", "narrowed", "added" (a policy only in NEW),
+	// "removed" (a policy only in OLD) or "renamed" (NEW's policy has the
+	// policy_id of an OLD policy of another name; Path "name").
 	Kind string `json:"kind"`
 	// Path is the declaration path (the vocabulary of expansions).
 	Path string `json:"path"`
@@ -53,10 +54,19 @@ func (c Change) String() string {
 	return s
 }
 
-// DiffSets compares two sets of snapshots by policy name. A NEW policy's
-// ancestors (for approvals) are found among new and extra, by the name
-// and digest its lineage pins; extra are not compared themselves.
+// DiffSets compares two sets of snapshots policy by policy. A policy's
+// identity is its policy_id (the executor's policy key, its budget account
+// and its evidence go by it), so a NEW policy is compared with the OLD
+// policy of the same policy_id, else with the OLD policy of the same name;
+// a rename or a new policy_id is reported (Diff). A NEW policy's
+// ancestors (for approvals) are found among new and extra, by the name and
+// digest its lineage pins; extra are not compared themselves.
 func DiffSets(old, new []*snapshot.Snapshot, extra ...*snapshot.Snapshot) []Change {
+	pred := predecessors(old, new)
+	matched := map[*snapshot.Snapshot]bool{}
+	for _, o := range pred {
+		matched[o] = true
+	}
 	byName := func(ss []*snapshot.Snapshot) map[string]*snapshot.Snapshot {
 		m := map[string]*snapshot.Snapshot{}
 		for _, s := range ss {
@@ -67,12 +77,12 @@ func DiffSets(old, new []*snapshot.Snapshot, extra ...*snapshot.Snapshot) []Chan
 	om, nm := byName(old), byName(new)
 	var out []Change
 	for _, name := range sortedKeys(om) {
-		if _, ok := nm[name]; !ok {
+		if !matched[om[name]] {
 			out = append(out, Change{Policy: name, Kind: "removed", Path: "", Value: om[name].Digest})
 		}
 	}
 	for _, name := range sortedKeys(nm) {
-		o, ok := om[name]
+		o, ok := pred[nm[name]]
 		if !ok {
 			out = append(out, Change{Policy: name, Kind: "added", Path: "", Value: nm[name].Digest})
 			continue
@@ -95,15 +105,62 @@ func DiffSets(old, new []*snapshot.Snapshot, extra ...*snapshot.Snapshot) []Chan
 	return out
 }
 
+// predecessors maps each NEW policy to the OLD policy it is a version of:
+// the one with its policy_id, else (when no OLD policy has that id) the
+// one with its name that no other NEW policy took by id. An id held by
+// more than one policy on a side identifies none (the compiler refuses
+// such a set; a directory of snapshot files may hold one), and the name
+// decides.
+func predecessors(old, new []*snapshot.Snapshot) map[*snapshot.Snapshot]*snapshot.Snapshot {
+	count := func(ss []*snapshot.Snapshot) map[string]int {
+		m := map[string]int{}
+		for _, s := range ss {
+			m[s.PolicyID]++
+		}
+		return m
+	}
+	oc, nc := count(old), count(new)
+	oldByID, oldByName := map[string]*snapshot.Snapshot{}, map[string]*snapshot.Snapshot{}
+	for _, o := range old {
+		if oc[o.PolicyID] == 1 {
+			oldByID[o.PolicyID] = o
+		}
+		oldByName[o.Name] = o
+	}
+	pred := map[*snapshot.Snapshot]*snapshot.Snapshot{}
+	taken := map[*snapshot.Snapshot]bool{}
+	for _, n := range new {
+		if o, ok := oldByID[n.PolicyID]; ok && nc[n.PolicyID] == 1 {
+			pred[n], taken[o] = o, true
+		}
+	}
+	for _, n := range new {
+		if _, ok := pred[n]; ok {
+			continue
+		}
+		if o, ok := oldByName[n.Name]; ok && !taken[o] {
+			pred[n], taken[o] = o, true
+		}
+	}
+	return pred
+}
+
 // Diff lists every permission that widened or narrowed from old to new,
 // deciding pattern coverage as conservatively as the compiler does, and
 // marks widenings that the expansions recorded in new or in one of its
 // ancestors (whose digests new's lineage pins) approve, and, when new's
-// parent is among the ancestors, those the parent already grants: a
-// change that is no widening from the parent to new (WithinParent).
+// parent is among the ancestors and is the parent old had, those the
+// parent already grants: a change that is no widening from the parent to
+// new (WithinParent). It reports a change of name ("renamed"), of
+// policy_id (a widening no expansion approves: the new id starts budgets
+// and evidence afresh) and of parent (a widening of "extends", which an
+// expansion of new naming the new parent approves); after a change of
+// parent nothing is within parent: the new parent grants what widened only
+// because the policy moved under it.
 func Diff(old, new *snapshot.Snapshot, ancestors ...*snapshot.Snapshot) []Change {
-	out := diff(old, new, ancestors)
-	if len(new.Lineage) == 0 {
+	ids, moved := identityChanges(old, new)
+	out := append(ids, diff(old, new, ancestors)...)
+	if len(new.Lineage) == 0 || moved {
 		return out
 	}
 	pa := new.Lineage[len(new.Lineage)-1]
@@ -126,11 +183,48 @@ func Diff(old, new *snapshot.Snapshot, ancestors ...*snapshot.Snapshot) []Change
 	}
 	for i := range out {
 		c := &out[i]
-		if c.Unapproved() && !beyond[c.Path+"\x00"+valueKey(c.Value)] {
+		if c.Path != "uuid" && c.Path != "extends" && c.Unapproved() && !beyond[c.Path+"\x00"+valueKey(c.Value)] {
 			c.WithinParent = parent.Name + "@" + parent.Version
 		}
 	}
 	return out
+}
+
+// identityChanges reports a rename, a new policy_id and a new parent from
+// old to new, and whether the parent changed (its name or policy_id, or
+// new has one where old was a root). A policy that drops its parent
+// becomes a root: nothing of it is within a parent any more, and every
+// widening needs an expansion, so that alone is not reported.
+func identityChanges(old, new *snapshot.Snapshot) (out []Change, moved bool) {
+	if old.Name != new.Name {
+		out = append(out, Change{Policy: new.Name, Kind: "renamed", Path: "name", Value: new.Name, Note: "was " + old.Name})
+	}
+	if old.PolicyID != new.PolicyID {
+		out = append(out, Change{Policy: new.Name, Kind: "widened", Path: "uuid", Value: new.PolicyID,
+			Note: "policy_id was " + old.PolicyID + ": budget usage and evidence start again under the new id"})
+	}
+	if len(new.Lineage) == 0 {
+		return out, false
+	}
+	np := new.Lineage[len(new.Lineage)-1]
+	var value any
+	var note string
+	switch {
+	case len(old.Lineage) == 0:
+		value, note = np.Name, "was a root policy"
+	case old.Lineage[len(old.Lineage)-1].Name != np.Name:
+		op := old.Lineage[len(old.Lineage)-1]
+		value, note = np.Name, "parent was "+op.Name+"@"+op.Version
+	case old.Lineage[len(old.Lineage)-1].PolicyID != np.PolicyID:
+		value, note = np.PolicyID, "parent "+np.Name+" had policy_id "+old.Lineage[len(old.Lineage)-1].PolicyID
+	default:
+		return out, false
+	}
+	// Only new's own expansion approves the move: an ancestor's names its
+	// own parent.
+	c := Change{Policy: new.Name, Kind: "widened", Path: "extends", Value: value, Note: note,
+		Approved: approvedBy([]*snapshot.Snapshot{new}, "extends", value)}
+	return append(out, c), true
 }
 
 func diff(old, new *snapshot.Snapshot, ancestors []*snapshot.Snapshot) []Change {
@@ -171,7 +265,13 @@ func diff(old, new *snapshot.Snapshot, ancestors []*snapshot.Snapshot) []Change 
 		for _, p := range n.sets[f].sorted() {
 			if !oi.covers(p) {
 				pp, v := path(p)
-				add("widened", pp, v, "")
+				c := add("widened", pp, v, "")
+				if c.Approved == nil && pp != spec.path {
+					// A snapshot cannot tell mode "allow" from an
+					// allowlist holding "*", and the compiler charges
+					// the latter to the list (modeFacet).
+					c.Approved = approvedBy(approvers, spec.path, p)
+				}
 			}
 		}
 		for _, p := range o.sets[f].sorted() {
@@ -193,6 +293,14 @@ func diff(old, new *snapshot.Snapshot, ancestors []*snapshot.Snapshot) []Change 
 		oa, na := o.approvals[k], n.approvals[k]
 		switch {
 		case oa == nil:
+			if taken := rerouted(o.approvals, na); taken != "" {
+				// A request escalates to one approver: the new rule may
+				// take escalations old routed to another (as the
+				// compiler's approverConflict).
+				c := add("widened", "actions.approve", k, "approval requirement added; may take escalations of "+taken)
+				c.Approved = approvedBy(approvers, "actions.approve", na.pattern)
+				continue
+			}
 			add("narrowed", "actions.approve", k, "approval requirement added")
 		case oa.expiresAfter != nil && na.expiresAfter != nil && *oa.expiresAfter != *na.expiresAfter:
 			// An approval that stays valid longer permits more.
@@ -220,8 +328,15 @@ func diff(old, new *snapshot.Snapshot, ancestors []*snapshot.Snapshot) []Change 
 		}
 	}
 	if len(o.budgets) > 0 && len(n.budgets) > 0 && !windowEqual(o.window, n.window) {
-		longer := o.window != nil && (n.window == nil || *n.window > *o.window)
-		add(map[bool]string{true: "narrowed", false: "widened"}[longer], "budgets.window", windowValue(n.window), "")
+		// Windows are aligned to the epoch: only a whole multiple of old's
+		// window (or the lifetime) holds each of old's windows inside one
+		// of its own; any other window lets the limits be spent twice in
+		// one of old's windows (the compiler's rule for a child's window).
+		within := o.window != nil && (n.window == nil || *n.window%*o.window == 0)
+		c := add(map[bool]string{true: "narrowed", false: "widened"}[within], "budgets.window", windowValue(n.window), "")
+		if !within && c.Approved == nil && n.window != nil {
+			c.Approved = approvedWindow(approvers, *n.window)
+		}
 	}
 	diffTime := func(path string, ot, nt *time.Time, laterWidens bool) {
 		switch {
@@ -280,6 +395,44 @@ func approvedBy(snaps []*snapshot.Snapshot, path string, value any) *snapshot.Ex
 		}
 	}
 	return nil
+}
+
+// approvedWindow returns the expansion of budgets.window that names the
+// window us, written as microseconds or as a duration (the compiler
+// records the value as the author wrote it).
+func approvedWindow(snaps []*snapshot.Snapshot, us int64) *snapshot.Expansion {
+	for _, s := range snaps {
+		for i, e := range s.Expansions {
+			if e.Path != "budgets.window" {
+				continue
+			}
+			for _, v := range e.Values {
+				if n, ok := v.(int64); ok {
+					v = json.Number(fmt.Sprint(n))
+				}
+				if w, _, err := windowMicroseconds(v); err == nil && w == us {
+					return &s.Expansions[i]
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// rerouted names the approval rules of old that a may take escalations
+// from: those with another approver whose pattern a may overlap, or "".
+func rerouted(old map[string]*approval, a *approval) string {
+	if a.approver == nil {
+		return ""
+	}
+	var out []string
+	for _, k := range sortedKeys(old) {
+		oa := old[k]
+		if oa.approver != nil && *oa.approver != *a.approver && approvalsOverlap(oa.pattern, a.pattern) {
+			out = append(out, k)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // diffSecrets compares exposures: a grant NEW has that OLD does not cover

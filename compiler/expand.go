@@ -75,9 +75,9 @@ func (ix *coverIndex) describe() string {
 
 // expansionPaths are the declaration paths an expansion may name.
 var expansionPaths = []string{
-	"actions.allow", "budgets.calls", "budgets.cost_microunits", "budgets.tokens",
+	"actions.allow", "actions.approve", "budgets.calls", "budgets.cost_microunits", "budgets.tokens",
 	"budgets.wall_microseconds", "budgets.window", "environment.inject", "environment.read",
-	"filesystem.execute", "filesystem.read", "filesystem.write", "gates",
+	"extends", "filesystem.execute", "filesystem.read", "filesystem.write", "gates",
 	"mcp.servers.resources", "mcp.servers.tools", "network.allow", "network.mode",
 	"principals", "secrets.inject", "secrets.reference_only", "subprocess.allow",
 	"subprocess.mode", "subprocess.shell", "tenants",
@@ -154,6 +154,10 @@ func (a *expansionAuth) check(diags *diag.List, root bool) {
 			}
 			if !a.used[i][j] {
 				b, _ := json.Marshal(v)
+				if e.Path == "extends" {
+					diags.Warn(a.p.PosOf(fmt.Sprintf("%s.values[%d]", path, j)), diag.CodeExpansionUnused, "policy %q: expansion extends %s names neither the name nor the policy_id of the parent this policy extends", a.p.Name, b)
+					continue
+				}
 				diags.Warn(a.p.PosOf(fmt.Sprintf("%s.values[%d]", path, j)), diag.CodeExpansionUnused, "policy %q: expansion %s %s grants nothing the parent does not already allow", a.p.Name, e.Path, b)
 			}
 		}

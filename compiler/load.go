@@ -78,6 +78,15 @@ var topLevelFields = []string{"harnesses", "policies", "tests"}
 // become file names, so nothing else is accepted.
 var policyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
+// uuidForm is the form of a UUID, in either case.
+var uuidForm = regexp.MustCompile(`^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$`)
+
+// looksLikeUUID reports whether a policy name has the form of a policy_id.
+// Such a name is refused: a Rego query and the bundle's index take "a
+// name or a policy_id", so a policy named like another's id would be
+// decided in its place.
+func looksLikeUUID(name string) bool { return uuidForm.MatchString(name) }
+
 // loader holds the state of one Load call.
 type loader struct {
 	cfg     Config
@@ -740,6 +749,10 @@ func (l *loader) policy(name string, v cue.Value) *Policy {
 	p := &Policy{Name: name, Pos: l.pos(v.Pos()), Value: v, positions: map[string]diag.Pos{}}
 	if !policyName.MatchString(name) {
 		l.diags.Add(p.Pos, diag.CodeInvalidValue, "policy name %q: want letters, digits, '_', '.' or '-', starting with a letter or digit", name)
+		return nil
+	}
+	if looksLikeUUID(name) {
+		l.diags.Add(p.Pos, diag.CodeInvalidValue, "policy name %q has the form of a UUID, which policy ids have: a name must not be mistaken for an id (set the id with uuid and choose another name)", name)
 		return nil
 	}
 	if s, err := v.String(); err == nil && s == "inherit" {

@@ -50,6 +50,7 @@ func resolve(cfg Config, p *Policy, parent *resolved) (*resolved, *expansionAuth
 		r.parentName = parent.name
 	}
 	r.identity()
+	r.parentExpansion()
 	for f := range numFacets {
 		spec := facets[f]
 		if spec.decl == nil {
@@ -82,6 +83,27 @@ func resolve(cfg Config, p *Policy, parent *resolved) (*resolved, *expansionAuth
 	return r.out, r.auth, r.diags
 }
 
+// policyID is the policy_id p compiles to: its uuid, or the id derived
+// from its name.
+func policyID(p *Policy) string {
+	if p.Decl.UUID != nil {
+		return *p.Decl.UUID
+	}
+	return DerivedPolicyID(p.Name)
+}
+
+// parentExpansion marks an `extends` expansion naming the parent (by name
+// or policy_id) as used. The compiler cannot see a policy's previous
+// version, so it grants nothing here; recorded in the snapshot, it is what
+// lets polc diff approve a move under a new parent (docs/composition.md).
+func (r *resolver) parentExpansion() {
+	if r.parent == nil {
+		return
+	}
+	r.auth.authorize("extends", r.parent.name)
+	r.auth.authorize("extends", r.parent.uuid)
+}
+
 func (r *resolver) origin(field string) snapshot.Origin {
 	return snapshot.Origin{Policy: r.p.Name, Field: field}
 }
@@ -90,11 +112,7 @@ func (r *resolver) identity() {
 	o := r.out
 	o.name = r.p.Name
 	o.version = r.d.Version
-	if r.d.UUID != nil {
-		o.uuid = *r.d.UUID
-	} else {
-		o.uuid = DerivedPolicyID(r.p.Name)
-	}
+	o.uuid = policyID(r.p)
 	if r.d.Description != nil {
 		o.description = *r.d.Description
 	}
@@ -312,7 +330,11 @@ func (r *resolver) modeFacet(f facet, section string, mode *string, list *[]stri
 		r.diags.Warn(r.p.PosOf(listPath), diag.CodeNoEffect, "policy %q: %s has no effect while %s is %q", r.p.Name, listPath, modePath, *modeOut)
 	}
 	r.narrow(f, effective, func(p string) (string, any, diag.Pos, bool) {
-		if p == "*" && mode != nil {
+		// Only the "*" that mode "allow" puts in the set is the mode's: a
+		// "*" (or any pattern) of an allowlist is charged to the list,
+		// whatever mode the child declares, so that an expansion for the
+		// mode "allowlist" never authorizes what the list holds.
+		if p == "*" && mode != nil && *modeOut == "allow" {
 			return modePath, *modeOut, r.p.PosOf(modePath), true
 		}
 		if list == nil && mode != nil {
@@ -403,6 +425,7 @@ func (r *resolver) approvals() {
 		}
 		ap.entry = entry{origins: []snapshot.Origin{r.origin("actions.approve")}, pos: r.p.PosOf(path)}
 		key := ap.key()
+		r.approverConflict(ap, path)
 		if prev, ok := r.out.approvals[key]; ok {
 			prev.addOrigin(r.origin("actions.approve"))
 			if ap.expiresAfter != nil && *ap.expiresAfter < *prev.expiresAfter {
@@ -417,6 +440,57 @@ func (r *resolver) approvals() {
 		}
 		r.out.approvals[key] = ap
 	}
+}
+
+// approverConflict refuses, without an expansion, a child's approval rule
+// that may match a request an ancestor's approval rule routes to another
+// approver. A request that matches several soft approval rules escalates
+// to one approver class (that of the first rule by rule id, in both
+// engines), so a child rule "bash:*" for "agent" next to a parent's
+// "bash:deploy *" for "security" takes the parent's escalations of
+// "deploy prod" whenever its id sorts first: the parent's requirement
+// stays in the snapshot but no longer decides who approves. A rule with
+// approver null only denies (nobody may approve), and a rule with the
+// parent's approver routes to the same class; neither can take anything,
+// nor can a rule the parent has already (re-declared to shorten its
+// expires_after).
+func (r *resolver) approverConflict(ap *approval, path string) {
+	if r.parent == nil || ap.approver == nil || r.parent.approvals[ap.key()] != nil {
+		return
+	}
+	var taken []string
+	for _, k := range sortedKeys(r.parent.approvals) {
+		pa := r.parent.approvals[k]
+		if pa.approver == nil || *pa.approver == *ap.approver || !approvalsOverlap(pa.pattern, ap.pattern) {
+			continue
+		}
+		taken = append(taken, fmt.Sprintf("%q to approver %q", pa.pattern, *pa.approver))
+	}
+	if len(taken) == 0 {
+		return
+	}
+	r.expand("actions.approve", ap.pattern, r.p.PosOf(path),
+		fmt.Sprintf("it routes %s; a request escalates to one approver, so this rule for %q may take those escalations", strings.Join(taken, ", "), *ap.approver))
+}
+
+// approvalsOverlap reports whether one request may match both approval
+// patterns a and b (lowercase, possibly qualified). Only the actions are
+// compared: a request may carry several targets (a bash line runs several
+// commands, each with its paths), and a qualified rule matches when any of
+// them matches, so two rules qualifying the same action can match one
+// request whatever their targets are.
+func approvalsOverlap(a, b string) bool {
+	aa, _, aq := strings.Cut(a, ":")
+	ba, _, bq := strings.Cut(b, ":")
+	switch {
+	case aq && bq:
+		return aa == ba
+	case aq:
+		return pattern.Match(pattern.Action, ba, aa)
+	case bq:
+		return pattern.Match(pattern.Action, aa, ba)
+	}
+	return pattern.Overlaps(pattern.Action, aa, ba)
 }
 
 func (r *resolver) secrets() {
@@ -553,12 +627,18 @@ func (r *resolver) budgets() {
 		r.diags.Add(r.p.PosOf("budgets.window"), diag.CodeInvalidValue, "policy %q: budgets.window: %v", r.p.Name, err)
 		return
 	}
-	if parentHasLimits && (r.parent.window == nil || us < *r.parent.window) {
+	// Windows are fixed and aligned to the epoch (executor.BudgetWindowStart):
+	// only a whole multiple of the parent's window holds every window of
+	// the parent inside one of its own, so that the child's limits, never
+	// above the parent's, hold in each of the parent's windows too. A
+	// 90m window under a 1h one straddles two parent hours and could
+	// spend the limit in each half of one hour.
+	if parentHasLimits && (r.parent.window == nil || us%*r.parent.window != 0) {
 		has := "the parent's budgets apply over the policy's lifetime"
 		if r.parent.window != nil {
 			// In the author's unit: a duration, and the microseconds
 			// the snapshot stores.
-			has = fmt.Sprintf("parent window is %s (%dµs)", time.Duration(*r.parent.window)*time.Microsecond, *r.parent.window)
+			has = fmt.Sprintf("parent window is %s (%dµs); a child's window must be a whole multiple of it", time.Duration(*r.parent.window)*time.Microsecond, *r.parent.window)
 		}
 		r.expand("budgets.window", declared, r.p.PosOf("budgets.window"), has)
 	}

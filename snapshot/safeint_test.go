@@ -21,10 +21,12 @@ func TestIntegersBeyond2p53(t *testing.T) {
 		t.Fatal(err)
 	}
 	var budget *snapshot.BudgetRule
+	var budgets []*snapshot.BudgetRule // a policy has one window: set it on all
 	var approval *snapshot.ApprovalRule
 	for _, r := range s.CompiledRules {
 		switch r := r.(type) {
 		case *snapshot.BudgetRule:
+			budgets = append(budgets, r)
 			if budget == nil && r.WindowMicroseconds != nil {
 				budget = r
 			}
@@ -54,8 +56,12 @@ func TestIntegersBeyond2p53(t *testing.T) {
 	}
 	budget.Limit = orig
 	for name, set := range map[string]func(n int64){
-		"limit":                      func(n int64) { budget.Limit = n },
-		"window_microseconds":        func(n int64) { budget.WindowMicroseconds = &n },
+		"limit": func(n int64) { budget.Limit = n },
+		"window_microseconds": func(n int64) {
+			for _, b := range budgets {
+				b.WindowMicroseconds = &n
+			}
+		},
 		"expires_after_microseconds": func(n int64) { approval.ExpiresAfterMicroseconds = &n },
 	} {
 		limit, window, expires := budget.Limit, *budget.WindowMicroseconds, *approval.ExpiresAfterMicroseconds
@@ -69,7 +75,10 @@ func TestIntegersBeyond2p53(t *testing.T) {
 				t.Errorf("%s = %d: Validate gives %v, want an error about %s", name, n, err, name)
 			}
 		}
-		budget.Limit, budget.WindowMicroseconds, approval.ExpiresAfterMicroseconds = limit, &window, &expires
+		budget.Limit, approval.ExpiresAfterMicroseconds = limit, &expires
+		for _, b := range budgets {
+			b.WindowMicroseconds = &window
+		}
 	}
 
 	// A file whose limit is an exact double beyond 2^53-1 (so canonical,

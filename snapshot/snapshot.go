@@ -36,6 +36,13 @@
 // members (limit, window_microseconds, expires_after_microseconds) are at
 // most 2^53-1, the largest integer canonical JSON carries exactly.
 //
+// Two members carry a setting of the whole policy, copied into each rule
+// of their kind: every subprocess allow rule has the same shell, and
+// every budget rule the same window_microseconds (both null or both the
+// same integer). A snapshot whose rules disagree is rejected: a policy
+// has one of each, and a compiler reading it back as a parent would have
+// to pick one.
+//
 // # Digest (sha256-v1)
 //
 // The canonical bytes of a snapshot are the JCS bytes of the snapshot object

@@ -57,6 +57,12 @@ func (s *Snapshot) Validate() error {
 		}
 	}
 	ids := make(map[string]bool, len(s.CompiledRules))
+	// The policy-wide settings that lowering copies into every rule of a
+	// kind: the subprocess shell setting and the budget window. The
+	// compiler raises a parent snapshot back into one setting (polc
+	// compile --parent), so rules that disagree would be inherited as
+	// whichever came first, a wider policy than the parent's.
+	var shellRule, windowRule int = -1, -1
 	for i, r := range s.CompiledRules {
 		path := fmt.Sprintf("compiled_rules[%d]", i)
 		b := r.Base()
@@ -65,6 +71,27 @@ func (s *Snapshot) Validate() error {
 		}
 		if err := validateRule(r); err != nil {
 			return fail(path, "%v", err)
+		}
+		switch r := r.(type) {
+		case *SubprocessRule:
+			if r.Effect != EffectAllow {
+				break
+			}
+			if shellRule < 0 {
+				shellRule = i
+				break
+			}
+			if first := s.CompiledRules[shellRule].(*SubprocessRule); *first.Shell != *r.Shell {
+				return fail(path+".shell", "subprocess allow rules share one shell setting (subprocess.shell); rule %q has %q, rule %q has %q", first.RuleID, *first.Shell, r.RuleID, *r.Shell)
+			}
+		case *BudgetRule:
+			if windowRule < 0 {
+				windowRule = i
+				break
+			}
+			if first := s.CompiledRules[windowRule].(*BudgetRule); !sameWindow(first.WindowMicroseconds, r.WindowMicroseconds) {
+				return fail(path+".window_microseconds", "budget rules share one window (budgets.window); rule %q has %s, rule %q has %s", first.RuleID, windowText(first.WindowMicroseconds), r.RuleID, windowText(r.WindowMicroseconds))
+			}
 		}
 		if want := ExpectedRuleID(r); b.RuleID != want {
 			return fail(path+".rule_id", "rule_id %q does not match its content (want %q)", b.RuleID, want)
@@ -157,6 +184,15 @@ func (s *Snapshot) Validate() error {
 		return fail("release_state", "unknown release state %q", s.ReleaseState)
 	}
 	return nil
+}
+
+func sameWindow(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func windowText(w *int64) string {
+	if w == nil {
+		return "null (the policy's lifetime)"
+	}
+	return fmt.Sprintf("%dµs", *w)
 }
 
 func originLess(a, b Origin) bool {

@@ -5,11 +5,15 @@ import "strings"
 // Overlaps reports whether some string matches both a and b, valid
 // patterns of grammar k. It is exact for Namespace (the grammar whose
 // entries the compiler layers: a narrower secret exposure inside a wider
-// one); for every other grammar it answers true ("not proven disjoint"),
-// which callers treat as an overlap.
+// one) and for Action (one glob: the compiler asks whether two approval
+// rules can match one action); for every other grammar it answers true
+// ("not proven disjoint"), which callers treat as an overlap.
 func Overlaps(k Kind, a, b string) bool {
 	if a == b {
 		return true
+	}
+	if k == Action {
+		return overlapSeq([]rune(a), []rune(b), isStar, sameRune)
 	}
 	if k != Namespace {
 		return true

@@ -109,6 +109,61 @@ func TestOverlapsAgreesWithMatch(t *testing.T) {
 	}
 }
 
+// TestOverlapsAction checks Overlaps for action globs against a search
+// for a witness among every id of up to six letters over {a, b}, which
+// bounds a witness for two globs of up to three symbols each.
+func TestOverlapsAction(t *testing.T) {
+	var ids []string
+	var grow func(s string)
+	grow = func(s string) {
+		if s != "" {
+			ids = append(ids, s)
+		}
+		if len(s) < 6 {
+			grow(s + "a")
+			grow(s + "b")
+		}
+	}
+	grow("")
+	var globs []string
+	var gen func(s string)
+	gen = func(s string) {
+		if s != "" {
+			globs = append(globs, s)
+		}
+		if len(s) < 3 {
+			for _, c := range []string{"a", "b", "*", "?"} {
+				gen(s + c)
+			}
+		}
+	}
+	gen("")
+	found := 0
+	for _, a := range globs {
+		for _, b := range globs {
+			witness := ""
+			for _, s := range ids {
+				if Match(Action, a, s) && Match(Action, b, s) {
+					witness = s
+					break
+				}
+			}
+			if witness != "" {
+				found++
+			}
+			if got := Overlaps(Action, a, b); got != (witness != "") {
+				t.Errorf("Overlaps(Action, %q, %q) = %v, witness %q", a, b, got, witness)
+			}
+		}
+	}
+	if found == 0 || found == len(globs)*len(globs) {
+		t.Errorf("%d of %d pairs overlap: the test no longer tests both answers", found, len(globs)*len(globs))
+	}
+	if Overlaps(Action, "bash", "read_file") || !Overlaps(Action, "read_*", "*_file") {
+		t.Error("examples")
+	}
+}
+
 // FuzzOverlapsNamespace: Overlaps is symmetric and never says disjoint
 // when a namespace matches both.
 func FuzzOverlapsNamespace(f *testing.F) {

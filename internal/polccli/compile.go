@@ -155,10 +155,13 @@ func writeCompileOutput(out string, snapshots map[string][]byte, bundle []byte) 
 	})
 }
 
-// readParents parses --parent snapshot files.
+// readParents parses --parent snapshot files. Two files of one policy
+// name or policy_id are refused at both (the compiler refuses them too,
+// without the files' names): one of them would be inherited silently.
 func readParents(e *env, paths []string) ([]*snapshot.Snapshot, diag.List) {
 	var out []*snapshot.Snapshot
 	var diags diag.List
+	seen := map[string]string{} // "name x" / "policy_id x" → file
 	for _, p := range paths {
 		abs := e.abs(p)
 		data, err := os.ReadFile(abs)
@@ -169,6 +172,18 @@ func readParents(e *env, paths []string) ([]*snapshot.Snapshot, diag.List) {
 		s, err := snapshot.Parse(data)
 		if err != nil {
 			diags.Add(diag.Pos{File: diag.Rel(e.dir, abs)}, diag.CodeInvalidInput, "invalid parent snapshot: %v", err)
+			continue
+		}
+		file, dup := diag.Rel(e.dir, abs), false
+		for _, key := range []string{"name " + s.Name, "policy_id " + s.PolicyID} {
+			if prev, ok := seen[key]; ok && !dup {
+				diags.Add(diag.Pos{File: prev}, diag.CodeDuplicatePolicy, "parent snapshot with %s, as %s has: give each parent once", key, file)
+				diags.Add(diag.Pos{File: file}, diag.CodeDuplicatePolicy, "parent snapshot with %s, as %s has: give each parent once", key, prev)
+				dup = true
+			}
+			seen[key] = file
+		}
+		if dup {
 			continue
 		}
 		out = append(out, s)

@@ -28,12 +28,14 @@ func newDiffCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "diff OLD NEW [--format text|json]",
 		Short: "List permissions that widened or narrowed between two versions",
-		Long: `diff compares OLD and NEW semantically, policy by policy (matched by name).
+		Long: `diff compares OLD and NEW semantically, policy by policy (matched by
+policy_id, then by name; a rename, a new policy_id and a new parent are
+reported, the last two as widenings).
 Each side is a snapshot file, a compile output directory (DIR/snapshots), or
 declarations (a CUE file or directory, JSON or YAML), which are compiled.
 Every widened or narrowed permission is listed; a widening that NEW's recorded
 expansions approve is marked with its authority, one NEW's parent already
-grants with the parent. --parent gives parent snapshots that declarations on
+grants (the parent OLD had too) with the parent. --parent gives parent snapshots that declarations on
 either side may extend (as for compile); they also serve as NEW's parents.
 Exit 1 when any widening is not approved (for CI), 0 otherwise, 2 when an
 input cannot be read.`,
