@@ -22,12 +22,20 @@ import (
 // call before its outcome is known; a process that dies before settling or
 // releasing leaves it counted, since whether its call ran cannot be told.
 
-// loadAccount reads key's account (empty when it has no row).
+// loadAccount reads key's account (empty when it has no row). With only
+// set, it reads only the past and that window's row: enough to adjust a
+// reservation (BudgetAccount.Adjust), which folds nothing.
 func loadAccount(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, key executor.BudgetKey) (*executor.BudgetAccount, error) {
-	rows, err := q.QueryContext(ctx, `SELECT window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds FROM budget_usage
-		WHERE tenant = ? AND principal = ? AND policy_id = ? ORDER BY window_us, window_start_us`, key.Tenant, key.Principal, key.PolicyID)
+}, key executor.BudgetKey, only *executor.BudgetReservation) (*executor.BudgetAccount, error) {
+	query := `SELECT window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds FROM budget_usage
+		WHERE tenant = ? AND principal = ? AND policy_id = ?`
+	args := []any{key.Tenant, key.Principal, key.PolicyID}
+	if only != nil {
+		query += ` AND (window_us = 0 OR (window_us = ? AND window_start_us = ?))`
+		args = append(args, only.WindowMicroseconds, only.WindowStart)
+	}
+	rows, err := q.QueryContext(ctx, query+` ORDER BY window_us, window_start_us`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -102,11 +110,11 @@ func checkBudgetKey(key executor.BudgetKey, window int64) error {
 	return nil
 }
 
-// modify applies f to key's account in one write transaction and writes
-// what it changed.
-func (s *SQLite) modify(ctx context.Context, key executor.BudgetKey, f func(*executor.BudgetAccount)) error {
+// modify applies f to key's account (only: the part loadAccount reads) in
+// one write transaction and writes what it changed.
+func (s *SQLite) modify(ctx context.Context, key executor.BudgetKey, only *executor.BudgetReservation, f func(*executor.BudgetAccount)) error {
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
-		a, err := loadAccount(ctx, tx, key)
+		a, err := loadAccount(ctx, tx, key, only)
 		if err != nil {
 			return err
 		}
@@ -126,7 +134,7 @@ func (s *SQLite) Reserve(ctx context.Context, key executor.BudgetKey, window int
 	}
 	var res executor.BudgetReservation
 	var before executor.Usage
-	err := s.modify(ctx, key, func(a *executor.BudgetAccount) {
+	err := s.modify(ctx, key, nil, func(a *executor.BudgetAccount) {
 		var start int64
 		start, before = a.Record(window, now, executor.Usage{Calls: 1})
 		res = executor.BudgetReservation{Key: key, WindowMicroseconds: window, WindowStart: start}
@@ -143,7 +151,7 @@ func (s *SQLite) update(ctx context.Context, op string, res executor.BudgetReser
 	if err := checkBudgetKey(res.Key, res.WindowMicroseconds); err != nil {
 		return err
 	}
-	err := s.modify(ctx, res.Key, func(a *executor.BudgetAccount) { a.Adjust(res.WindowMicroseconds, res.WindowStart, f) })
+	err := s.modify(ctx, res.Key, &res, func(a *executor.BudgetAccount) { a.Adjust(res.WindowMicroseconds, res.WindowStart, f) })
 	if err != nil {
 		return fmt.Errorf("statestore: budget %s: %w", op, err)
 	}
@@ -175,7 +183,7 @@ func (s *SQLite) Charge(ctx context.Context, key executor.BudgetKey, window int6
 	if err := executor.CheckUsage(u); err != nil {
 		return &InputError{What: "budget charge", Reason: err.Error()}
 	}
-	if err := s.modify(ctx, key, func(a *executor.BudgetAccount) { a.Record(window, now, u) }); err != nil {
+	if err := s.modify(ctx, key, nil, func(a *executor.BudgetAccount) { a.Record(window, now, u) }); err != nil {
 		return fmt.Errorf("statestore: budget charge: %w", err)
 	}
 	return nil
@@ -188,7 +196,7 @@ func (s *SQLite) Usage(ctx context.Context, key executor.BudgetKey, window int64
 	}
 	var u executor.Usage
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		a, err := loadAccount(ctx, tx, key)
+		a, err := loadAccount(ctx, tx, key, nil)
 		if err == nil {
 			_, u = a.UsageAt(window, now)
 		}
