@@ -39,29 +39,35 @@ type BudgetReservation struct {
 }
 
 // BudgetLedger accounts the usage a policy's budgets are judged on
-// (Config.Budgets). Usage is kept per key and fixed window: the windows of
-// a length w are [k·w, (k+1)·w) in microseconds since the Unix epoch, and
-// a key's usage is that of the window now falls in (window 0: every
-// charge, ever). A window never moves back: when now falls before the
-// window a key last counted in (a clock stepped back), that later window
-// is the one counted in. Implementations are safe for concurrent use, and
-// Reserve is atomic: two reservations never see the same count.
+// (Config.Budgets). Usage is recorded per key in fixed windows of the
+// length the policy had when it was recorded: the windows of a length w
+// are [k·w, (k+1)·w) in microseconds since the Unix epoch (w 0: the
+// policy's lifetime). The usage judged for the window [S, S+W) that now
+// falls in is every usage of the key recorded in a window that overlaps
+// it, whatever that window's length, so that a new version of a policy
+// with another window goes on with the account; BudgetAccount gives the
+// rules, and both ledgers of this module keep one per key. A window never
+// moves back: when now falls before the latest window a key recorded in
+// (a clock stepped back), the key's clock stays there. Implementations
+// are safe for concurrent use, and Reserve is atomic: two reservations
+// never see the same count.
 type BudgetLedger interface {
 	// Reserve counts one call for key and returns the usage before it:
 	// the calls include reservations not yet settled or released.
 	Reserve(ctx context.Context, key BudgetKey, window int64, now time.Time) (BudgetReservation, Usage, error)
 	// Settle ends a reservation whose call ran, adding u (what the call
 	// consumed beyond the reserved call: the executor passes Calls 0) to
-	// the reservation's window. A window that has ended since is left
-	// as it is: nothing judges it any more.
+	// the reservation's window, or to the key's past when that window
+	// has been folded into it since (BudgetAccount.Adjust).
 	Settle(ctx context.Context, r BudgetReservation, u Usage) error
 	// Release ends a reservation whose call did not run: its call is no
-	// longer counted (unless its window has ended since).
+	// longer counted, in its window or in the past it was folded into.
 	Release(ctx context.Context, r BudgetReservation) error
 	// Charge adds u to key's current window outside any call
 	// (Executor.Charge).
 	Charge(ctx context.Context, key BudgetKey, window int64, now time.Time, u Usage) error
-	// Usage returns key's usage in the window now falls in.
+	// Usage returns the usage judged for key in the window of length
+	// window that now falls in.
 	Usage(ctx context.Context, key BudgetKey, window int64, now time.Time) (Usage, error)
 	// Persistent reports whether the usage survives a restart of the
 	// process. The durable, governed and certifiable profiles refuse to
@@ -69,14 +75,226 @@ type BudgetLedger interface {
 	Persistent() bool
 }
 
+// BudgetBucket is the usage a key recorded in one fixed window,
+// [Start, Start+Window) in microseconds since the Unix epoch.
+type BudgetBucket struct {
+	Window int64 // > 0
+	Start  int64
+	Usage  Usage
+}
+
+// end is the bucket's window's end (exclusive).
+func (b BudgetBucket) end() int64 { return satAdd(b.Start, b.Window) }
+
+// BudgetAccount is what a ledger keeps for one BudgetKey, and the rules it
+// judges by; MemoryLedger and statestore.SQLite both use it, so that they
+// judge alike.
+//
+// The account is not keyed by the window's length: a policy's new version
+// with another window judges the usage recorded under the old one. The
+// usage judged for the window [S, S+W) is the sum of
+//   - every bucket whose window overlaps [S, S+W), whatever its length. A
+//     bucket that overlaps in part counts whole, since when in its window
+//     its usage fell is not kept: a version that lengthens or shortens
+//     the window may be judged on more than ran in its window, never on
+//     less (it fails closed);
+//   - Past, when its usage may have been recorded at or after S
+//     (PastEnd > S, or PastEnd not known).
+//
+// For the lifetime (W 0) every bucket and Past count.
+//
+// No later window of length W overlaps a bucket whose window ended at or
+// before S (the account's clock never moves back), but a later version
+// with a longer window (or none) may. So ended buckets are kept, the
+// BudgetEndedWindowsKept latest of them, and recording folds the older
+// ones into Past rather than dropping them: Past, dated by the latest end
+// folded into it, keeps them counted for any window that starts before
+// that end. A version whose window spans up to BudgetEndedWindowsKept of
+// the old windows is judged on them one by one; a longer one counts Past
+// whole in its first window (all the history before the kept windows:
+// it fails closed), and from its second window on no longer sees it.
+// An account so holds at most Past, BudgetEndedWindowsKept ended buckets
+// and those not ended: one for a policy whose window has not changed, and
+// under a new window W at most ⌈W/w⌉+1 of each older length w, until
+// they end.
+type BudgetAccount struct {
+	// Buckets are the windows recorded in that have not been folded,
+	// sorted by window length, then start.
+	Buckets []BudgetBucket
+	// Past is the usage recorded over the policy's lifetime (a policy
+	// without a window) and that of the buckets folded into it.
+	Past Usage
+	// PastEnd (with PastEndKnown) bounds when Past's usage was recorded:
+	// before it, in microseconds since the Unix epoch. A Past whose end is
+	// not known (a lifetime count migrated from a ledger that did not keep
+	// one) overlaps every window, and is dated to the key's clock when the
+	// account next records.
+	PastEnd      int64
+	PastEndKnown bool
+}
+
+// clock is now moved forward to the latest time the account has
+// recorded at (the latest window start, or the end of Past), so that no
+// window moves back.
+func (a *BudgetAccount) clock(now time.Time) int64 {
+	c := now.UnixMicro()
+	for _, b := range a.Buckets {
+		c = max(c, b.Start)
+	}
+	if a.PastEndKnown {
+		c = max(c, satAdd(a.PastEnd, -1))
+	}
+	return c
+}
+
+// usageIn is the usage judged for [start, start+window) (window 0: the
+// lifetime).
+func (a *BudgetAccount) usageIn(window, start int64) Usage {
+	var u Usage
+	if window == 0 || !a.PastEndKnown || a.PastEnd > start {
+		u = a.Past
+	}
+	end := satAdd(start, window)
+	for _, b := range a.Buckets {
+		if window == 0 || (b.Start < end && b.end() > start) {
+			u = u.Plus(b.Usage)
+		}
+	}
+	return u
+}
+
+// UsageAt returns the start of the window of length window (0: the
+// lifetime, start 0) now falls in by the account's clock, and the usage
+// judged for it. It changes nothing.
+func (a *BudgetAccount) UsageAt(window int64, now time.Time) (start int64, u Usage) {
+	start = windowStart(a.clock(now), window)
+	return start, a.usageIn(window, start)
+}
+
+// Record adds u to the window of length window now falls in by the
+// account's clock (window 0: to Past), folding first the buckets that
+// ended before that window, and returns the window's start and the usage
+// judged for it before u.
+func (a *BudgetAccount) Record(window int64, now time.Time, u Usage) (start int64, before Usage) {
+	c := a.clock(now)
+	if !a.PastEndKnown && a.Past != (Usage{}) {
+		// The usage was recorded before now: from here on it is dated.
+		a.PastEnd, a.PastEndKnown = satAdd(c, 1), true
+	}
+	start = windowStart(c, window)
+	if window > 0 {
+		a.fold(start)
+	}
+	before = a.usageIn(window, start)
+	if window == 0 {
+		a.Past = a.Past.Plus(u)
+		if end := satAdd(c, 1); !a.PastEndKnown || end > a.PastEnd {
+			a.PastEnd, a.PastEndKnown = end, true
+		}
+		return start, before
+	}
+	i, found := slices.BinarySearchFunc(a.Buckets, BudgetBucket{Window: window, Start: start}, compareBuckets)
+	if !found {
+		a.Buckets = slices.Insert(a.Buckets, i, BudgetBucket{Window: window, Start: start})
+	}
+	a.Buckets[i].Usage = a.Buckets[i].Usage.Plus(u)
+	return start, before
+}
+
+// BudgetEndedWindowsKept is how many ended windows a BudgetAccount keeps
+// apart before folding the older ones into its past: enough for a
+// policy's new version to lengthen its window up to 64 times (a minute to
+// an hour, an hour to a day) and be judged on the old windows it spans
+// rather than on the whole past.
+const BudgetEndedWindowsKept = 64
+
+// fold folds into Past the buckets ended at or before start, but for the
+// BudgetEndedWindowsKept latest of them.
+func (a *BudgetAccount) fold(start int64) {
+	var ended []int
+	for i, b := range a.Buckets {
+		if b.end() <= start {
+			ended = append(ended, i)
+		}
+	}
+	if len(ended) <= BudgetEndedWindowsKept {
+		return
+	}
+	// Latest end first; among equal ends, the shorter window first.
+	slices.SortFunc(ended, func(i, j int) int {
+		if c := cmpInt(a.Buckets[j].end(), a.Buckets[i].end()); c != 0 {
+			return c
+		}
+		return cmpInt(a.Buckets[i].Window, a.Buckets[j].Window)
+	})
+	folded := make([]bool, len(a.Buckets))
+	for _, i := range ended[BudgetEndedWindowsKept:] {
+		b := a.Buckets[i]
+		folded[i] = true
+		a.Past = a.Past.Plus(b.Usage)
+		if !a.PastEndKnown || b.end() > a.PastEnd {
+			a.PastEnd, a.PastEndKnown = b.end(), true
+		}
+	}
+	kept := a.Buckets[:0]
+	for i, b := range a.Buckets {
+		if !folded[i] {
+			kept = append(kept, b)
+		}
+	}
+	a.Buckets = kept
+}
+
+// Adjust applies f to the usage a reservation recorded in the window of
+// length window from start: its bucket, or Past when the window has been
+// folded into it (or window is 0). It reports false when neither holds
+// it (a window the ledger no longer has: nothing to adjust).
+func (a *BudgetAccount) Adjust(window, start int64, f func(*Usage)) bool {
+	if window == 0 {
+		f(&a.Past)
+		return true
+	}
+	if i, found := slices.BinarySearchFunc(a.Buckets, BudgetBucket{Window: window, Start: start}, compareBuckets); found {
+		f(&a.Buckets[i].Usage)
+		return true
+	}
+	if a.PastEndKnown && (BudgetBucket{Window: window, Start: start}).end() <= a.PastEnd {
+		f(&a.Past)
+		return true
+	}
+	return false
+}
+
+// compareBuckets orders buckets by window length, then start.
+func compareBuckets(x, y BudgetBucket) int {
+	if c := cmpInt(x.Window, y.Window); c != 0 {
+		return c
+	}
+	return cmpInt(x.Start, y.Start)
+}
+
+func cmpInt(x, y int64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
 // BudgetWindowStart is the start, in microseconds since the Unix epoch, of
 // the fixed window of length window (microseconds; 0: the policy's
 // lifetime, which starts at 0) that now falls in.
 func BudgetWindowStart(now time.Time, window int64) int64 {
+	return windowStart(now.UnixMicro(), window)
+}
+
+// windowStart is BudgetWindowStart of us microseconds since the epoch.
+func windowStart(us, window int64) int64 {
 	if window <= 0 {
 		return 0
 	}
-	us := now.UnixMicro()
 	start := us - us%window
 	if us%window < 0 { // before the epoch: round down, not toward zero
 		start -= window
@@ -115,40 +333,27 @@ func satAdd(a, b int64) int64 {
 
 // MemoryLedger is the default BudgetLedger: usage in the process's memory,
 // lost when it exits (so only the minimal profile judges budgets on it).
-// It keeps one window's usage per key and window length.
+// It keeps one BudgetAccount per key.
 type MemoryLedger struct {
-	mu   sync.Mutex
-	rows map[memoryRowKey]*memoryRow
-}
-
-type memoryRowKey struct {
-	key    BudgetKey
-	window int64
-}
-
-type memoryRow struct {
-	start int64
-	u     Usage
+	mu       sync.Mutex
+	accounts map[BudgetKey]*BudgetAccount
 }
 
 var _ BudgetLedger = (*MemoryLedger)(nil)
 
 // NewMemoryLedger returns an empty in-memory ledger.
-func NewMemoryLedger() *MemoryLedger { return &MemoryLedger{rows: map[memoryRowKey]*memoryRow{}} }
+func NewMemoryLedger() *MemoryLedger {
+	return &MemoryLedger{accounts: map[BudgetKey]*BudgetAccount{}}
+}
 
-// row returns key's row for the window now falls in, starting it afresh
-// when the row's window has ended. Precondition: m.mu is held.
-func (m *MemoryLedger) row(key BudgetKey, window int64, now time.Time) *memoryRow {
-	start := BudgetWindowStart(now, window)
-	k := memoryRowKey{key, window}
-	r := m.rows[k]
-	if r == nil {
-		r = &memoryRow{start: start}
-		m.rows[k] = r
-	} else if r.start < start {
-		*r = memoryRow{start: start}
+// account returns key's account, creating it. Precondition: m.mu is held.
+func (m *MemoryLedger) account(key BudgetKey) *BudgetAccount {
+	a := m.accounts[key]
+	if a == nil {
+		a = &BudgetAccount{}
+		m.accounts[key] = a
 	}
-	return r
+	return a
 }
 
 // Reserve implements BudgetLedger.
@@ -158,10 +363,8 @@ func (m *MemoryLedger) Reserve(_ context.Context, key BudgetKey, window int64, n
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := m.row(key, window, now)
-	before := r.u
-	r.u.Calls = satAdd(r.u.Calls, 1)
-	return BudgetReservation{Key: key, WindowMicroseconds: window, WindowStart: r.start}, before, nil
+	start, before := m.account(key).Record(window, now, Usage{Calls: 1})
+	return BudgetReservation{Key: key, WindowMicroseconds: window, WindowStart: start}, before, nil
 }
 
 // Settle implements BudgetLedger.
@@ -171,8 +374,8 @@ func (m *MemoryLedger) Settle(_ context.Context, res BudgetReservation, u Usage)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r := m.rows[memoryRowKey{res.Key, res.WindowMicroseconds}]; r != nil && r.start == res.WindowStart {
-		r.u = r.u.Plus(u)
+	if a := m.accounts[res.Key]; a != nil {
+		a.Adjust(res.WindowMicroseconds, res.WindowStart, func(r *Usage) { *r = r.Plus(u) })
 	}
 	return nil
 }
@@ -181,10 +384,17 @@ func (m *MemoryLedger) Settle(_ context.Context, res BudgetReservation, u Usage)
 func (m *MemoryLedger) Release(_ context.Context, res BudgetReservation) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r := m.rows[memoryRowKey{res.Key, res.WindowMicroseconds}]; r != nil && r.start == res.WindowStart && r.u.Calls > 0 {
-		r.u.Calls--
+	if a := m.accounts[res.Key]; a != nil {
+		a.Adjust(res.WindowMicroseconds, res.WindowStart, releaseCall)
 	}
 	return nil
+}
+
+// releaseCall takes back one reserved call.
+func releaseCall(u *Usage) {
+	if u.Calls > 0 {
+		u.Calls--
+	}
 }
 
 // Charge implements BudgetLedger.
@@ -197,20 +407,23 @@ func (m *MemoryLedger) Charge(_ context.Context, key BudgetKey, window int64, no
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := m.row(key, window, now)
-	r.u = r.u.Plus(u)
+	m.account(key).Record(window, now, u)
 	return nil
 }
 
 // Usage implements BudgetLedger.
 func (m *MemoryLedger) Usage(_ context.Context, key BudgetKey, window int64, now time.Time) (Usage, error) {
+	if window < 0 {
+		return Usage{}, fmt.Errorf("budget window %d: negative", window)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := m.rows[memoryRowKey{key, window}]
-	if r == nil || r.start < BudgetWindowStart(now, window) {
+	a := m.accounts[key]
+	if a == nil {
 		return Usage{}, nil
 	}
-	return r.u, nil
+	_, u := a.UsageAt(window, now)
+	return u, nil
 }
 
 // Persistent implements BudgetLedger: memory does not survive a restart.

@@ -3,48 +3,99 @@ package statestore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"polc.dev/polc/executor"
 )
 
-// The budget ledger: one row per key (tenant, principal, policy id) and
-// window length, holding the usage of the last window counted in. Every
-// change is one write transaction (BEGIN IMMEDIATE: the row is read and
-// written under SQLite's one write lock), so reservations of several
-// goroutines or processes sharing the file never see the same count.
-// Reserve counts the call before its outcome is known; a process that dies
-// before settling or releasing leaves it counted, since whether its call
-// ran cannot be told.
+// The budget ledger: one executor.BudgetAccount per key (tenant, principal,
+// policy id), judged by its rules, stored as one budget_usage row per
+// window recorded in (window_us > 0: its length and start) and one for the
+// account's past (window_us 0: the lifetime's usage and the folded
+// windows'). The window's length is not part of the account: a policy's
+// new version with another window goes on with it. Every change is one
+// write transaction (BEGIN IMMEDIATE: the account is read and written under
+// SQLite's one write lock), so reservations of several goroutines or
+// processes sharing the file never see the same count. Reserve counts the
+// call before its outcome is known; a process that dies before settling or
+// releasing leaves it counted, since whether its call ran cannot be told.
 
-// budgetRow is a row of budget_usage.
-type budgetRow struct {
-	start int64
-	u     executor.Usage
-}
-
-// readBudget reads key's row for window; ok is false when there is none.
-func readBudget(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, key executor.BudgetKey, window int64) (r budgetRow, ok bool, err error) {
-	err = q.QueryRowContext(ctx, `SELECT window_start_us, calls, tokens, cost_microunits, wall_microseconds FROM budget_usage
-		WHERE tenant = ? AND principal = ? AND policy_id = ? AND window_us = ?`, key.Tenant, key.Principal, key.PolicyID, window).
-		Scan(&r.start, &r.u.Calls, &r.u.Tokens, &r.u.CostMicrounits, &r.u.WallMicroseconds)
-	if errors.Is(err, sql.ErrNoRows) {
-		return budgetRow{}, false, nil
+// loadAccount reads key's account (empty when it has no row). With only
+// set, it reads only the past and that window's row: enough to adjust a
+// reservation (BudgetAccount.Adjust), which folds nothing.
+func loadAccount(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, key executor.BudgetKey, only *executor.BudgetReservation) (*executor.BudgetAccount, error) {
+	query := `SELECT window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds FROM budget_usage
+		WHERE tenant = ? AND principal = ? AND policy_id = ?`
+	args := []any{key.Tenant, key.Principal, key.PolicyID}
+	if only != nil {
+		query += ` AND (window_us = 0 OR (window_us = ? AND window_start_us = ?))`
+		args = append(args, only.WindowMicroseconds, only.WindowStart)
 	}
-	return r, err == nil, err
+	rows, err := q.QueryContext(ctx, query+` ORDER BY window_us, window_start_us`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	a := &executor.BudgetAccount{}
+	for rows.Next() {
+		var b executor.BudgetBucket
+		var end sql.NullInt64
+		if err := rows.Scan(&b.Window, &b.Start, &end, &b.Usage.Calls, &b.Usage.Tokens, &b.Usage.CostMicrounits, &b.Usage.WallMicroseconds); err != nil {
+			return nil, err
+		}
+		if b.Window == 0 {
+			a.Past, a.PastEnd, a.PastEndKnown = b.Usage, end.Int64, end.Valid
+		} else {
+			a.Buckets = append(a.Buckets, b)
+		}
+	}
+	return a, rows.Err()
 }
 
-// writeBudget creates or replaces key's row for window.
-func writeBudget(ctx context.Context, tx *sql.Tx, key executor.BudgetKey, window int64, r budgetRow) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO budget_usage(tenant, principal, policy_id, window_us, window_start_us, calls, tokens, cost_microunits, wall_microseconds)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (tenant, principal, policy_id, window_us) DO UPDATE SET window_start_us = excluded.window_start_us,
+// saveAccount writes what changed from before to after: a folded window's
+// row is deleted, a new or changed one written, and so is the past's.
+func saveAccount(ctx context.Context, tx *sql.Tx, key executor.BudgetKey, before, after *executor.BudgetAccount) error {
+	type wk struct{ window, start int64 }
+	was := make(map[wk]executor.Usage, len(before.Buckets))
+	for _, b := range before.Buckets {
+		was[wk{b.Window, b.Start}] = b.Usage
+	}
+	for _, b := range after.Buckets {
+		k := wk{b.Window, b.Start}
+		u, ok := was[k]
+		delete(was, k)
+		if ok && u == b.Usage {
+			continue
+		}
+		if err := writeRow(ctx, tx, key, b, sql.NullInt64{}); err != nil {
+			return err
+		}
+	}
+	for k := range was {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM budget_usage WHERE tenant = ? AND principal = ? AND policy_id = ? AND window_us = ? AND window_start_us = ?`,
+			key.Tenant, key.Principal, key.PolicyID, k.window, k.start); err != nil {
+			return err
+		}
+	}
+	if after.Past == before.Past && after.PastEndKnown == before.PastEndKnown && after.PastEnd == before.PastEnd ||
+		after.Past == (executor.Usage{}) && !after.PastEndKnown {
+		return nil
+	}
+	return writeRow(ctx, tx, key, executor.BudgetBucket{Usage: after.Past}, sql.NullInt64{Int64: after.PastEnd, Valid: after.PastEndKnown})
+}
+
+// writeRow creates or replaces key's row for b's window (window 0: the
+// past, ending at end).
+func writeRow(ctx context.Context, tx *sql.Tx, key executor.BudgetKey, b executor.BudgetBucket, end sql.NullInt64) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO budget_usage(tenant, principal, policy_id, window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant, principal, policy_id, window_us, window_start_us) DO UPDATE SET end_us = excluded.end_us,
 			calls = excluded.calls, tokens = excluded.tokens, cost_microunits = excluded.cost_microunits, wall_microseconds = excluded.wall_microseconds`,
-		key.Tenant, key.Principal, key.PolicyID, window, r.start, r.u.Calls, r.u.Tokens, r.u.CostMicrounits, r.u.WallMicroseconds)
+		key.Tenant, key.Principal, key.PolicyID, b.Window, b.Start, end, b.Usage.Calls, b.Usage.Tokens, b.Usage.CostMicrounits, b.Usage.WallMicroseconds)
 	return err
 }
 
@@ -59,19 +110,19 @@ func checkBudgetKey(key executor.BudgetKey, window int64) error {
 	return nil
 }
 
-// current reads key's row for the window now falls in: the stored row,
-// or a fresh one when there is none or its window has ended (a stored
-// window later than now's is kept: windows never move back).
-func current(ctx context.Context, tx *sql.Tx, key executor.BudgetKey, window int64, now time.Time) (budgetRow, error) {
-	start := executor.BudgetWindowStart(now, window)
-	r, ok, err := readBudget(ctx, tx, key, window)
-	if err != nil {
-		return budgetRow{}, err
-	}
-	if !ok || r.start < start {
-		return budgetRow{start: start}, nil
-	}
-	return r, nil
+// modify applies f to key's account (only: the part loadAccount reads) in
+// one write transaction and writes what it changed.
+func (s *SQLite) modify(ctx context.Context, key executor.BudgetKey, only *executor.BudgetReservation, f func(*executor.BudgetAccount)) error {
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		a, err := loadAccount(ctx, tx, key, only)
+		if err != nil {
+			return err
+		}
+		before := *a
+		before.Buckets = slices.Clone(a.Buckets)
+		f(a)
+		return saveAccount(ctx, tx, key, &before, a)
+	})
 }
 
 // Reserve implements executor.BudgetLedger: it counts one call in the
@@ -83,15 +134,10 @@ func (s *SQLite) Reserve(ctx context.Context, key executor.BudgetKey, window int
 	}
 	var res executor.BudgetReservation
 	var before executor.Usage
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		r, err := current(ctx, tx, key, window, now)
-		if err != nil {
-			return err
-		}
-		before = r.u
-		r.u = r.u.Plus(executor.Usage{Calls: 1})
-		res = executor.BudgetReservation{Key: key, WindowMicroseconds: window, WindowStart: r.start}
-		return writeBudget(ctx, tx, key, window, r)
+	err := s.modify(ctx, key, nil, func(a *executor.BudgetAccount) {
+		var start int64
+		start, before = a.Record(window, now, executor.Usage{Calls: 1})
+		res = executor.BudgetReservation{Key: key, WindowMicroseconds: window, WindowStart: start}
 	})
 	if err != nil {
 		return executor.BudgetReservation{}, executor.Usage{}, fmt.Errorf("statestore: budget reserve: %w", err)
@@ -99,20 +145,13 @@ func (s *SQLite) Reserve(ctx context.Context, key executor.BudgetKey, window int
 	return res, before, nil
 }
 
-// update applies f to the reservation's row when it is still in the
-// reservation's window; an ended window is left as it is.
+// update applies f to the usage the reservation recorded: in its window's
+// row, or in the past's when that window has been folded into it.
 func (s *SQLite) update(ctx context.Context, op string, res executor.BudgetReservation, f func(*executor.Usage)) error {
 	if err := checkBudgetKey(res.Key, res.WindowMicroseconds); err != nil {
 		return err
 	}
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		r, ok, err := readBudget(ctx, tx, res.Key, res.WindowMicroseconds)
-		if err != nil || !ok || r.start != res.WindowStart {
-			return err
-		}
-		f(&r.u)
-		return writeBudget(ctx, tx, res.Key, res.WindowMicroseconds, r)
-	})
+	err := s.modify(ctx, res.Key, &res, func(a *executor.BudgetAccount) { a.Adjust(res.WindowMicroseconds, res.WindowStart, f) })
 	if err != nil {
 		return fmt.Errorf("statestore: budget %s: %w", op, err)
 	}
@@ -144,15 +183,7 @@ func (s *SQLite) Charge(ctx context.Context, key executor.BudgetKey, window int6
 	if err := executor.CheckUsage(u); err != nil {
 		return &InputError{What: "budget charge", Reason: err.Error()}
 	}
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		r, err := current(ctx, tx, key, window, now)
-		if err != nil {
-			return err
-		}
-		r.u = r.u.Plus(u)
-		return writeBudget(ctx, tx, key, window, r)
-	})
-	if err != nil {
+	if err := s.modify(ctx, key, nil, func(a *executor.BudgetAccount) { a.Record(window, now, u) }); err != nil {
 		return fmt.Errorf("statestore: budget charge: %w", err)
 	}
 	return nil
@@ -165,9 +196,9 @@ func (s *SQLite) Usage(ctx context.Context, key executor.BudgetKey, window int64
 	}
 	var u executor.Usage
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		r, ok, err := readBudget(ctx, tx, key, window)
-		if err == nil && ok && r.start >= executor.BudgetWindowStart(now, window) {
-			u = r.u
+		a, err := loadAccount(ctx, tx, key, nil)
+		if err == nil {
+			_, u = a.UsageAt(window, now)
 		}
 		return err
 	})

@@ -29,7 +29,7 @@ import (
 // SchemaVersion is the schema version this package creates and reads. A
 // database with a newer version is refused rather than misread; one of an
 // older version is migrated at open.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // busyTimeoutMS bounds how long a statement waits for a lock held by another
 // process (inside this process the writer pool already serializes writes).
@@ -239,9 +239,37 @@ CREATE TABLE budget_usage (
 ) STRICT, WITHOUT ROWID;
 `
 
+// schemaV3 is what version 3 changes in version 2: the budget ledger keeps
+// an account per key (tenant, principal, policy id) rather than per key
+// and window length, with a row per window recorded in (its length and
+// start), and the lifetime row (window_us 0) is the account's past, with
+// the end of the time its usage was recorded in (end_us; NULL when not
+// known, as for every row migrated from version 2's lifetime rows). A
+// version 2 row becomes the same window's row. Like schemaV1 it is frozen.
+const schemaV3 = `
+CREATE TABLE budget_usage_v3 (
+	tenant            TEXT NOT NULL,
+	principal         TEXT NOT NULL,
+	policy_id         TEXT NOT NULL,
+	window_us         INTEGER NOT NULL CHECK (window_us >= 0),
+	window_start_us   INTEGER NOT NULL CHECK (window_us > 0 OR window_start_us = 0),
+	end_us            INTEGER CHECK (end_us IS NULL OR window_us = 0),
+	calls             INTEGER NOT NULL CHECK (calls >= 0),
+	tokens            INTEGER NOT NULL CHECK (tokens >= 0),
+	cost_microunits   INTEGER NOT NULL CHECK (cost_microunits >= 0),
+	wall_microseconds INTEGER NOT NULL CHECK (wall_microseconds >= 0),
+	PRIMARY KEY (tenant, principal, policy_id, window_us, window_start_us)
+) STRICT, WITHOUT ROWID;
+INSERT INTO budget_usage_v3(tenant, principal, policy_id, window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds)
+	SELECT tenant, principal, policy_id, window_us, CASE WHEN window_us = 0 THEN 0 ELSE window_start_us END, NULL,
+		calls, tokens, cost_microunits, wall_microseconds FROM budget_usage;
+DROP TABLE budget_usage;
+ALTER TABLE budget_usage_v3 RENAME TO budget_usage;
+`
+
 // schemas are the statements each version adds to the one before it
-// (schemas[v-1] creates what version v adds).
-var schemas = []string{schemaV1, schemaV2}
+// (schemas[v-1] creates what version v adds, or changes).
+var schemas = []string{schemaV1, schemaV2, schemaV3}
 
 // migrate creates the schema in an empty database, migrates one of an
 // older version and checks the version of an existing one. It first checks
