@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/strictjson"
@@ -513,9 +514,16 @@ func checkPayloadRules(s *schema, p []byte, spans *[maxFields]span) error {
 	return nil
 }
 
+// explained counts the calls of explainRecord and explainPayload: each
+// costs a general JSON decode, so verifying must call them only for the
+// findings it keeps (TestUnreportedLinesAreNotExplained counts them
+// rather than timing the verifier).
+var explained atomic.Int64
+
 // explainPayload finds a human-readable reason for a payload that the fast
 // scanner rejected. It is only called on failure.
 func explainPayload(s *schema, p []byte) error {
+	explained.Add(1)
 	fail := func(key, format string, args ...any) error {
 		return &PayloadError{Type: s.typ, Key: key, Msg: fmt.Sprintf(format, args...)}
 	}

@@ -598,6 +598,7 @@ var recordKeys = []string{
 // explainRecord says why a line failed the structural scan. It runs only on
 // failure, so it may be slow.
 func explainRecord(b []byte) string {
+	explained.Add(1)
 	if len(b) == 0 {
 		return "empty line"
 	}
