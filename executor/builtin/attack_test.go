@@ -1,0 +1,95 @@
+package builtin_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"polc.dev/polc/compiler"
+	"polc.dev/polc/executor"
+	"polc.dev/polc/executor/builtin"
+	"polc.dev/polc/snapshot"
+)
+
+// attackPolicy is a tight allowlist: echo, cat and ls with shell allowed,
+// reads anywhere in the workspace but secrets/, writes only to out/, no
+// network. extra is CUE added to the policy's body.
+const attackPolicy = `package p
+policies: p: {
+	version: "1"
+	principals: ["agent:a"]
+	tenants: ["t"]
+	actions: allow: ["bash", "read_file", "write_file", "edit_file", "http_get"]
+	filesystem: {read: ["**"], write: ["out/**"], deny: ["secrets/**"]}
+	subprocess: {mode: "allowlist", allow: ["echo *", "cat *", "ls *"], shell: "allow"}
+	network: mode: "deny"
+	%s
+}
+`
+
+// attackRig compiles attackPolicy with extra, lays out a workspace (out/,
+// secrets/key) and returns a function that runs one request through
+// Execute with the real built-in callables.
+func attackRig(t *testing.T, extra string) (ws string, run func(action string, args map[string]any) executor.Outcome) {
+	t.Helper()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(fmt.Sprintf(attackPolicy, extra)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := compiler.Compile(compiler.Config{Dir: dir}, []string{"p.cue"})
+	if res.Diagnostics.HasErrors() {
+		t.Fatal(res.Diagnostics)
+	}
+	snap := res.Snapshots[0]
+	ws = filepath.Join(dir, "ws")
+	for _, d := range []string{"out", "secrets"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "secrets", "key"), []byte("TOPSECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := executor.NewRegistry()
+	if err := builtin.Register(reg, builtin.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := executor.New(executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{snap}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := executor.ExecutionContext{ContextID: "c", Scope: executor.EphemeralScope{ID: "s"}, Principal: executor.Principal{Kind: "agent", ID: "a"},
+		Tenant: "t", Workspace: ws, Backend: executor.InProcessBackendName, Profile: executor.ProfileMinimal,
+		Policy: executor.SnapshotRefOf(snap)}
+	n := 0
+	return ws, func(action string, args map[string]any) executor.Outcome {
+		n++
+		return e.Execute(context.Background(), executor.ExecutionRequest{RequestID: fmt.Sprintf("r%d", n), Action: action,
+			Arguments: args, Scope: ec.Scope, Timeout: 10 * time.Second}, ec)
+	}
+}
+
+// TestAttackBashpidAppendRunsCode: BASHPID has bash's integer attribute,
+// so "BASHPID+=VALUE" evaluates OLD+VALUE as arithmetic, and an array
+// subscript in the value runs its $(…). The normalizer refuses such values
+// only for RANDOM, SRANDOM, OPTIND, HISTCMD and PS4 (specialVars), so with
+// an environment grant for BASHPID (a name that chooses nothing a program
+// runs, and no env_runs_code warning), "BASHPID+='a[$(touch pwned)]'" is
+// judged as an assignment alone, and bash runs touch, which no rule allows.
+func TestAttackBashpidAppendRunsCode(t *testing.T) {
+	ws, run := attackRig(t, `environment: inject: ["BASHPID"]`)
+	out := run("bash", map[string]any{"command": "BASHPID+='a[$(touch pwned)]'"})
+	if _, err := os.Stat(filepath.Join(ws, "pwned")); err == nil {
+		t.Errorf("bash ran touch, which the policy does not allow (outcome %s %s)", out.Kind(), out.Base().ReasonCode)
+	}
+	if out.Kind() != executor.KindDenied {
+		t.Errorf("outcome %s, want denied", out.Kind())
+	}
+}
