@@ -93,3 +93,18 @@ func TestAttackBashpidAppendRunsCode(t *testing.T) {
 		t.Errorf("outcome %s, want denied", out.Kind())
 	}
 }
+
+// TestAttackHistfilesizeTruncatesAnyFile: assigning HISTFILESIZE makes
+// bash (sv_histsize) truncate the file HISTFILE names to that many lines,
+// history on or not. The normalizer sees two environment facets and no
+// path: with an environment grant for HIST* (names that choose nothing a
+// program runs, and no env_runs_code warning), "HISTFILE=secrets/key
+// HISTFILESIZE=0 echo; echo" empties secrets/key, which
+// filesystem.deny covers, without any redirection.
+func TestAttackHistfilesizeTruncatesAnyFile(t *testing.T) {
+	ws, run := attackRig(t, `environment: inject: ["HIST*"]`)
+	out := run("bash", map[string]any{"command": "HISTFILE=secrets/key HISTFILESIZE=0 echo; echo"})
+	if b, err := os.ReadFile(filepath.Join(ws, "secrets", "key")); err != nil || string(b) != "TOPSECRET\n" {
+		t.Errorf("secrets/key is now %q (%v): bash wrote a file filesystem.deny covers (outcome %s %s)", b, err, out.Kind(), out.Base().ReasonCode)
+	}
+}
