@@ -108,3 +108,31 @@ func TestAttackHistfilesizeTruncatesAnyFile(t *testing.T) {
 		t.Errorf("secrets/key is now %q (%v): bash wrote a file filesystem.deny covers (outcome %s %s)", b, err, out.Kind(), out.Base().ReasonCode)
 	}
 }
+
+// TestAttackDefaultAssignMakesArrayUnseen: bash 5.2's declare (typeset,
+// local -I, …) evaluates "NAME='(…)'" as a compound array assignment when
+// NAME is already an array, running the $(…) inside the quotes. The
+// normalizer refuses that only for names it knows to be arrays
+// (bashArrays, NAME=(…), NAME[i]=…, read -a, mapfile, {NAME[i]}>, coproc,
+// declare -a), but "${NAME[0]=v}" (or ":=") also assigns an element and
+// makes NAME an array, and its ParamExp case records only the assignment.
+// With an environment grant for one ordinary name, the commands below
+// run touch (no rule allows it) and write secrets/w (filesystem.deny),
+// judged as two echos.
+func TestAttackDefaultAssignMakesArrayUnseen(t *testing.T) {
+	ws, run := attackRig(t, `environment: inject: ["NODE_ENV"]`)
+	for _, cmd := range []string{
+		"echo ${NODE_ENV[0]=production}; declare NODE_ENV='($(touch pwned) x)'",
+		"echo ${NODE_ENV[0]:=production}; declare NODE_ENV='($(echo x > secrets/w) x)'",
+	} {
+		out := run("bash", map[string]any{"command": cmd})
+		if out.Kind() != executor.KindDenied {
+			t.Errorf("%q: %s, want denied", cmd, out.Kind())
+		}
+	}
+	for _, f := range []string{"pwned", "secrets/w"} {
+		if _, err := os.Stat(filepath.Join(ws, f)); err == nil {
+			t.Errorf("%s exists: bash ran a command substitution the policy never judged", f)
+		}
+	}
+}
