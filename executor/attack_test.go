@@ -1,0 +1,39 @@
+package executor_test
+
+import (
+	"testing"
+
+	"polc.dev/polc/executor"
+)
+
+// TestAttackCloseDupWordIsProgram: bash's grammar reads ">&-" and "<&-"
+// as the operator and a "-" token of their own, so in ">&-rm victim.txt"
+// the descriptor is closed and "rm" is the next word of the command: bash
+// runs "rm victim.txt". The parser reads one word "-rm" as the target of
+// ">&" (a file, as &>), so ParseCommand's commands are ["victim.txt"] and
+// a redirection writing the file "-rm": with shell allowed and writes
+// allowed where the command runs, "polc eval" allows ">&-rm echo x" under
+// an allowlist of echo alone, and any runner of the judged text (a
+// backend that runs it, or bash fed the decision's text) runs rm. The
+// built-in bash callable happens to mask it, since it replaces the word
+// "-rm" by /proc/self/fd/K before bash reads the text. Checked against
+// real bash by the shell differential rig: bash executed an argv polc did
+// not judge.
+func TestAttackCloseDupWordIsProgram(t *testing.T) {
+	r := newShellRig(t)
+	for _, src := range []string{">&-rm victim.txt", "echo x >&-rm victim.txt", "<&-rm victim.txt"} {
+		c, nerr := executor.ParseCommand(src)
+		if nerr != nil {
+			continue // refused: nothing runs
+		}
+		problem, ran, err := diffCheck(r, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if problem != "" {
+			t.Errorf("%q (judged commands %q): %s", src, c.Argv, problem)
+		} else if !ran {
+			t.Errorf("%q was not run", src)
+		}
+	}
+}
