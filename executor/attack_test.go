@@ -37,3 +37,28 @@ func TestAttackCloseDupWordIsProgram(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackTimeDashDash: bash 5.2's lexer reads "--" after the time
+// keyword (and after "time -p") as the end of time's options (TIMEIGN),
+// so "time -- rm victim.txt" runs "rm victim.txt"; the parser keeps "--"
+// as the program, and the judged command is ["--", "rm", "victim.txt"].
+// A deny or approval pattern "rm *" (or "git push *") does not match it,
+// although the argv bash executes is exactly the one it names.
+func TestAttackTimeDashDash(t *testing.T) {
+	r := newShellRig(t)
+	for _, src := range []string{"time -- rm victim.txt", "time -p -- rm victim.txt"} {
+		c, nerr := executor.ParseCommand(src)
+		if nerr != nil {
+			continue
+		}
+		problem, ran, err := diffCheck(r, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if problem != "" {
+			t.Errorf("%q (judged commands %q): %s", src, c.Argv, problem)
+		} else if !ran {
+			t.Errorf("%q was not run", src)
+		}
+	}
+}
