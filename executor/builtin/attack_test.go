@@ -17,7 +17,8 @@ import (
 
 // attackPolicy is a tight allowlist: echo, cat and ls with shell allowed,
 // reads anywhere in the workspace but secrets/, writes only to out/, no
-// network. extra is CUE added to the policy's body.
+// network. more are further subprocess.allow patterns (CUE list
+// elements, each after a comma); extra is CUE added to the policy's body.
 const attackPolicy = `package p
 policies: p: {
 	version: "1"
@@ -25,7 +26,7 @@ policies: p: {
 	tenants: ["t"]
 	actions: allow: ["bash", "read_file", "write_file", "edit_file", "http_get"]
 	filesystem: {read: ["**"], write: ["out/**"], deny: ["secrets/**"]}
-	subprocess: {mode: "allowlist", allow: ["echo *", "cat *", "ls *"], shell: "allow"}
+	subprocess: {mode: "allowlist", allow: ["echo *", "cat *", "ls *"%s], shell: "allow"}
 	network: mode: "deny"
 	%s
 }
@@ -34,13 +35,13 @@ policies: p: {
 // attackRig compiles attackPolicy with extra, lays out a workspace (out/,
 // secrets/key) and returns a function that runs one request through
 // Execute with the real built-in callables.
-func attackRig(t *testing.T, extra string) (ws string, run func(action string, args map[string]any) executor.Outcome) {
+func attackRig(t *testing.T, more, extra string) (ws string, run func(action string, args map[string]any) executor.Outcome) {
 	t.Helper()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(fmt.Sprintf(attackPolicy, extra)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(fmt.Sprintf(attackPolicy, more, extra)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	res := compiler.Compile(compiler.Config{Dir: dir}, []string{"p.cue"})
@@ -84,7 +85,7 @@ func attackRig(t *testing.T, extra string) (ws string, run func(action string, a
 // runs, and no env_runs_code warning), "BASHPID+='a[$(touch pwned)]'" is
 // judged as an assignment alone, and bash runs touch, which no rule allows.
 func TestAttackBashpidAppendRunsCode(t *testing.T) {
-	ws, run := attackRig(t, `environment: inject: ["BASHPID"]`)
+	ws, run := attackRig(t, "", `environment: inject: ["BASHPID"]`)
 	out := run("bash", map[string]any{"command": "BASHPID+='a[$(touch pwned)]'"})
 	if _, err := os.Stat(filepath.Join(ws, "pwned")); err == nil {
 		t.Errorf("bash ran touch, which the policy does not allow (outcome %s %s)", out.Kind(), out.Base().ReasonCode)
@@ -102,7 +103,7 @@ func TestAttackBashpidAppendRunsCode(t *testing.T) {
 // HISTFILESIZE=0 echo; echo" empties secrets/key, which
 // filesystem.deny covers, without any redirection.
 func TestAttackHistfilesizeTruncatesAnyFile(t *testing.T) {
-	ws, run := attackRig(t, `environment: inject: ["HIST*"]`)
+	ws, run := attackRig(t, "", `environment: inject: ["HIST*"]`)
 	out := run("bash", map[string]any{"command": "HISTFILE=secrets/key HISTFILESIZE=0 echo; echo"})
 	if b, err := os.ReadFile(filepath.Join(ws, "secrets", "key")); err != nil || string(b) != "TOPSECRET\n" {
 		t.Errorf("secrets/key is now %q (%v): bash wrote a file filesystem.deny covers (outcome %s %s)", b, err, out.Kind(), out.Base().ReasonCode)
@@ -120,7 +121,7 @@ func TestAttackHistfilesizeTruncatesAnyFile(t *testing.T) {
 // run touch (no rule allows it) and write secrets/w (filesystem.deny),
 // judged as two echos.
 func TestAttackDefaultAssignMakesArrayUnseen(t *testing.T) {
-	ws, run := attackRig(t, `environment: inject: ["NODE_ENV"]`)
+	ws, run := attackRig(t, "", `environment: inject: ["NODE_ENV"]`)
 	for _, cmd := range []string{
 		"echo ${NODE_ENV[0]=production}; declare NODE_ENV='($(touch pwned) x)'",
 		"echo ${NODE_ENV[0]:=production}; declare NODE_ENV='($(echo x > secrets/w) x)'",
@@ -134,5 +135,18 @@ func TestAttackDefaultAssignMakesArrayUnseen(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(ws, f)); err == nil {
 			t.Errorf("%s exists: bash ran a command substitution the policy never judged", f)
 		}
+	}
+}
+
+// TestAttackPS4OctalEscape: the normalizer refuses a PS4 value holding
+// "$" or "`" (specialValueSafe), because bash expands PS4, $(…) included,
+// for every command traced under set -x. But bash first decodes PS4's
+// prompt escapes, and "\044" is "$" (and "\140" a backquote): the value
+// '\044(touch pwned) ' passes the check and bash runs touch.
+func TestAttackPS4OctalEscape(t *testing.T) {
+	ws, run := attackRig(t, `, "set *"`, `environment: inject: ["PS4"]`)
+	out := run("bash", map[string]any{"command": `PS4='\044(touch pwned) '; set -x; echo`})
+	if _, err := os.Stat(filepath.Join(ws, "pwned")); err == nil {
+		t.Errorf("bash ran touch through PS4 (outcome %s %s)", out.Kind(), out.Base().ReasonCode)
 	}
 }
