@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,5 +150,56 @@ func TestAttackPS4OctalEscape(t *testing.T) {
 	out := run("bash", map[string]any{"command": `PS4='\044(touch pwned) '; set -x; echo`})
 	if _, err := os.Stat(filepath.Join(ws, "pwned")); err == nil {
 		t.Errorf("bash ran touch through PS4 (outcome %s %s)", out.Kind(), out.Base().ReasonCode)
+	}
+}
+
+// TestAttackBackgroundOutlivesTimeout: the bash callable kills only bash
+// when the request's timeout passes (exec.CommandContext, no process
+// group, no WaitDelay), and cmd.Wait then waits for every holder of the
+// stdout and stderr pipes. A granted program left running in the
+// background keeps stderr open, so "cat /dev/zero > /dev/null &" (echo,
+// cat and ls are granted) makes Execute return only when that cat ends —
+// never — while the cat runs on with polc's descriptors after the time the
+// policy bounded the action by. In polc serve the request holds the
+// session's lock, so /v1/close waits for it too.
+func TestAttackBackgroundOutlivesTimeout(t *testing.T) {
+	ws, run := attackRig(t, "", "")
+	t.Cleanup(func() { killIn(ws) })
+	done := make(chan executor.Outcome, 1)
+	go func() {
+		done <- run("bash", map[string]any{"command": "cat /dev/zero > /dev/null &"})
+	}()
+	select {
+	case out := <-done:
+		if left := procsIn(ws); len(left) > 0 {
+			t.Errorf("%s, but processes %v still run in the workspace", out.Kind(), left)
+		}
+	case <-time.After(15 * time.Second):
+		t.Errorf("Execute has not returned 5 s after the action's 10 s timeout")
+		killIn(ws)
+		<-done
+	}
+}
+
+// procsIn lists the processes whose working directory is dir.
+func procsIn(dir string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killIn kills the processes whose working directory is dir.
+func killIn(dir string) {
+	for _, pid := range procsIn(dir) {
+		syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
