@@ -3,10 +3,14 @@ package builtin_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +23,7 @@ import (
 
 // attackPolicy is a tight allowlist: echo, cat and ls with shell allowed,
 // reads anywhere in the workspace but secrets/, writes only to out/, no
-// network. more are further subprocess.allow patterns (CUE list
+// network unless extra says otherwise. more are further subprocess.allow patterns (CUE list
 // elements, each after a comma); extra is CUE added to the policy's body.
 const attackPolicy = `package p
 policies: p: {
@@ -29,7 +33,6 @@ policies: p: {
 	actions: allow: ["bash", "read_file", "write_file", "edit_file", "http_get"]
 	filesystem: {read: ["**"], write: ["out/**"], deny: ["secrets/**"]}
 	subprocess: {mode: "allowlist", allow: ["echo *", "cat *", "ls *"%s], shell: "allow"}
-	network: mode: "deny"
 	%s
 }
 `
@@ -41,6 +44,9 @@ func attackRig(t *testing.T, more, extra string) (ws string, run func(action str
 	t.Helper()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
+	}
+	if !strings.Contains(extra, "network:") {
+		extra += "\n\tnetwork: mode: \"deny\""
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(fmt.Sprintf(attackPolicy, more, extra)), 0o644); err != nil {
@@ -201,5 +207,28 @@ func procsIn(dir string) []int {
 func killIn(dir string) {
 	for _, pid := range procsIn(dir) {
 		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// TestAttackUnspecifiedAddressReachesLoopback: connecting to 0.0.0.0 (or
+// [::], [::ffff:0.0.0.0]) reaches the local host on Linux, so a policy that
+// allows the network but denies the loopback host by every name it has
+// (127.0.0.1, localhost, [::1]) still lets http_get reach a server bound
+// to 127.0.0.1: URLHost judges "0.0.0.0:PORT", which no deny names, while
+// it canonicalizes other spellings of addresses (IPv4-mapped IPv6,
+// inet_aton forms) to what is dialled.
+func TestAttackUnspecifiedAddressReachesLoopback(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "internal") }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	_, run := attackRig(t, "", `network: {mode: "allow", deny: ["127.0.0.1", "localhost", "[::1]"]}`)
+	if out := run("http_get", map[string]any{"url": srv.URL}); out.Kind() != executor.KindDenied {
+		t.Fatalf("%s: %s, want denied", srv.URL, out.Kind())
+	}
+	for _, u := range []string{"http://0.0.0.0:" + port + "/", "http://[::ffff:0.0.0.0]:" + port + "/"} {
+		out := run("http_get", map[string]any{"url": u})
+		if s, ok := out.(*executor.Succeeded); ok {
+			t.Errorf("%s reached the loopback server the policy denies: %v", u, s.Result)
+		}
 	}
 }
