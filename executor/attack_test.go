@@ -62,3 +62,32 @@ func TestAttackTimeDashDash(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackDupWordExpandedTwice: for ">&WORD" (and "1>&WORD") whose
+// WORD is no number, bash 5.2 turns the redirection into "&>" and expands
+// the already expanded word again, so quoted text in it runs:
+// "echo hi >&'x$(rm victim.txt)'" runs rm and writes the file x. The
+// parser reads the single-quoted word as the literal file name
+// "x$(rm victim.txt)", a path facet under the write rules, and the judged
+// commands are only ["echo", "hi"]. The built-in bash callable masks it by
+// replacing the word with /proc/self/fd/K; a runner that runs the judged
+// text does not.
+func TestAttackDupWordExpandedTwice(t *testing.T) {
+	r := newShellRig(t)
+	for _, src := range []string{"echo hi >&'x$(rm victim.txt)'", `echo hi 1>&"x\$(rm victim.txt)"`} {
+		c, nerr := executor.ParseCommand(src)
+		if nerr != nil {
+			t.Logf("%q refused: %v", src, nerr)
+			continue
+		}
+		problem, ran, err := diffCheck(r, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if problem != "" {
+			t.Errorf("%q (judged commands %q): %s", src, c.Argv, problem)
+		} else if !ran {
+			t.Errorf("%q was not run", src)
+		}
+	}
+}
