@@ -42,14 +42,20 @@ policies: p: {
 // Execute with the real built-in callables.
 func attackRig(t *testing.T, more, extra string) (ws string, run func(action string, args map[string]any) executor.Outcome) {
 	t.Helper()
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
 	if !strings.Contains(extra, "network:") {
 		extra += "\n\tnetwork: mode: \"deny\""
 	}
+	return attackRigCUE(t, fmt.Sprintf(attackPolicy, more, extra))
+}
+
+// attackRigCUE is attackRig for the policy file src.
+func attackRigCUE(t *testing.T, src string) (ws string, run func(action string, args map[string]any) executor.Outcome) {
+	t.Helper()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(fmt.Sprintf(attackPolicy, more, extra)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	res := compiler.Compile(compiler.Config{Dir: dir}, []string{"p.cue"})
@@ -230,5 +236,33 @@ func TestAttackUnspecifiedAddressReachesLoopback(t *testing.T) {
 		if s, ok := out.(*executor.Succeeded); ok {
 			t.Errorf("%s reached the loopback server the policy denies: %v", u, s.Result)
 		}
+	}
+}
+
+// TestAttackTimeDashDashRunsDenied: through Execute and the real bash,
+// "time -- rm victim" is judged as the command ["--", "rm", "victim"]
+// (executor TestAttackTimeDashDash: bash reads "--" after time as the
+// end of its options), so a policy allowing commands but denying "rm *"
+// lets it run rm: the file is gone.
+func TestAttackTimeDashDashRunsDenied(t *testing.T) {
+	ws, run := attackRigCUE(t, `package p
+policies: p: {
+	version: "1"
+	principals: ["agent:a"]
+	tenants: ["t"]
+	actions: allow: ["bash"]
+	subprocess: {mode: "allow", deny: ["rm *", "/bin/rm *", "/usr/bin/rm *"], shell: "allow"}
+}
+`)
+	victim := filepath.Join(ws, "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := run("bash", map[string]any{"command": "rm victim"}); out.Kind() != executor.KindDenied {
+		t.Fatalf("rm victim: %s, want denied", out.Kind())
+	}
+	out := run("bash", map[string]any{"command": "time -- rm victim"})
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("time -- rm victim (%s) removed the file a deny rule protects: %v", out.Kind(), err)
 	}
 }
