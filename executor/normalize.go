@@ -2477,10 +2477,20 @@ func extGlobMisread(g *syntax.ExtGlob) *NormalizeError {
 // bash reads any other such word as the program, as the parser does,
 // but there is no command worth the doubt.
 func timeMisread(tc *syntax.TimeClause) *NormalizeError {
-	if tc.Stmt == nil {
+	// The word after time is the first of the pipeline it times: the
+	// parser's time clause holds the whole pipeline ("time -- a | b").
+	st := tc.Stmt
+	for st != nil {
+		b, ok := st.Cmd.(*syntax.BinaryCmd)
+		if !ok {
+			break
+		}
+		st = b.X
+	}
+	if st == nil {
 		return nil
 	}
-	call, ok := tc.Stmt.Cmd.(*syntax.CallExpr)
+	call, ok := st.Cmd.(*syntax.CallExpr)
 	if !ok || len(call.Assigns) > 0 || len(call.Args) == 0 {
 		return nil
 	}

@@ -237,6 +237,8 @@ func TestTimeOptionsJudgeTheProgram(t *testing.T) {
 		{src: "echo; time -- rm victim.txt", ran: "rm"},
 		{src: "echo $(time -- rm victim.txt)", ran: "rm"},
 		{src: "time -- ! rm victim.txt", ran: "rm"},
+		{src: "time -- rm victim.txt | cat", ran: "rm"},
+		{src: "time -p -- rm victim.txt |& cat && echo", ran: "rm"},
 		{src: "time -p -p rm victim.txt"},
 		{src: "time -- -- rm victim.txt"},
 		{src: `time "--" rm victim.txt`},
