@@ -24,3 +24,12 @@ func ShellBuiltinNames() []string {
 	}
 	return names
 }
+
+// IntegerVarNames are the variables integerVars lists.
+func IntegerVarNames() []string {
+	var names []string
+	for name := range integerVars {
+		names = append(names, name)
+	}
+	return names
+}

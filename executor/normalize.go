@@ -1090,9 +1090,6 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			modeSet = name
 		}
 	}
-	// arrays are the names that may hold an array when a declare runs
-	// (declValues): bash's own and those the command makes arrays.
-	arrays := maps.Clone(bashArrays)
 	var declValues []declValue
 	// inSubst are the redirections and arrays within a $(…), `…`, <(…)
 	// or >(…).
@@ -1152,9 +1149,16 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			hide(n, n.Excl && n.Names == 0 && (n.Index == nil || !allIndex(n.Index))) // ${!name}: indirect
 			hide(n, n.Exp != nil && n.Exp.Op == syntax.OtherParamOps && (n.Exp.Word == nil || !literalWord(n.Exp.Word) || strings.Contains(wordSource(n.Exp.Word), "P")))
 			if n.Exp != nil && (n.Exp.Op == syntax.AssignUnset || n.Exp.Op == syntax.AssignUnsetOrNull) && n.Param != nil {
-				// ${NAME=word}, ${NAME:=word}: an assignment
+				// ${NAME=word}, ${NAME:=word}: an assignment (with a
+				// subscript it makes NAME an array: declValues)
 				assigns(n.Param.Value)
 				hide(n, !specialValueSafe(n.Param.Value, n.Exp.Word, true))
+			}
+		case *syntax.TimeClause:
+			misreads(timeMisread(n))
+		case *syntax.BinaryCmd:
+			if n.Op == syntax.Pipe || n.Op == syntax.PipeAll {
+				misreads(pipedTimeMisread(n.Y))
 			}
 		case *syntax.CoprocClause:
 			// Bash names a coprocess only before a compound command
@@ -1181,10 +1185,10 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 			if syntax.ValidName(name) {
 				assigns(name)
 				assigns(name + "_PID")
-				arrays[name] = true // its two descriptors
 			}
 		case *syntax.Redirect:
 			misreads(heredocMisread(src, n, inSubst[n]))
+			misreads(dupWordMisread(n))
 			redirs = append(redirs, n)
 			redirDescriptors(n, &c)
 			if r, ok := redirection(n); !ok && runtimeRedir == nil {
@@ -1199,18 +1203,14 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 				// {NAME}>file assigns the descriptor's number to NAME
 				v = strings.TrimSuffix(v, "}")
 				hide(n, !safeName(v))
-				if name, sub, _ := strings.Cut(v, "["); syntax.ValidName(name) {
+				if name, _, _ := strings.Cut(v, "["); syntax.ValidName(name) {
 					assigns(name)
-					arrays[name] = arrays[name] || sub != ""
 				}
 			}
 		case *syntax.Assign:
 			hide(n, n.Index != nil && !constArithm(n.Index))
-			if n.Name != nil && (n.Array != nil || n.Index != nil) {
-				arrays[n.Name.Value] = true
-			}
 			if n.Name != nil && !n.Naked {
-				hide(n, n.Array != nil && specialVars[n.Name.Value] || !specialValueSafe(n.Name.Value, n.Value, true))
+				hide(n, n.Array != nil && specialVar(n.Name.Value) || !specialValueSafe(n.Name.Value, n.Value, true))
 			}
 		case *syntax.ArrayElem:
 			hide(n, n.Index != nil && !constArithm(n.Index))
@@ -1248,11 +1248,8 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 				switch {
 				case a.Name != nil:
 					assigns(a.Name.Value)
-					if arrayOpt {
-						arrays[a.Name.Value] = true
-					}
 					if a.Value != nil && a.Array == nil {
-						declValues = append(declValues, declValue{clause: n, arg: a, arrayOpt: arrayOpt, existing: intRef})
+						declValues = append(declValues, declValue{clause: n, arg: a, arrayOpt: arrayOpt, anyArray: intRef})
 					}
 				case a.Naked && a.Value != nil && literalWord(a.Value) && strings.HasPrefix(wordSource(a.Value), "-"):
 					hide(n, intRef && strings.ContainsAny(wordSource(a.Value), "in"))
@@ -1353,8 +1350,7 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 				c.Argv = append(c.Argv, []string{cb})
 			}
 			for _, name := range names {
-				assigns(name)       // read NAME, printf -v NAME, …: assignments
-				arrays[name] = true // read -a, mapfile, a[1]: fail closed
+				assigns(name) // read NAME, printf -v NAME, …: assignments
 				hide(call, !specialValueSafe(name, nil, false))
 			}
 		}
@@ -1365,7 +1361,12 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 		// array: bash reads a value from '(' to ')' as a compound
 		// assignment, and runs the $(…) in it. The text may be known
 		// only at run time: then any value that may start with '('.
-		hide(d.clause, (d.arrayOpt || d.existing && arrays[d.arg.Name.Value]) && mayCompound(d.arg.Value))
+		// Whether NAME is an array when the declare runs is not
+		// something the parser can know for sure (${NAME[0]=v},
+		// read -a, a function's caller, …): for declare, typeset and
+		// local every such value is refused, array or not. export and
+		// readonly (bash 5.2) read a compound value only with -a or -A.
+		hide(d.clause, (d.arrayOpt || d.anyArray) && mayCompound(d.arg.Value))
 	}
 	for _, w := range progs {
 		misreads(programMisread(w, shell, c.ChangesDir))
@@ -1375,6 +1376,13 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 	}
 	if modeSet != "" {
 		return Command{}, nerr(ReasonInvalidCommand, "the command sets %s: bash reads the lines after it otherwise than the parser", modeSet)
+	}
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		if historyVars[name] {
+			// Any assignment, a prefix of one command's too (bash sets
+			// it for the builtin's run and truncates then), and unset.
+			return Command{}, nerr(ReasonInvalidCommand, "the command assigns %s: bash truncates or writes the history file (HISTFILE) itself, a file no facet names", name)
+		}
 	}
 	if localeSet {
 		if i := nonASCII(src); i >= 0 {
@@ -1927,27 +1935,57 @@ func numericParam(p *syntax.ParamExp) bool {
 		!p.Excl && !p.Length && !p.Width && !p.IsSet && p.Index == nil && p.Slice == nil && p.Repl == nil && p.Names == 0 && p.Exp == nil
 }
 
-// specialVars are the variables bash evaluates a value assigned to as
-// code: the integer-typed ones evaluate it as arithmetic (an array
-// subscript in it runs its command substitutions), and PS4 is
-// prompt-expanded ($(…) included) for every command under set -x.
-var specialVars = map[string]bool{"RANDOM": true, "SRANDOM": true, "OPTIND": true, "HISTCMD": true, "PS4": true}
+// integerVars are the variables bash 5.2 gives the integer attribute
+// itself ("declare -pi" in a clean bash; TestIntegerVarsFromBash checks
+// the list against the bash installed): a value assigned to one, with =
+// or +=, is evaluated as arithmetic, and an array subscript in it runs
+// its $(…) ("BASHPID+='a[$(id)]'" runs id). EUID, PPID and UID are
+// read-only (bash refuses the assignment before evaluating it); they are
+// listed so that the list is bash's.
+var integerVars = map[string]bool{"BASHPID": true, "EUID": true, "HISTCMD": true, "OPTIND": true, "PPID": true,
+	"RANDOM": true, "SRANDOM": true, "UID": true}
+
+// promptVars are bash's prompt strings and PROMPT_COMMAND. Bash decodes a
+// prompt's backslash escapes ("\044" is '$', "\$" is '$' for a user other
+// than root) and then expands the result, $(…) included: PS4 for every
+// command traced under set -x, PS3 for select, the others in interactive
+// shells. A value is accepted only as literal text of promptSafe
+// characters.
+var promptVars = map[string]bool{"PS0": true, "PS1": true, "PS2": true, "PS3": true, "PS4": true, "PROMPT_COMMAND": true}
+
+// promptSafe are the characters a prompt variable's value may hold: no
+// backslash (an escape), '$' or '`' (an expansion), '!' (the history
+// number) or anything else bash's prompt decoding gives a meaning.
+const promptSafe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 +-_.:,=>#@/%"
+
+// specialVar reports whether bash evaluates a value assigned to name as
+// code (integerVars, promptVars).
+func specialVar(name string) bool { return integerVars[name] || promptVars[name] }
 
 // specialValueSafe reports whether assigning value (nil: none; known:
 // the value is the word) to the variable name runs no code unseen.
 func specialValueSafe(name string, value *syntax.Word, known bool) bool {
-	if !specialVars[name] || known && value == nil {
+	if !specialVar(name) || known && value == nil {
 		return true
 	}
 	if !known || !literalWord(value) {
 		return false
 	}
 	v := wordText(value)
-	if name == "PS4" {
-		return !strings.ContainsAny(v, "$`")
+	if promptVars[name] {
+		return strings.Trim(v, promptSafe) == ""
 	}
 	return v == "" || numericConst(v)
 }
+
+// historyVars are the variables whose assignment makes bash touch the
+// history file: assigning HISTFILESIZE (also for one command, also with
+// history off) truncates the file HISTFILE names to that many lines
+// ("HISTFILE=secrets/key HISTFILESIZE=0 echo; echo" emptied secrets/key),
+// and history -a/-w write it. HISTSIZE only bounds the list in memory, but
+// is refused with them: a command has no use for any of them, and no
+// value of them is safe while another is assigned.
+var historyVars = map[string]bool{"HISTFILE": true, "HISTFILESIZE": true, "HISTSIZE": true}
 
 // nodeSource is n's source text for a message, shortened.
 func nodeSource(n syntax.Node) string {
@@ -2288,14 +2326,7 @@ type declValue struct {
 	clause   *syntax.DeclClause
 	arg      *syntax.Assign
 	arrayOpt bool // the clause has -a or -A
-	existing bool // an array NAME already is counts (not export, readonly)
-}
-
-// bashArrays are the variables bash makes arrays itself.
-var bashArrays = map[string]bool{
-	"BASH_ALIASES": true, "BASH_ARGC": true, "BASH_ARGV": true, "BASH_CMDS": true, "BASH_LINENO": true,
-	"BASH_REMATCH": true, "BASH_SOURCE": true, "BASH_VERSINFO": true, "COMP_WORDS": true, "COPROC": true,
-	"DIRSTACK": true, "FUNCNAME": true, "GROUPS": true, "MAPFILE": true, "PIPESTATUS": true,
+	anyArray bool // the value counts whatever NAME is (declare, local, typeset)
 }
 
 // mayCompound reports whether the value w of a declare argument may be
@@ -2438,6 +2469,90 @@ func extGlobMisread(g *syntax.ExtGlob) *NormalizeError {
 	return nerr(ReasonInvalidCommand, "%s: %s…): bash reads it otherwise than the parser (extglob is off, and in [[ ]] it runs the substitutions in it)", g.OpPos, g.Op)
 }
 
+// timeMisread: bash 5.2's lexer reads "time" as the reserved word and
+// then "-p" and, after "time" or "time -p", "--" as tokens of its own
+// (TIMEOPT, TIMEIGN) that end time's options: "time -- rm x" runs rm.
+// The parser takes "-p" only, so it judged the program "--". The first
+// word after time (and the parser's -p) starting with '-' is refused:
+// bash reads any other such word as the program, as the parser does,
+// but there is no command worth the doubt.
+func timeMisread(tc *syntax.TimeClause) *NormalizeError {
+	// The word after time is the first of the pipeline it times: the
+	// parser's time clause holds the whole pipeline ("time -- a | b").
+	st := tc.Stmt
+	for st != nil {
+		b, ok := st.Cmd.(*syntax.BinaryCmd)
+		if !ok {
+			break
+		}
+		st = b.X
+	}
+	if st == nil {
+		return nil
+	}
+	call, ok := st.Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Assigns) > 0 || len(call.Args) == 0 {
+		return nil
+	}
+	if w := call.Args[0]; literalWord(w) && strings.HasPrefix(wordText(w), "-") || strings.HasPrefix(leadText(w), "-") {
+		return nerr(ReasonInvalidCommand, "%s: time followed by %s: bash reads -p and -- after time as its options, not as the program; write time -p COMMAND", tc.Pos(), nodeSource(w))
+	}
+	return nil
+}
+
+// pipedTimeMisread: bash reads "time" as the reserved word only where a
+// pipeline starts (time_command_acceptable), not after '|' or '|&': "echo
+// | time -p rm x" runs the program time with the arguments "-p rm x". The
+// parser reads the reserved word there too, and judged "rm x". y is the
+// right-hand side of a pipe; its first element must not be a time clause.
+func pipedTimeMisread(y *syntax.Stmt) *NormalizeError {
+	for y != nil {
+		switch c := y.Cmd.(type) {
+		case *syntax.TimeClause:
+			return nerr(ReasonInvalidCommand, "%s: time after | is the program time to bash, not the reserved word: write { time COMMAND; }", c.Pos())
+		case *syntax.BinaryCmd:
+			if c.Op != syntax.Pipe && c.Op != syntax.PipeAll {
+				return nil
+			}
+			y = c.X
+			continue
+		}
+		return nil
+	}
+	return nil
+}
+
+// dupSafe are the characters a file named by >&WORD or <&WORD may hold.
+const dupSafe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._+,:@%=-"
+
+// dupWordMisread refuses a duplication's word (>&WORD, <&WORD, N>&WORD,
+// N<&WORD) that bash reads otherwise than the parser. Bash's lexer reads
+// an unquoted '-' right after >& or <& (blanks between them too) as the
+// close operator's own token, and the rest as the next word: ">&-rm x"
+// closes stdout and runs "rm x", where the parser judged a write to the
+// file "-rm" and the program x. And a WORD that is no descriptor number
+// makes >&WORD the file redirection &>WORD, for which bash expands the
+// already expanded word again: >&'x$(rm v)' runs rm (and <&WORD, 2>&WORD
+// are errors after the same expansion). So the word must be "-", a
+// number (N or N-, a move), or a file name of dupSafe characters not
+// starting with '-': no quote, backslash, '$', '`', glob, brace or tilde
+// in its text (write &>FILE for any other name).
+func dupWordMisread(n *syntax.Redirect) *NormalizeError {
+	if n.Op != syntax.DplIn && n.Op != syntax.DplOut || !literalWord(n.Word) {
+		return nil // a word known only at run time is refused (redirection)
+	}
+	v := wordText(n.Word)
+	switch {
+	case v == "-" || digits(strings.TrimSuffix(v, "-")):
+		return nil
+	case strings.HasPrefix(v, "-"):
+		return nerr(ReasonInvalidCommand, "%s: %s%s: bash reads %s- as closing the descriptor and the rest as the next word", n.Pos(), n.Op, nodeSource(n.Word), n.Op)
+	case strings.Trim(v, dupSafe) != "":
+		return nerr(ReasonInvalidCommand, "%s: %s%s: bash expands the file name of %s a second time; name the file with letters, digits and /._+,:@%%=- only, or write &>FILE", n.Pos(), n.Op, nodeSource(n.Word), n.Op)
+	}
+	return nil
+}
+
 // programWords are the words of a simple command that name a program:
 // the first, and the one that command, builtin and exec (after their
 // options: command -p -v -V, exec -c -l -a NAME, "--") run.
@@ -2536,11 +2651,10 @@ var shellBuiltins = map[string]builtinClass{
 	"umask": builtinPlain, "ulimit": builtinPlain, "kill": builtinPlain, "dirs": builtinPlain, "caller": builtinPlain,
 	"logout": builtinPlain, "exit": builtinPlain, "return": builtinPlain, "break": builtinPlain, "continue": builtinPlain,
 	"shift": builtinPlain, "suspend": builtinPlain, "disown": builtinPlain, "bg": builtinPlain, "fg": builtinPlain,
-	// history: an entry runs only through fc (refused) or history
-	// expansion (set -H, refused); alias: aliases expand only with
+	// alias: aliases expand only with
 	// expand_aliases (refused); complete, compopt and bind act only in
 	// interactive line editing, which bash -c never does.
-	"history": builtinPlain, "alias": builtinPlain, "unalias": builtinPlain, "complete": builtinPlain,
+	"alias": builtinPlain, "unalias": builtinPlain, "complete": builtinPlain,
 	"compopt": builtinPlain, "bind": builtinPlain,
 	"read": builtinAssigns, "mapfile": builtinAssigns, "readarray": builtinAssigns, "printf": builtinAssigns,
 	"getopts": builtinAssigns, "wait": builtinAssigns, "unset": builtinAssigns, "declare": builtinAssigns,
@@ -2554,7 +2668,10 @@ var shellBuiltins = map[string]builtinClass{
 	"command": builtinRuns, "builtin": builtinRuns, "jobs": builtinRuns, "compgen": builtinRuns,
 	"cd": builtinChdir, "pushd": builtinChdir, "popd": builtinChdir,
 	"set": builtinOptions, "shopt": builtinOptions,
-	"enable": builtinRefused, "hash": builtinRefused, "fc": builtinRefused,
+	// history: an entry runs only through fc (refused) or history
+	// expansion (set -H, refused), but -a, -n, -r and -w read or write
+	// a file (builtinMisread).
+	"enable": builtinRefused, "hash": builtinRefused, "fc": builtinRefused, "history": builtinRefused,
 }
 
 // builtinMisread refuses a call (also through builtin or command) of a
@@ -2595,6 +2712,15 @@ func builtinMisread(call *syntax.CallExpr) *NormalizeError {
 		for _, w := range args[1:] {
 			if v := wordText(w); !literalWord(w) || len(v) < 2 || v[0] != '-' || strings.Trim(v[1:], "aps") != "" {
 				return refused("enable changes which builtins bash has (-f loads a library, -n lets a file on PATH run instead)")
+			}
+		}
+	case "history":
+		// -a, -n, -r, -w FILE (or HISTFILE's file): "history -w f"
+		// truncates f and "history -r secrets/key; history" prints it,
+		// files no facet names. -c, -d, -s, -p and listing touch none.
+		for _, w := range args[1:] {
+			if v := wordText(w); !literalWord(w) || strings.HasPrefix(v, "-") && strings.ContainsAny(v, "anrw") {
+				return refused("history -a, -n, -r and -w read or write a file no facet names")
 			}
 		}
 	case "hash":

@@ -263,10 +263,14 @@ func TestReviewAllowlistDeclareCompound(t *testing.T) {
 		`read -a LC_X <<< a; declare LC_X='($(touch pwned))'`,
 		`LC_V='($(touch pwned))'; declare -a LC_X="$LC_V"`,
 		`f() { local -a LC_X='($(touch pwned))'; }; f`,
+		// Whatever the parser believes of the name: declare, local and
+		// typeset refuse every value that may be compound
+		// (TestDeclareRefusesArrayValue).
+		`declare LC_X='(a)' LC_Y="$LANG"`,
 	)
 	checkAllowed(t, p,
 		`declare -a LC_X=(a b) LC_Y`,
-		`declare LC_X='(a)' LC_Y="$LANG"; export LC_Z="$LC_X"`,
+		`declare LC_X='a' LC_Y="x$LANG"; export LC_Z="$LC_X"`,
 		`LC_X=(a); export LC_X='($(touch pwned))'`,
 		`declare -a LC_X=' (a)'`,
 	)

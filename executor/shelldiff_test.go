@@ -373,6 +373,49 @@ var shellDiffCorpus = []string{
 	`rm <(cat a) >(cat b.txt)`,
 	`rm victim.txt 2>&1 >&2 | cat`,
 	`cat < a > out; rm victim.txt <<< x`,
+	// declare reads '(…)' as a compound assignment once NAME is an
+	// array, however it became one (TestDeclareRefusesArrayValue).
+	"echo ${a[0]=x}; declare a='($(rm victim.txt) x)'",
+	"echo ${a[0]:=x}; typeset a='($(rm victim.txt) x)'",
+	`v='($(rm victim.txt) x)'; read -a a <<< x; declare a="$v"`,
+	"f() { local -a a; local a='($(rm victim.txt) x)'; }; f",
+	"a=(1); export a='($(rm victim.txt) x)'",
+	// Integer-typed and prompt variables (TestIntegerVarsRefuseCodeValues,
+	// TestPromptVarsRefuseEscapes).
+	"BASHPID+='a[$(rm victim.txt)]'",
+	"export OPTIND='a[$(rm victim.txt)]'",
+	"for RANDOM in 'a[$(rm victim.txt)]'; do :; done",
+	"BASHPID+=1; OPTIND=1; echo",
+	`PS4='\044(rm victim.txt) '; set -x; echo`,
+	`PS4='\140rm victim.txt\140 '; set -x; echo`,
+	`PS4='+ '; set -x; echo`,
+	// The history file (TestHistoryFileIsNeverTouched).
+	"HISTFILE=victim.txt HISTFILESIZE=0 echo; echo",
+	"history -w victim.txt; echo",
+	// time's options and time after a pipe (TestTimeOptionsJudgeTheProgram).
+	`time -- rm victim.txt`,
+	`time -p -- rm victim.txt`,
+	`! time -- rm victim.txt`,
+	`time time -- rm victim.txt`,
+	`time -- ! rm victim.txt`,
+	`time -p -- rm victim.txt |& cat && echo`,
+	`time -p -p rm victim.txt`,
+	`echo | time -p rm victim.txt`,
+	`echo |& time rm victim.txt`,
+	`echo && time -p rm victim.txt`,
+	`time rm victim.txt | cat`,
+	// The close operator's own '-' token, and >&WORD expanded twice
+	// (TestCloseDupWordIsProgram, TestDupWordExpandedTwice).
+	`>&-rm victim.txt`,
+	`echo x >&-rm victim.txt`,
+	`<&-rm victim.txt`,
+	`2>&-rm victim.txt`,
+	`>& -rm victim.txt`,
+	`echo x >&- ; echo x 2>&1 3>&1-`,
+	`echo hi >&'x$(rm victim.txt)'`,
+	`echo hi 1>&"x\$(rm victim.txt)"`,
+	"echo hi >&'x`rm victim.txt`'",
+	`echo hi >&out; echo hi &>'x$(rm victim.txt)'`,
 }
 
 // TestShellDifferential: for the corpus and generated commands, every
@@ -479,7 +522,7 @@ func (g *shellGen) pipeline() string {
 		s += g.pick(" | ", " |& ", "|") + g.command()
 	}
 	if g.chance(0.1) {
-		s = g.pick("! ", "time ", "time -p ", "! time ") + s
+		s = g.pick("! ", "time ", "time -p ", "! time ", "time -- ", "time -p -- ") + s
 	}
 	return s
 }
@@ -646,7 +689,7 @@ func (g *shellGen) pattern() string {
 }
 
 func (g *shellGen) redir() string {
-	return g.pick("> out", ">> log", "< a", "2>&1", "2> err", "<<< "+g.arg(), "&> both", "< /dev/null", "> /dev/null", "<> a")
+	return g.pick("> out", ">> log", "< a", "2>&1", "2> err", "<<< "+g.arg(), "&> both", "< /dev/null", "> /dev/null", "<> a", ">&-", "2>&-", ">&out", ">&-"+g.pick(diffPrograms...))
 }
 
 func (g *shellGen) builtin() string {
