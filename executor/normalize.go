@@ -438,7 +438,10 @@ func urlFacets(args map[string]string, _ string, out *Normalized) *NormalizeErro
 // URLHost is the host facet of a URL as the policy judges it:
 // "host:port", the host lowercased (IPv6 in brackets), the port explicit
 // or the scheme's default. A URL without a host, with an unknown scheme
-// and no port, or with an invalid host or port is an invalid_url error.
+// and no port, with an invalid host or port, or whose host is the
+// unspecified address (0.0.0.0, [::]: it connects to the local host) is
+// an invalid_url error. Host rules are judged by this text, never by what
+// a name resolves to.
 func URLHost(raw string) (string, *NormalizeError) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -459,7 +462,14 @@ func URLHost(raw string) (string, *NormalizeError) {
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
 		return "", nerr(ReasonInvalidURL, "%q: invalid port %q", raw, port)
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		// Connecting to the unspecified address (0.0.0.0, ::, and their
+		// other spellings, which parse to it or, like "0" and "0x0", are
+		// refused below) reaches the local host on Linux: a deny naming
+		// 127.0.0.1, localhost and [::1] would not see it. It names no
+		// host a rule could judge, so it is no host at all.
+		return "", nerr(ReasonInvalidURL, "%q: host %q is the unspecified address, which connects to the local host", raw, host)
+	} else if ip != nil && ip.To4() == nil {
 		host = "[" + ip.String() + "]"
 	} else if ip != nil {
 		host = ip.String()

@@ -173,7 +173,11 @@ func (o Options) path(ctx context.Context, args map[string]any) (string, error) 
 // its redirections name are opened by polc first, with no symlink on the
 // way, and bash reopens those very files (openRedirects). A non-zero
 // exit is a failure of class "exit_status"; the result carries the exit
-// code and bounded output.
+// code and bounded output. The command's processes end with the call
+// (startCommand, waitCommand): ones still running when its main process
+// has exited are killed, and a call that exited 0 fails
+// "background_killed"; one of them found still there, or holding the
+// output from outside the session, fails "background_escaped".
 func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 	o, err := o.at(ctx)
 	if err != nil {
@@ -189,7 +193,7 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 	switch {
 	case !c.ShellControl && len(c.Argv) == 1:
 		argv := c.Argv[0]
-		cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd = exec.Command(argv[0], argv[1:]...)
 		cmd.Env = append(slices.Clone(o.Env), c.Assign...)
 	case c.ShellControl:
 		// The command was judged as bash reads it; another shell (dash as
@@ -202,7 +206,7 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 			return nil, err
 		}
 		defer redirs.close()
-		cmd = exec.CommandContext(ctx, shell, "-c", redirs.text)
+		cmd = exec.Command(shell, "-c", redirs.text)
 		cmd.Env = o.Env
 		cmd.ExtraFiles = redirs.extra
 	default:
@@ -212,27 +216,37 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 	var stdout, stderr limitedBuffer
 	stdout.max, stderr.max = o.MaxOutput, o.MaxOutput
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Start()
+	if err = startCommand(cmd); err != nil {
+		return nil, fail("spawn_failed", err)
+	}
 	if redirs != nil {
 		redirs.close() // bash holds its own; polc's must not outlive the call
 	}
-	if err == nil {
-		err = cmd.Wait()
-	}
+	left, err := waitCommand(ctx, cmd)
 	errText := stderr.String()
 	if redirs != nil && redirs.messages != nil {
 		errText = redirs.messages.Replace(errText) // bash names a replaced word as written
 	}
 	res := map[string]any{"exit_code": cmd.ProcessState.ExitCode(), "stdout": stdout.String(), "stderr": errText, "shell": c.ShellControl}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return res, fail("exit_status", err)
-		}
+	if left.killed > 0 {
+		res["killed_background"] = left.killed
+	}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case left.survived > 0:
+		return res, fail("background_escaped", fmt.Errorf("%d processes of the command were still there %v after they were killed", left.survived, killWait))
+	case errors.As(err, &ee):
+		return res, fail("exit_status", err)
+	case errors.Is(err, exec.ErrWaitDelay):
+		// Every process of the session had ended, yet the output pipes
+		// stayed open: a process that left the session holds them.
+		return res, fail("background_escaped", fmt.Errorf("a process that left the command's session still holds its output"))
+	case err != nil:
 		return nil, fail("spawn_failed", err)
+	case left.killed > 0:
+		return res, fail("background_killed", fmt.Errorf("%d processes the command left running were killed when it ended", left.killed))
 	}
 	return res, nil
 }

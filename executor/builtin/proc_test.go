@@ -1,0 +1,290 @@
+package builtin_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"polc.dev/polc/compiler"
+	"polc.dev/polc/executor"
+	"polc.dev/polc/executor/builtin"
+	"polc.dev/polc/snapshot"
+)
+
+// procPolicy grants the programs the process tests run, shell allowed,
+// and writes to out/.
+const procPolicy = `package p
+policies: p: {
+	version: "1"
+	principals: ["agent:a"]
+	tenants: ["t"]
+	actions: allow: ["bash"]
+	filesystem: {read: ["**"], write: ["out/**"]}
+	subprocess: {mode: "allowlist", allow: ["echo *", "cat *", "sleep *", "true *", "set *", "setsid *", "wait *"], shell: "allow"}
+}
+`
+
+// procRig compiles procPolicy, makes a workspace with out/, and returns
+// a function that runs one bash command through Execute with the real
+// built-in callables, the request's timeout and the caller's context.
+// Processes left in the workspace are killed when the test ends.
+func procRig(t *testing.T) (ws string, run func(ctx context.Context, command string, timeout time.Duration) executor.Outcome) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("finds the command's processes through /proc")
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	ws, execute := rig(t, procPolicy)
+	return ws, func(ctx context.Context, command string, timeout time.Duration) executor.Outcome {
+		return execute(ctx, "bash", map[string]any{"command": command}, timeout)
+	}
+}
+
+// rig compiles the policy file src, makes a workspace with out/, and
+// returns a function that runs one request through Execute with the real
+// built-in callables. Processes left in the workspace are killed when the
+// test ends.
+func rig(t *testing.T, src string) (ws string, run func(ctx context.Context, action string, args map[string]any, timeout time.Duration) executor.Outcome) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := compiler.Compile(compiler.Config{Dir: dir}, []string{"p.cue"})
+	if res.Diagnostics.HasErrors() {
+		t.Fatal(res.Diagnostics)
+	}
+	snap := res.Snapshots[0]
+	ws = filepath.Join(dir, "ws")
+	if err := os.MkdirAll(filepath.Join(ws, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killIn(ws) })
+	reg := executor.NewRegistry()
+	if err := builtin.Register(reg, builtin.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := executor.New(executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{snap}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := executor.ExecutionContext{ContextID: "c", Scope: executor.EphemeralScope{ID: "s"}, Principal: executor.Principal{Kind: "agent", ID: "a"},
+		Tenant: "t", Workspace: ws, Backend: executor.InProcessBackendName, Profile: executor.ProfileMinimal,
+		Policy: executor.SnapshotRefOf(snap)}
+	var n atomic.Int64
+	return ws, func(ctx context.Context, action string, args map[string]any, timeout time.Duration) executor.Outcome {
+		return e.Execute(ctx, executor.ExecutionRequest{RequestID: fmt.Sprintf("r%d", n.Add(1)), Action: action,
+			Arguments: args, Scope: ec.Scope, Timeout: timeout}, ec)
+	}
+}
+
+// outcomeOf is an outcome's kind, with a failure's class.
+func outcomeOf(out executor.Outcome) string {
+	if f, ok := out.(*executor.Failed); ok {
+		return "failed " + f.Class
+	}
+	return string(out.Kind())
+}
+
+// TestBashCallEndsItsProcesses: the bash callable killed only bash when
+// the request's timeout passed, and cmd.Wait waited for every holder of
+// the output pipes, so "cat /dev/zero > /dev/null &" made Execute
+// return never (the cat keeps stderr open), and with its output
+// elsewhere Execute returned "succeeded" at once while the cat ran on.
+// Now the command starts in a session of its own, and what is still
+// running there when its main process has exited (and a short grace
+// passed) is killed and gone before Execute returns: the call fails
+// background_killed, soon, and nothing runs on in the workspace — jobs
+// that bash put in process groups of their own (set -m) included.
+func TestBashCallEndsItsProcesses(t *testing.T) {
+	ws, run := procRig(t)
+	for _, cmd := range []string{
+		"cat /dev/zero > /dev/null &",
+		"cat /dev/zero > /dev/null 2>&1 &",
+		"sleep 100 &",
+		"sleep 100 & sleep 100 & echo started",
+		"(sleep 100; echo) > /dev/null 2>&1 &",
+		"(sleep 100 & sleep 100) &",
+		"set -m; sleep 100 & cat /dev/zero > /dev/null &",
+	} {
+		start := time.Now()
+		out := run(context.Background(), cmd, 10*time.Second)
+		took := time.Since(start)
+		if got := outcomeOf(out); got != "failed background_killed" {
+			t.Errorf("%q: %s, want failed background_killed", cmd, got)
+		}
+		if took > 5*time.Second {
+			t.Errorf("%q: Execute took %v with a 10 s timeout; the main process exits at once", cmd, took)
+		}
+		if left := procsIn(ws); len(left) > 0 {
+			t.Errorf("%q: processes %v still run in the workspace after Execute returned", cmd, left)
+			killIn(ws)
+		}
+	}
+	// What ends before the main process, or within the grace after it,
+	// is no background left running: "cmd > >(reader)" is bash's own
+	// idiom, and bash does not wait for the reader.
+	for cmd, file := range map[string]string{
+		"echo hi > >(cat > out/procsub)":                 "out/procsub",
+		"sleep 0.05 & echo hi > out/waited; wait":        "out/waited",
+		"(sleep 0.05; echo hi > out/late) > /dev/null &": "out/late",
+	} {
+		if got := outcomeOf(run(context.Background(), cmd, 10*time.Second)); got != "succeeded" {
+			t.Errorf("%q: %s, want succeeded", cmd, got)
+		}
+		if b, err := os.ReadFile(filepath.Join(ws, file)); string(b) != "hi\n" {
+			t.Errorf("%q: %s holds %q (%v), want hi", cmd, file, b, err)
+		}
+	}
+}
+
+// TestBashCallEndsItsProcessesBeforeReturning: a background process
+// writing a file every 50 ms writes nothing more once Execute has
+// returned — after its main process exited, at the request's timeout,
+// and when the caller's context was cancelled — and Execute returns
+// within a bounded time of each, with the outcome it names.
+func TestBashCallEndsItsProcessesBeforeReturning(t *testing.T) {
+	ws, run := procRig(t)
+	writer := func(f string) string {
+		return "(while true; do echo x >> out/" + f + "; sleep 0.05; done) > /dev/null 2>&1 & "
+	}
+	cases := []struct {
+		name, cmd, file string
+		timeout         time.Duration
+		cancel          time.Duration // cancel the context after this, if set
+		want            string
+		within          time.Duration // Execute returns within this
+	}{
+		{"exited", writer("exited") + "sleep 0.3", "exited", 10 * time.Second, 0, "failed background_killed", 5 * time.Second},
+		{"timeout", writer("timeout") + "sleep 100", "timeout", 500 * time.Millisecond, 0, "timed_out", 4 * time.Second},
+		{"timeout_output_held", writer("held") + "cat /dev/zero & sleep 100", "held", 500 * time.Millisecond, 0, "timed_out", 4 * time.Second},
+		{"cancelled", writer("cancelled") + "sleep 100", "cancelled", 10 * time.Second, 500 * time.Millisecond, "cancelled", 4 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if c.cancel > 0 {
+				time.AfterFunc(c.cancel, cancel)
+			}
+			start := time.Now()
+			out := run(ctx, c.cmd, c.timeout)
+			took := time.Since(start)
+			if got := outcomeOf(out); got != c.want {
+				t.Errorf("%s, want %s", got, c.want)
+			}
+			if took > c.within {
+				t.Errorf("Execute took %v, want at most %v", took, c.within)
+			}
+			f := filepath.Join(ws, "out", c.file)
+			before, err := os.ReadFile(f)
+			if err != nil || len(before) == 0 {
+				t.Fatalf("the writer wrote nothing before Execute returned (%v): the test shows nothing", err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if after, _ := os.ReadFile(f); len(after) != len(before) {
+				t.Errorf("the background writer wrote %d bytes after Execute returned", len(after)-len(before))
+			}
+			if left := procsIn(ws); len(left) > 0 {
+				t.Errorf("processes %v still run in the workspace", left)
+			}
+		})
+	}
+}
+
+// TestBashCallProcessLeavingTheSessionCannotHoldIt: a program that
+// leaves the command's session (setsid) is not found, and is not killed
+// — the in-process backend contains nothing — but holding the output
+// pipes it cannot keep Execute from returning: the pipes are closed a
+// second after the session ended, and the call fails background_escaped.
+func TestBashCallProcessLeavingTheSessionCannotHoldIt(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	ws, run := procRig(t)
+	start := time.Now()
+	out := run(context.Background(), "setsid sleep 100 & sleep 0.3", 10*time.Second)
+	took := time.Since(start)
+	if got := outcomeOf(out); got != "failed background_escaped" {
+		t.Errorf("%s, want failed background_escaped", got)
+	}
+	if took > 5*time.Second {
+		t.Errorf("Execute took %v", took)
+	}
+	if len(procsIn(ws)) != 1 {
+		t.Errorf("want the one escaped sleep still running (what this backend cannot contain), found %v", procsIn(ws))
+	}
+}
+
+// TestConcurrentBashCallsEndTheirProcesses: several calls at once, each
+// leaving background processes (some ending at their timeout), each end
+// their own processes and return in time; nothing is left running. Run
+// it under -race (.ci/run does).
+func TestConcurrentBashCallsEndTheirProcesses(t *testing.T) {
+	ws, run := procRig(t)
+	const callers, rounds = 8, 3
+	var wg sync.WaitGroup
+	errs := make(chan string, callers*rounds)
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				cmd, timeout, want := "sleep 100 & cat /dev/zero > /dev/null & echo "+strconv.Itoa(i), 10*time.Second, "failed background_killed"
+				if (i+r)%2 == 1 {
+					cmd, timeout, want = "sleep 100 & cat /dev/zero & sleep 100", time.Second, "timed_out"
+				}
+				start := time.Now()
+				out := run(context.Background(), cmd, timeout)
+				if got := outcomeOf(out); got != want {
+					errs <- fmt.Sprintf("caller %d round %d %q: %s, want %s", i, r, cmd, got, want)
+				}
+				if took := time.Since(start); took > 8*time.Second {
+					errs <- fmt.Sprintf("caller %d round %d %q: took %v", i, r, cmd, took)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if left := procsIn(ws); len(left) > 0 {
+		t.Errorf("processes %v still run in the workspace", left)
+	}
+}
+
+// procsIn lists the processes whose working directory is dir.
+func procsIn(dir string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killIn kills the processes whose working directory is dir.
+func killIn(dir string) {
+	for _, pid := range procsIn(dir) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
