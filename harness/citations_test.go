@@ -117,8 +117,9 @@ harnesses: h: {
 func TestCitationProblemsRejects(t *testing.T) {
 	for _, bad := range []string{
 		"",
-		"providers.md §8 Claude 3",
-		"adr0087-notes §7",
+		"notes.md §8 Claude 3",
+		"docs/agent-clis.md",
+		"../notes/agent-clis.md Codex: the sandbox",
 		"Claude Code 2.1.328 rule matcher; harness/review_harness_test.go",
 		"harness/review_harness_test.go TestNoSuchTest",
 		"harness/real_rows_test.go TestRealEnforcedRows/claude-code/no-such-case",
