@@ -1,4 +1,4 @@
-// Package certificate mints and verifies TaskCertificates (ADR-0087 D6):
+// Package certificate mints and verifies TaskCertificates (docs/evidence.md):
 // the statement that a closed task boundary's evidence chain verifies, that
 // every operation in it has exactly one terminal, and which gates allowed
 // and denied what.
@@ -35,7 +35,8 @@
 // signed over DSSE's PAE: "DSSEv1 " + len(type) + " " + type + " " +
 // len(payload) + " " + payload, lengths in ASCII decimal. The keyid is a
 // hint only; verification tries every trusted key. The certificate format
-// has no version member of its own (its member set is fixed by DESIGN §7);
+// has no version member of its own (its member set is fixed: docs/evidence.md
+// "Task certificates");
 // a future incompatible version would change the DSSE payload type.
 package certificate
 

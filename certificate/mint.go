@@ -11,7 +11,8 @@ import (
 	"polc.dev/polc/snapshot"
 )
 
-// Boundary is a closed task boundary (ADR-0087 ClosedTaskBoundary).
+// Boundary is a closed task boundary: the chain a certificate is minted
+// for, and what the mint checks it against.
 type Boundary struct {
 	TaskBoundaryID string
 	ChainID        string
@@ -31,10 +32,10 @@ type SnapshotSource interface {
 // snapshot.
 var ErrSnapshotNotFound = errors.New("snapshot not found")
 
-// Rule names one ADR-0087 mint rule.
+// Rule names one mint rule (docs/evidence.md "Task certificates").
 type Rule string
 
-// The mint rules, in ADR-0087 order.
+// The mint rules, in the order Mint checks them.
 const (
 	// RuleClosedAfterOpened: closed_at >= opened_at, and the certificate
 	// is minted at or after closed_at.
@@ -74,7 +75,7 @@ func (e *RefusedError) Error() string {
 	return s
 }
 
-// Issuer mints certificates (ADR-0087 CertificateIssuer). Now and NewID are
+// Issuer mints certificates. Now and NewID are
 // injectable so that output is deterministic in tests.
 type Issuer struct {
 	Store     chain.Store

@@ -1,7 +1,6 @@
-// Package chain is polc's evidence layer (ADR-0087 EvidenceRecord and
-// EvidenceStore, DESIGN §6): records, the sha256-v1 hash chain, stores,
-// streaming verification, RFC 6962 Merkle proofs, signed checkpoints, trust
-// files and the projection source. It knows policies only by id, version and
+// Package chain is polc's evidence layer (docs/evidence.md): records, the
+// sha256-v1 hash chain, stores, streaming verification, RFC 6962 Merkle
+// proofs, signed checkpoints, trust files and the projection source. It knows policies only by id, version and
 // digest.
 //
 // # Record format (sha256-v1)
@@ -30,9 +29,10 @@
 // for a canonical line is "{" followed by the bytes after the chain_hash
 // member: verifiers hash the line itself and never re-serialise.
 //
-// Payloads (DESIGN §6 table) are canonical JSON objects with exactly their
-// type's members; integers only (no floats), non-empty strings, hex digests
-// of 64 lowercase characters, null only where a member is nullable:
+// Payloads (docs/evidence.md "Payloads") are canonical JSON objects with
+// exactly their type's members; integers only (no floats), non-empty
+// strings, hex digests of 64 lowercase characters, null only where a member
+// is nullable:
 //
 //	policy_bound               effect_backend_id, effect_capability_digest (hex), policy_digest (hex), task_boundary_id (uuid)
 //	operation_started          actor ("kind:id"|null), attempt_id (uuid), parent_operation_id (uuid|null), request_digest (hex), run_id (string|null), tool_id

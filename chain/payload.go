@@ -26,7 +26,7 @@ type Payload interface {
 }
 
 // PolicyBoundPayload pins the exact policy snapshot and effect backend of an
-// operation (ADR-0121 stage 4).
+// operation (executor stage 4: docs/executor.md "The fourteen stages").
 type PolicyBoundPayload struct {
 	EffectBackendID        string `json:"effect_backend_id"`
 	EffectCapabilityDigest string `json:"effect_capability_digest"`

@@ -35,7 +35,7 @@ const MaxRecordBytes = 1 << 20
 // 8785 writes exactly (2^53-1).
 const MaxSequence = 1<<53 - 1
 
-// Type is a record_type: the closed ADR-0087 taxonomy.
+// Type is a record_type, from a closed set (docs/evidence.md "Records").
 type Type string
 
 // The twelve record types.
@@ -114,7 +114,7 @@ func ParseHash(s string) (Hash, error) {
 	return h, nil
 }
 
-// Record is one ADR-0087 EvidenceRecord in its wire form. Strings hold the
+// Record is one evidence record in its wire form. Strings hold the
 // exact wire values (lowercase UUIDs, hex digests, times in TimeFormat);
 // nullable members are pointers. Values returned by ParseRecord are valid and
 // must be treated as immutable.

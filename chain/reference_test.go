@@ -1,6 +1,6 @@
 package chain_test
 
-// A naive reference verifier, written straight from DESIGN §6 with
+// A naive reference verifier, written straight from docs/evidence.md with
 // encoding/json and the jcs package and no shared code with the streaming
 // verifier (except the jcs canonicalizer). It only says whether a chain is
 // valid; the fast verifier must agree on every input.

@@ -10,7 +10,7 @@ import (
 	"sync"
 )
 
-// AppendReceipt acknowledges a durable append (ADR-0087).
+// AppendReceipt acknowledges a durable append.
 type AppendReceipt struct {
 	ChainID  string `json:"chain_id"`
 	RecordID string `json:"record_id"`
@@ -25,7 +25,7 @@ type Tip struct {
 	Closed   bool // the last record is task_closed
 }
 
-// Store is an append-only evidence store (ADR-0087 EvidenceStore). There is
+// Store is an append-only evidence store (docs/evidence.md "Stores"). There is
 // intentionally no update or delete.
 type Store interface {
 	// Append commits r atomically to its chain after recomputing its hashes.
@@ -93,7 +93,7 @@ const (
 	ConflictStaleHead   = "stale_head"
 	ConflictSequence    = "wrong_sequence"
 	ConflictDuplicateID = "duplicate_record_id"
-	// ConflictDuplicateHash is ADR-0087's duplicate chain_hash. The stores
+	// ConflictDuplicateHash is a duplicate chain_hash. The stores
 	// here never report it: a record's chain_hash covers its record_id, so
 	// within one chain a repeated chain_hash is a repeated record_id
 	// (reported as ConflictDuplicateID) or a SHA-256 collision.
@@ -337,8 +337,8 @@ func (m *MemStore) Scan(ctx context.Context, after string, limit int) (Projectio
 }
 
 // Writer appends records to one chain, holding a lock around head lookup,
-// record construction and append, as ADR-0087's coordinator does (for the
-// file store, that lock is the store's own chain lock). It is safe for
+// record construction and append, so that no two records are built on one
+// head (for the file store, that lock is the store's own chain lock). It is safe for
 // concurrent use; callables must run outside it.
 type Writer struct {
 	Store   Store

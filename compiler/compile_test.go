@@ -76,7 +76,8 @@ func TestRaiseLowerRoundTrip(t *testing.T) {
 	}
 }
 
-// TestUnsetInheritsNonDefault shows §2.1's trap is avoided: a child that
+// TestUnsetInheritsNonDefault shows the unset-versus-default trap is
+// avoided (docs/design-notes.md "Unset is not the default"): a child that
 // leaves a field unset gets the parent's value, which differs from the root
 // default, for every inheritable section.
 func TestUnsetInheritsNonDefault(t *testing.T) {

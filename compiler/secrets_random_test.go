@@ -12,7 +12,7 @@ import (
 	"polc.dev/polc/snapshot"
 )
 
-// Effective exposure of one namespace, as the evaluator and DESIGN decide
+// Effective exposure of one namespace, as the evaluator and docs/decisions.md decide
 // it: a matching forbid entry denies (forbid patterns are lowercased and
 // matched against the lowercased namespace), otherwise the most
 // restrictive matching grant wins, and nothing matching exposes nothing.

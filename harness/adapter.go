@@ -259,7 +259,7 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 	if !probe.Supported || !t.Supports(probe.Version) {
 		for _, c := range requested {
 			report.add(s, CapabilityResult{Capability: c, Status: Unsupported, Sources: []Source{},
-				Reason: fmt.Sprintf("%s %s has no capability table", p.name(), probe.Version), Evidence: "probe", Settings: []string{}})
+				Reason: fmt.Sprintf("%s %s has no capability table", p.name(), probe.Version), Evidence: "docs/harness.md Capability tables", Settings: []string{}})
 		}
 		return nil, report, &UnsupportedVersionError{p.name(), probe.Version, t.Versions}
 	}
@@ -291,13 +291,13 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 	for _, c := range requested {
 		row, ok := t.Decide(c, b.conds)
 		if !ok {
-			row = Row{Capability: c, Status: Unsupported, Reason: fmt.Sprintf("the %s adapter has no way to enforce %s", p.name(), c), Evidence: "harness/tables.go"}
+			row = Row{Capability: c, Status: Unsupported, Reason: fmt.Sprintf("the %s adapter has no way to enforce %s", p.name(), c), Evidence: "docs/harness.md Capability tables"}
 		}
 		settings := b.settings[c]
 		if why := openSection(s, c); why != "" {
 			// Named in required_capabilities while the spec's own sections
 			// leave it open: the table's row describes a plan this is not.
-			row = Row{Capability: c, Status: Unsupported, Reason: "required_capabilities names it, but " + why, Evidence: "harness/adapter.go"}
+			row = Row{Capability: c, Status: Unsupported, Reason: "required_capabilities names it, but " + why, Evidence: "docs/harness.md Which controls are requested"}
 			settings = nil
 		}
 		if settings == nil {

@@ -96,8 +96,8 @@ type CapabilityResult struct {
 	// Reason says what does not hold (degraded, unsupported) or the limits
 	// of what does.
 	Reason string `json:"reason"`
-	// Evidence points at the research that established the row
-	// (docs/harness.md).
+	// Evidence cites what established the row: tests of this repository
+	// and sections of its docs (see Row.Evidence).
 	Evidence string `json:"evidence"`
 	// Settings are the argv flags and config keys that implement it.
 	Settings []string `json:"settings"`

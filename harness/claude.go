@@ -99,7 +99,8 @@ func (c claudeCode) build(s *Spec, probe *ProbeResult) (*build, error) {
 	}
 	b.env = env
 	if s.Yolo {
-		// The legacy mapping (adr0087-notes §7): bypassPermissions, nothing else.
+		// The legacy mapping (docs/agent-clis.md "Legacy yolo profiles"):
+		// bypassPermissions, nothing else.
 		b.legacy = true
 		b.argv = []string{exe, "-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"}
 		if s.Model != "" {

@@ -67,7 +67,8 @@ func (c codex) build(s *Spec, probe *ProbeResult) (*build, error) {
 		b.helpers = []SandboxHelper{{Name: "bwrap", Path: shim}}
 	}
 	if s.Yolo {
-		// The legacy mapping (adr0087-notes §7): --sandbox workspace-write --skip-git-repo-check.
+		// The legacy mapping (docs/agent-clis.md "Legacy yolo profiles"):
+		// --sandbox workspace-write --skip-git-repo-check.
 		b.legacy = true
 		b.argv = []string{exe, "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "-C", s.Workspace.Root}
 		for _, kv := range cfg {

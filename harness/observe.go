@@ -25,8 +25,8 @@ const (
 // Observation is one event a provider reported about itself. It carries
 // the provider's own event identity and is what the provider claims, not
 // something polc verified: it is never an evidence record or a gate result
-// (ADR-0121 D7), and a provider-native tool call does not become a polc
-// action.
+// (docs/harness.md "Plan, preflight, spawn"), and a provider-native tool
+// call does not become a polc action.
 type Observation struct {
 	Kind     ObservationKind `json:"kind"`
 	Provider string          `json:"provider"`

@@ -88,7 +88,8 @@ type ProbeOptions struct {
 	SearchPath string
 }
 
-// versionPatterns parse `--version` stdout (providers.md §3).
+// versionPatterns parse `--version` stdout (docs/agent-clis.md "Versions
+// and probes").
 var versionPatterns = map[string]*regexp.Regexp{
 	"claude-code": regexp.MustCompile(`^(\d+\.\d+\.\d+)\s+\(Claude Code\)$`),
 	"codex":       regexp.MustCompile(`^codex-cli (\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?)$`),

@@ -77,8 +77,9 @@ func toStrings(k []harness.ObservationKind) []string {
 	return s
 }
 
-// TestParseDenialsAndErrors checks the shapes the research captured for
-// refused calls and failures (providers.md §4.4, §5.4, §6.3).
+// TestParseDenialsAndErrors checks the shapes the pinned CLIs were seen to
+// write for refused calls and failures (docs/agent-clis.md "Stream
+// formats").
 func TestParseDenialsAndErrors(t *testing.T) {
 	cases := []struct {
 		provider, line string

@@ -12,7 +12,7 @@ import (
 // Kind is the discriminator of the closed compiled-rule union.
 type Kind string
 
-// The closed set of rule kinds (ADR-0087 CompiledPolicyRule).
+// The closed set of compiled rule kinds (docs/snapshot.md).
 const (
 	KindAction         Kind = "action"
 	KindApproval       Kind = "approval"

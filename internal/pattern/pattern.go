@@ -3,7 +3,7 @@
 // the parent matches too). Coverage is conservative: Covers returning false
 // means "not proven", which the compiler treats as an expansion.
 //
-// Grammars (DESIGN §4):
+// Grammars (docs/policies.md "Pattern grammars"):
 //
 //   - Action:    an action id glob, [A-Za-z0-9_.-] plus '*' and '?'.
 //   - Path:      '/'-separated segments, absolute or workspace-relative;

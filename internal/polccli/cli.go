@@ -17,7 +17,7 @@ import (
 	"polc.dev/polc/internal/diag"
 )
 
-// Exit codes (DESIGN §10).
+// Exit codes (docs/errors.md "Exit codes (polc)").
 const (
 	ExitOK       = 0 // success
 	ExitFindings = 1 // policy or verification findings

@@ -253,7 +253,7 @@ func TestServeCloseBeganRefusesAtOnce(t *testing.T) {
 // minted answers 500 with the evidence summary and, as every error
 // answer, {"error": {"code": "close_failed"}}; before, the 500 carried no
 // error member, so a client reading error.code saw none. The error says
-// why (the message and the ADR-0087 rule), not only the server's log. A
+// why (the message and the mint rule), not only the server's log. A
 // certifiable session closed before any action ran has no policy_bound
 // record, so nothing in its chain pins the policy: its certificate is
 // refused (docs/serve.md).

@@ -300,7 +300,7 @@ func (sv *server) close(ctx context.Context, grace time.Duration) (*closeResult,
 	sv.result = &closeResult{Evidence: ev, Certificate: cert, failed: failed != nil}
 	if failed != nil {
 		// The client is told why, not only the server's log: a refused
-		// mint names its ADR-0087 rule (and the finding that broke it).
+		// mint names its rule (and the finding that broke it).
 		sv.result.Error = map[string]any{"code": "close_failed", "message": failed.Error()}
 		var re *certificate.RefusedError
 		if errors.As(failed, &re) {
