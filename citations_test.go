@@ -28,10 +28,8 @@ var externalCitationRE = regexp.MustCompile(strings.Join([]string{
 	`(?i)\badr-?\d{3,4}`,
 }, "|"))
 
-// citationSkipDirs are not checked: version control, build output, and
-// (TODO(coordinator): remove "executor" once the executor/ citations are
-// replaced; another branch is editing those files) executor/.
-var citationSkipDirs = map[string]bool{".git": true, "out": true, "executor": true}
+// citationSkipDirs are not checked: version control and build output.
+var citationSkipDirs = map[string]bool{".git": true, "out": true}
 
 // TestNoExternalCitations walks the repository's files and fails on any
 // reference to a document outside it.

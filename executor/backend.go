@@ -18,7 +18,7 @@ const (
 )
 
 // BackendCapabilityReport is a backend's versioned statement of what it
-// enforces on the code it runs (ADR-0121 ActionBackendCapabilityReport).
+// enforces on the code it runs (docs/executor.md "Backends and admission").
 type BackendCapabilityReport struct {
 	Format      string            `json:"format"` // "polc.backend-capabilities/v1"
 	BackendID   string            `json:"backend_id"`

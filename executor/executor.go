@@ -90,7 +90,7 @@ type Guard struct {
 	Check func(ctx context.Context, req *Normalized) error
 }
 
-// Executor is the one authority that runs actions (DESIGN §5). It is safe
+// Executor is the one authority that runs actions (docs/executor.md). It is safe
 // for concurrent use.
 type Executor struct {
 	cfg      Config
@@ -272,7 +272,7 @@ func (e *Executor) policy(ref SnapshotRef) (*compiledPolicy, error) {
 // source (chain.NewUUID).
 func NewUUID() string { return chain.NewUUID() }
 
-// Stage names, in the fixed order of DESIGN §5.
+// Stage names, in the fixed order of docs/executor.md "The fourteen stages".
 var StageNames = [15]string{1: "resolve", 2: "normalize", 3: "bind", 4: "governed_start", 5: "authorize",
 	6: "guards", 7: "policy", 8: "transform", 9: "renormalize", 10: "recheck", 11: "precall_evidence",
 	12: "invoke", 13: "terminal", 14: "persist"}
@@ -475,8 +475,8 @@ func (a *attempt) frozenRequest() (f requestDigestForm, ok bool) {
 // to it.
 var frozenEmpty = map[string]any{}
 
-// Execute runs one action through the fixed stages of DESIGN §5 and
-// returns its outcome. It never panics on bad input and never calls the
+// Execute runs one action through the fixed stages (docs/executor.md "The
+// fourteen stages") and returns its outcome. It never panics on bad input and never calls the
 // callable unless every stage before 12 allowed it (and, governed, every
 // pre-call record was appended).
 func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec ExecutionContext) (out Outcome) {
@@ -926,7 +926,7 @@ func (a *attempt) guards() Outcome {
 	return nil
 }
 
-// Stage 7: the snapshot's gates, reduced as ADR-0121 D3 says.
+// Stage 7: the snapshot's gates, reduced as docs/decisions.md "Gates and the reducer" says.
 func (a *attempt) policyStage() Outcome {
 	if a.pol.budget != nil {
 		if o := a.reserveBudget(); o != nil {

@@ -13,7 +13,7 @@ import (
 const DefaultProjectionPageSize = 256
 
 // EvidenceProjector moves evidence from a chain store into a
-// ProjectionStore (ADR-0121 D10): it reads the receipts after its committed
+// ProjectionStore (docs/statestore.md): it reads the receipts after its committed
 // cursor, re-reads each record from the chain by chain id and sequence,
 // checks it against the receipt, and applies the page together with the
 // page's next cursor in one ProjectionStore transaction.

@@ -31,7 +31,7 @@ type ActionRequest struct {
 	Usage     *Usage         `json:"usage,omitempty"`
 }
 
-// Normalized is the request the policy engines evaluate (DESIGN §4). Every
+// Normalized is the request the policy engines evaluate (docs/decisions.md "Input"). Every
 // member is always present; lists are empty rather than null.
 type Normalized struct {
 	Principal    string       `json:"principal"`

@@ -11,7 +11,7 @@ import (
 )
 
 // Profile is the strength of the guarantees behind an outcome; every
-// outcome carries the profile it was produced under (DESIGN §5).
+// outcome carries the profile it was produced under (docs/executor.md "Profiles").
 type Profile string
 
 // Runtime profiles.
@@ -21,7 +21,7 @@ const (
 	// ProfileDurable commits each attempt, its outcome and its outbox
 	// messages in one StateStore transaction.
 	ProfileDurable Profile = "durable"
-	// ProfileGoverned appends ADR-0087 evidence for every operation to a
+	// ProfileGoverned appends evidence (docs/evidence.md) for every operation to a
 	// chain.Store against an exact policy snapshot.
 	ProfileGoverned Profile = "governed"
 	// ProfileCertifiable is governed inside an open task boundary, closed
@@ -60,7 +60,7 @@ type AttemptRecord struct {
 }
 
 // OutboxMessage is an intent to deliver something after the commit
-// (ADR-0120 Delivery): delivered at least once by a separate relay.
+// (docs/statestore.md): delivered at least once by a separate relay.
 type OutboxMessage struct {
 	MessageID   string
 	Topic       string
