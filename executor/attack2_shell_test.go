@@ -1,0 +1,96 @@
+package executor_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"polc.dev/polc/executor"
+)
+
+// attackWrites runs src under real bash in the rig's workspace (the
+// rig's recording wrappers as PATH, a 5 s limit, its own process group)
+// and returns the workspace files whose content bash changed or that it
+// made, absolute.
+func attackWrites(t *testing.T, r *shellRig, src string) []string {
+	t.Helper()
+	if err := r.reset(); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string][]byte{}
+	filepath.WalkDir(r.ws, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			before[p], _ = os.ReadFile(p)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.bash, "-c", src)
+	cmd.Dir = r.ws
+	cmd.Env = []string{"PATH=" + r.bin, "FUNCNEST=50", "HOME=" + filepath.Join(r.ws, "sub")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Run()
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	var changed []string
+	filepath.WalkDir(r.ws, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := os.ReadFile(p)
+			if old, ok := before[p]; !ok || !bytes.Equal(old, b) {
+				changed = append(changed, p)
+			}
+		}
+		return nil
+	})
+	return changed
+}
+
+// TestAttackHugeDescriptorNumberIsAWord: bash reads the digits before a
+// redirection operator as its descriptor only when the number fits in an
+// int (bash 5.2: 2147483648 and above do not); otherwise they are an
+// argument word and the redirection is of the operator's default
+// descriptor. The normalizer takes "2147483648<victim.txt" as descriptor
+// 2147483648 (strconv.Atoi reads it; a number too large even for that is
+// taken as a {NAME} descriptor), so it judges victim.txt as a read only
+// and "> /dev/stdin" as reopening nothing: bash makes victim.txt stdin and
+// then opens /dev/stdin (/proc/self/fd/0, victim.txt) for writing,
+// truncating it. The argv bash runs also has the argument "2147483648",
+// which the judged one lacks. Every file bash wrote must be one the
+// normalizer judged as a write, and every argv bash executed one it judged.
+func TestAttackHugeDescriptorNumberIsAWord(t *testing.T) {
+	r := newShellRig(t)
+	for _, src := range []string{
+		"cat 2147483648<victim.txt >/dev/stdin",
+		"cat 2147483648< victim.txt > /dev/fd/0",
+		"cat 99999999999999999999<victim.txt >/dev/stdin",
+		"cat 4294967296<a >/dev/stdin",
+	} {
+		n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+			Action: "bash", Arguments: map[string]any{"command": src}, Principal: "agent:a", Tenant: "acme", Workspace: r.ws,
+		})
+		if nerr != nil {
+			continue // refused: nothing runs
+		}
+		for _, p := range attackWrites(t, r, src) {
+			if !slices.Contains(n.Paths, executor.PathAccess{Path: p, Access: "write"}) {
+				t.Errorf("%q: bash wrote %s; polc judged %v", src, p, n.Paths)
+			}
+		}
+		execd, _, err := r.run(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, argv := range execd {
+			if !slices.ContainsFunc(n.Commands, func(j []string) bool { return r.covers(j, argv) }) {
+				t.Errorf("%q: bash executed %q; polc judged %q", src, argv, n.Commands)
+			}
+		}
+	}
+}
