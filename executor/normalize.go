@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -1199,6 +1200,7 @@ func ParseCommand(src string) (Command, *NormalizeError) {
 		case *syntax.Redirect:
 			misreads(heredocMisread(src, n, inSubst[n]))
 			misreads(dupWordMisread(n))
+			misreads(fdNumberMisread(n))
 			redirs = append(redirs, n)
 			redirDescriptors(n, &c)
 			if r, ok := redirection(n); !ok && runtimeRedir == nil {
@@ -2561,6 +2563,23 @@ func dupWordMisread(n *syntax.Redirect) *NormalizeError {
 		return nerr(ReasonInvalidCommand, "%s: %s%s: bash expands the file name of %s a second time; name the file with letters, digits and /._+,:@%%=- only, or write &>FILE", n.Pos(), n.Op, nodeSource(n.Word), n.Op)
 	}
 	return nil
+}
+
+// fdNumberMisread refuses a redirection whose descriptor number does not
+// fit in a C int: bash 5.2 takes the digits before < or > as the
+// descriptor only when they do, and otherwise as a word of the command
+// (an argument, or the program), redirecting the operator's default
+// descriptor instead — "cat 2147483648<f >/dev/stdin" makes f stdin and
+// then truncates it through /dev/stdin, where the parser saw f on a
+// descriptor of its own.
+func fdNumberMisread(n *syntax.Redirect) *NormalizeError {
+	if n.N == nil || strings.HasPrefix(n.N.Value, "{") {
+		return nil
+	}
+	if fd, err := strconv.ParseInt(n.N.Value, 10, 64); err == nil && fd <= math.MaxInt32 {
+		return nil
+	}
+	return nerr(ReasonInvalidCommand, "%s: %s%s: bash reads a descriptor number past %d as a word of the command, not as the descriptor", n.Pos(), n.N.Value, n.Op, math.MaxInt32)
 }
 
 // programWords are the words of a simple command that name a program:

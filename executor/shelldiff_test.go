@@ -288,6 +288,10 @@ func diffCheck(r *shellRig, src string) (problem string, ran bool, err error) {
 // shellDiffCorpus are forms where a reading other than bash's would let
 // a command run unjudged; each is checked first.
 var shellDiffCorpus = []string{
+	`cat 2147483648<victim.txt >/dev/stdin`,
+	`echo x 2147483648>out/x`,
+	`cat 2147483647<victim.txt`,
+	`cat 99999999999999999999<victim.txt`,
 	`!(rm victim.txt)`,
 	`! (rm victim.txt)`,
 	`!(rm victim.txt) && echo`,

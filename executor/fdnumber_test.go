@@ -14,11 +14,11 @@ import (
 	"polc.dev/polc/executor"
 )
 
-// attackWrites runs src under real bash in the rig's workspace (the
+// bashWrites runs src under real bash in the rig's workspace (the
 // rig's recording wrappers as PATH, a 5 s limit, its own process group)
 // and returns the workspace files whose content bash changed or that it
 // made, absolute.
-func attackWrites(t *testing.T, r *shellRig, src string) []string {
+func bashWrites(t *testing.T, r *shellRig, src string) []string {
 	t.Helper()
 	if err := r.reset(); err != nil {
 		t.Fatal(err)
@@ -52,33 +52,37 @@ func attackWrites(t *testing.T, r *shellRig, src string) []string {
 	return changed
 }
 
-// TestAttackHugeDescriptorNumberIsAWord: bash reads the digits before a
+// TestHugeDescriptorNumberIsRefused: bash reads the digits before a
 // redirection operator as its descriptor only when the number fits in an
-// int (bash 5.2: 2147483648 and above do not); otherwise they are an
-// argument word and the redirection is of the operator's default
-// descriptor. The normalizer takes "2147483648<victim.txt" as descriptor
-// 2147483648 (strconv.Atoi reads it; a number too large even for that is
-// taken as a {NAME} descriptor), so it judges victim.txt as a read only
-// and "> /dev/stdin" as reopening nothing: bash makes victim.txt stdin and
-// then opens /dev/stdin (/proc/self/fd/0, victim.txt) for writing,
-// truncating it. The argv bash runs also has the argument "2147483648",
-// which the judged one lacks. Every file bash wrote must be one the
-// normalizer judged as a write, and every argv bash executed one it judged.
-func TestAttackHugeDescriptorNumberIsAWord(t *testing.T) {
+// int (bash 5.2: 2147483648 and above do not); otherwise they are a word
+// of the command and the redirection is of the operator's default
+// descriptor. The parser took "2147483648<victim.txt" as descriptor
+// 2147483648, so it judged victim.txt a read only and "> /dev/stdin" as
+// reopening nothing, while bash made victim.txt stdin and truncated it
+// through /dev/stdin (and ran "cat 2147483648", an argv never judged).
+// Such a redirection is refused; one that fits is judged as before. Every
+// file bash writes must be one judged as a write, and every argv it
+// executes one judged.
+func TestHugeDescriptorNumberIsRefused(t *testing.T) {
 	r := newShellRig(t)
 	for _, src := range []string{
 		"cat 2147483648<victim.txt >/dev/stdin",
 		"cat 2147483648< victim.txt > /dev/fd/0",
 		"cat 99999999999999999999<victim.txt >/dev/stdin",
 		"cat 4294967296<a >/dev/stdin",
+		"echo x 2147483648>out/x",
+		"cat 02147483648<victim.txt",
 	} {
 		n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
 			Action: "bash", Arguments: map[string]any{"command": src}, Principal: "agent:a", Tenant: "acme", Workspace: r.ws,
 		})
+		if nerr == nil || nerr.Reason != executor.ReasonInvalidCommand {
+			t.Errorf("%q: %v, want %s", src, nerr, executor.ReasonInvalidCommand)
+		}
 		if nerr != nil {
 			continue // refused: nothing runs
 		}
-		for _, p := range attackWrites(t, r, src) {
+		for _, p := range bashWrites(t, r, src) {
 			if !slices.Contains(n.Paths, executor.PathAccess{Path: p, Access: "write"}) {
 				t.Errorf("%q: bash wrote %s; polc judged %v", src, p, n.Paths)
 			}
@@ -91,6 +95,24 @@ func TestAttackHugeDescriptorNumberIsAWord(t *testing.T) {
 			if !slices.ContainsFunc(n.Commands, func(j []string) bool { return r.covers(j, argv) }) {
 				t.Errorf("%q: bash executed %q; polc judged %q", src, argv, n.Commands)
 			}
+		}
+	}
+}
+
+// TestDescriptorNumberThatFitsIsJudged: the largest number bash takes as
+// a descriptor is still one, and judged as such.
+func TestDescriptorNumberThatFitsIsJudged(t *testing.T) {
+	r := newShellRig(t)
+	for _, src := range []string{"cat 2147483647<victim.txt", "cat 0002147483647<victim.txt", "echo 3>out/x"} {
+		n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+			Action: "bash", Arguments: map[string]any{"command": src}, Principal: "agent:a", Tenant: "acme", Workspace: r.ws,
+		})
+		if nerr != nil {
+			t.Errorf("%q: %v, want it judged", src, nerr)
+			continue
+		}
+		if len(n.Commands) != 1 || len(n.Commands[0]) != 1 {
+			t.Errorf("%q: judged %q, want the program alone", src, n.Commands)
 		}
 	}
 }
