@@ -109,3 +109,81 @@ func TestAttackDaemonizingProgramCallSucceeds(t *testing.T) {
 		t.Errorf("the call %s while the daemon it started (pid %d, left its session, output at /dev/null) runs on; docs/executor.md says such a call fails background_escaped", got, pid)
 	}
 }
+
+// zleaderC exits its main thread (pthread_exit) and keeps a second
+// thread appending to argv[1] every 50 ms, for at most 10 s. It writes
+// its pid to argv[2] first.
+const zleaderC = `#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <fcntl.h>
+static const char *path;
+static void *writer(void *a) {
+	for (int i = 0; i < 200; i++) {
+		int fd = open(path, O_WRONLY|O_CREAT|O_APPEND, 0644);
+		if (fd >= 0) { write(fd, "x\n", 2); close(fd); }
+		usleep(50000);
+	}
+	_exit(0);
+}
+int main(int argc, char **argv) {
+	pthread_t t;
+	FILE *f = fopen(argv[2], "w");
+	fprintf(f, "%d\n", getpid());
+	fclose(f);
+	path = argv[1];
+	pthread_create(&t, 0, writer, 0);
+	pthread_exit(0);
+}
+`
+
+// TestAttackExitedMainThreadIsSkippedAsZombie: sessionMembers lists only
+// processes whose /proc/PID/stat state is not Z or X, and that state is
+// the main thread's. A multi-threaded process whose main thread has
+// exited (pthread_exit) shows "Z" there while its other threads run on:
+// it is skipped as a zombie. In the command's first process group the
+// group kill reaches it, but in a group of its own — a job under
+// `set -m`, or a child of `timeout`, which calls setpgid — nothing does:
+// the call "succeeded" (or background_killed, having killed timeout
+// only) and the process keeps writing out/ after Execute returned,
+// though it never left the session. Any compiled program the policy
+// grants can do this (here one built with cc; Java-, Go- or Rust-built
+// tools whose main thread ends early would too).
+//
+// Fixed: a "Z" member with a live thread (/proc/PID/task) is a member to
+// kill, and nothing of the command writes after Execute returned.
+func TestAttackExitedMainThreadIsSkippedAsZombie(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("linux")
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler")
+	}
+	bin := filepath.Join(t.TempDir(), "zleader")
+	if err := os.WriteFile(bin+".c", []byte(zleaderC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command(cc, "-o", bin, bin+".c", "-lpthread").CombinedOutput(); err != nil {
+		t.Skipf("cc: %v: %s", err, b)
+	}
+	ws, run := rig(t, fmt.Sprintf(attack2Policy, `, "`+bin+` *"`))
+	for name, cmd := range map[string]string{
+		"set_m":   "set -m; " + bin + " out/set_m out/set_m.pid > /dev/null 2>&1 &",
+		"timeout": "timeout 100 " + bin + " out/timeout out/timeout.pid > /dev/null 2>&1 &",
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := run(context.Background(), "bash", map[string]any{"command": cmd}, 10*time.Second)
+			pid := readPid(t, filepath.Join(ws, "out", name+".pid"))
+			defer syscall.Kill(pid, syscall.SIGKILL)
+			f := filepath.Join(ws, "out", name)
+			before, _ := os.ReadFile(f)
+			time.Sleep(400 * time.Millisecond)
+			after, _ := os.ReadFile(f)
+			t.Logf("%q: %s; pid %d runs: %v; %d bytes written after Execute returned", cmd, outcomeOf(out), pid, alive(pid), len(after)-len(before))
+			if len(after) != len(before) {
+				t.Errorf("%s: a process of the command's session (pid %d, main thread exited) wrote %d bytes after Execute returned", outcomeOf(out), pid, len(after)-len(before))
+			}
+		})
+	}
+}
