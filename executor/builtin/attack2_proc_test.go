@@ -254,3 +254,28 @@ policies: p: {
 		t.Logf("%q succeeded", cmd)
 	}
 }
+
+// TestAttackEscapeHiddenByExitStatus: a process that left the session
+// and holds the command's output is reported (background_escaped) only
+// when bash exited 0. os/exec's Wait returns the *ExitError of a
+// non-zero exit and drops exec.ErrWaitDelay, and the callable checks
+// exit_status first anyway: "setsid sleep 30 & cat out/missing" fails
+// exit_status, a class that says bash exited non-zero and nothing more,
+// while the escaped sleep runs on holding stdout and stderr — though a
+// process that survived the kill outranks exit_status in the same
+// switch. The escape, the fact that matters, is in no outcome or
+// result field.
+//
+// Fixed: the call fails background_escaped whatever bash's exit status
+// (the result keeps exit_code).
+func TestAttackEscapeHiddenByExitStatus(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	_, run := rig(t, fmt.Sprintf(attack2Policy, `, "setsid *"`))
+	cmd := "setsid sleep 30 & cat out/missing"
+	out := run(context.Background(), "bash", map[string]any{"command": cmd}, 10*time.Second)
+	if got := outcomeOf(out); got != "failed background_escaped" {
+		t.Errorf("%q: %s, want failed background_escaped (the sleep left the session and held the output past the pipe grace)", cmd, got)
+	}
+}
