@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -286,5 +287,164 @@ func procsIn(dir string) []int {
 func killIn(dir string) {
 	for _, pid := range procsIn(dir) {
 		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// alive reports whether pid is a process that still runs something: not
+// gone, and not a zombie with no thread left (a process whose main
+// thread exited shows "Z" in /proc/PID/stat while its other threads run,
+// so the threads are what is counted).
+func alive(pid int) bool {
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// readPid reads a pid a helper wrote to file, waiting a moment for it.
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	for range 100 {
+		b, err := os.ReadFile(file)
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && pid > 0 {
+			return pid
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no pid in %s", file)
+	return 0
+}
+
+// threadsPolicy grants echo, cat, sleep, set (for set -m), timeout and
+// setsid with shell allowed, writes only to out/, and the further
+// subprocess.allow patterns in more (CUE list elements, each after a
+// comma).
+const threadsPolicy = `package p
+policies: p: {
+	version: "1"
+	principals: ["agent:a"]
+	tenants: ["t"]
+	actions: allow: ["bash"]
+	filesystem: {read: ["**"], write: ["out/**"]}
+	network: mode: "deny"
+	subprocess: {mode: "allowlist", allow: ["echo *", "cat *", "sleep *", "set *", "timeout *", "setsid *"%s], shell: "allow"}
+}
+`
+
+// zleaderC exits its main thread (pthread_exit) and keeps a second
+// thread appending to argv[1] every 50 ms, for at most 10 s. It writes
+// its pid to argv[2] first.
+const zleaderC = `#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <fcntl.h>
+static const char *path;
+static void *writer(void *a) {
+	for (int i = 0; i < 200; i++) {
+		int fd = open(path, O_WRONLY|O_CREAT|O_APPEND, 0644);
+		if (fd >= 0) { write(fd, "x\n", 2); close(fd); }
+		usleep(50000);
+	}
+	_exit(0);
+}
+int main(int argc, char **argv) {
+	pthread_t t;
+	FILE *f = fopen(argv[2], "w");
+	fprintf(f, "%d\n", getpid());
+	fclose(f);
+	path = argv[1];
+	pthread_create(&t, 0, writer, 0);
+	pthread_exit(0);
+}
+`
+
+// TestBashCallEndsProcessWhoseMainThreadExited: /proc/PID/stat shows the
+// main thread's state, and a multi-threaded process whose main thread
+// has exited (pthread_exit) shows "Z" there while its other threads run.
+// Such a process was skipped as a zombie: in a process group of its own
+// (a job under set -m, a child of timeout, which calls setpgid) nothing
+// killed it, and it wrote out/ after Execute returned. A Z process with
+// a live thread (/proc/PID/task) is a member of the session still: it is
+// killed, and nothing writes after Execute returned.
+func TestBashCallEndsProcessWhoseMainThreadExited(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("linux")
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler")
+	}
+	bin := filepath.Join(t.TempDir(), "zleader")
+	if err := os.WriteFile(bin+".c", []byte(zleaderC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command(cc, "-o", bin, bin+".c", "-lpthread").CombinedOutput(); err != nil {
+		t.Skipf("cc: %v: %s", err, b)
+	}
+	ws, run := rig(t, fmt.Sprintf(threadsPolicy, `, "`+bin+` *"`))
+	for name, cmd := range map[string]string{
+		"set_m":   "set -m; " + bin + " out/set_m out/set_m.pid > /dev/null 2>&1 &",
+		"timeout": "timeout 100 " + bin + " out/timeout out/timeout.pid > /dev/null 2>&1 &",
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := run(context.Background(), "bash", map[string]any{"command": cmd}, 10*time.Second)
+			pid := readPid(t, filepath.Join(ws, "out", name+".pid"))
+			defer syscall.Kill(pid, syscall.SIGKILL)
+			if got := outcomeOf(out); got != "failed background_killed" {
+				t.Errorf("%q: %s, want failed background_killed", cmd, got)
+			}
+			if alive(pid) {
+				t.Errorf("pid %d (main thread exited) still runs after Execute returned", pid)
+			}
+			f := filepath.Join(ws, "out", name)
+			before, _ := os.ReadFile(f)
+			time.Sleep(300 * time.Millisecond)
+			if after, _ := os.ReadFile(f); len(after) != len(before) {
+				t.Errorf("a process of the command's session (pid %d, main thread exited) wrote %d bytes after Execute returned", pid, len(after)-len(before))
+			}
+		})
+	}
+}
+
+// TestBashCallEscapeOutranksExitStatus: a process that left the session
+// and holds the output was reported only when bash exited 0: with a
+// non-zero exit the call failed exit_status, and at the timeout it was
+// timed_out, the escape in no field. The call now fails
+// background_escaped whatever bash's exit status (the result keeps the
+// exit code); at the timeout the outcome stays timed_out and its stage-13
+// detail names background_escaped.
+func TestBashCallEscapeOutranksExitStatus(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	_, run := rig(t, fmt.Sprintf(threadsPolicy, ""))
+	cmd := "setsid sleep 30 & cat out/missing"
+	out := run(context.Background(), "bash", map[string]any{"command": cmd}, 10*time.Second)
+	if got := outcomeOf(out); got != "failed background_escaped" {
+		t.Errorf("%q: %s, want failed background_escaped", cmd, got)
+	}
+	cmd = "setsid sleep 30 & sleep 100"
+	out = run(context.Background(), "bash", map[string]any{"command": cmd}, 500*time.Millisecond)
+	if got := outcomeOf(out); got != "timed_out" {
+		t.Errorf("%q: %s, want timed_out", cmd, got)
+	}
+	var detail string
+	for _, e := range out.Base().Trail {
+		if e.Stage == 13 {
+			detail = e.Detail
+		}
+	}
+	if !strings.Contains(detail, "background_escaped") {
+		t.Errorf("%q: stage 13 detail %q does not name background_escaped", cmd, detail)
 	}
 }
