@@ -154,51 +154,87 @@ func TestBashCallEndsItsProcesses(t *testing.T) {
 // writing a file every 50 ms writes nothing more once Execute has
 // returned — after its main process exited, at the request's timeout,
 // and when the caller's context was cancelled — and Execute returns
-// within a bounded time of each, with the outcome it names.
+// within a bounded time of each, with the outcome it names. The cancel
+// comes once the writer has written (the test polls its file), so the
+// test shows something on a slow machine too; the main process's sleep
+// and the timeout, which the test cannot time so, are doubled (up to
+// four tries) while the writer had written nothing when Execute returned.
 func TestBashCallEndsItsProcessesBeforeReturning(t *testing.T) {
 	ws, run := procRig(t)
 	writer := func(f string) string {
 		return "(while true; do echo x >> out/" + f + "; sleep 0.05; done) > /dev/null 2>&1 & "
 	}
 	cases := []struct {
-		name, cmd, file string
-		timeout         time.Duration
-		cancel          time.Duration // cancel the context after this, if set
-		want            string
-		within          time.Duration // Execute returns within this
+		name    string
+		cmd     func(file string, try int) string
+		timeout time.Duration // the request's, doubled at each try when scaled
+		scaled  bool
+		cancel  bool // cancel the context once the writer has written
+		want    string
+		within  time.Duration // Execute returns within this after the timeout (or cancel, or exit)
 	}{
-		{"exited", writer("exited") + "sleep 0.3", "exited", 10 * time.Second, 0, "failed background_killed", 5 * time.Second},
-		{"timeout", writer("timeout") + "sleep 100", "timeout", 500 * time.Millisecond, 0, "timed_out", 4 * time.Second},
-		{"timeout_output_held", writer("held") + "cat /dev/zero & sleep 100", "held", 500 * time.Millisecond, 0, "timed_out", 4 * time.Second},
-		{"cancelled", writer("cancelled") + "sleep 100", "cancelled", 10 * time.Second, 500 * time.Millisecond, "cancelled", 4 * time.Second},
+		{"exited", func(f string, try int) string { return writer(f) + fmt.Sprintf("sleep %.1f", 0.3*float64(int(1)<<try)) }, 10 * time.Second, false, false, "failed background_killed", 5 * time.Second},
+		{"timeout", func(f string, _ int) string { return writer(f) + "sleep 100" }, 500 * time.Millisecond, true, false, "timed_out", 3500 * time.Millisecond},
+		{"timeout_output_held", func(f string, _ int) string { return writer(f) + "cat /dev/zero & sleep 100" }, 500 * time.Millisecond, true, false, "timed_out", 3500 * time.Millisecond},
+		{"cancelled", func(f string, _ int) string { return writer(f) + "sleep 100" }, 10 * time.Second, false, true, "cancelled", 3500 * time.Millisecond},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if c.cancel > 0 {
-				time.AfterFunc(c.cancel, cancel)
-			}
-			start := time.Now()
-			out := run(ctx, c.cmd, c.timeout)
-			took := time.Since(start)
-			if got := outcomeOf(out); got != c.want {
-				t.Errorf("%s, want %s", got, c.want)
-			}
-			if took > c.within {
-				t.Errorf("Execute took %v, want at most %v", took, c.within)
-			}
-			f := filepath.Join(ws, "out", c.file)
-			before, err := os.ReadFile(f)
-			if err != nil || len(before) == 0 {
-				t.Fatalf("the writer wrote nothing before Execute returned (%v): the test shows nothing", err)
-			}
-			time.Sleep(300 * time.Millisecond)
-			if after, _ := os.ReadFile(f); len(after) != len(before) {
-				t.Errorf("the background writer wrote %d bytes after Execute returned", len(after)-len(before))
-			}
-			if left := procsIn(ws); len(left) > 0 {
-				t.Errorf("processes %v still run in the workspace", left)
+			for try := range 4 {
+				file := fmt.Sprintf("%s%d", c.name, try)
+				f := filepath.Join(ws, "out", file)
+				timeout := c.timeout
+				if c.scaled {
+					timeout <<= try
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				var cancelledAt atomic.Int64
+				if c.cancel {
+					go func() {
+						for ctx.Err() == nil {
+							if fi, err := os.Stat(f); err == nil && fi.Size() > 0 {
+								cancelledAt.Store(time.Now().UnixNano())
+								cancel()
+								return
+							}
+							time.Sleep(5 * time.Millisecond)
+						}
+					}()
+				}
+				start := time.Now()
+				out := run(ctx, c.cmd(file, try), timeout)
+				end := time.Now()
+				before, err := os.ReadFile(f)
+				if err != nil || len(before) == 0 {
+					if try < 3 && !c.cancel {
+						t.Logf("try %d: the writer wrote nothing before Execute returned (%s); more time", try, outcomeOf(out))
+						killIn(ws)
+						continue
+					}
+					t.Fatalf("the writer wrote nothing before Execute returned (%v, %s): the test shows nothing", err, outcomeOf(out))
+				}
+				if got := outcomeOf(out); got != c.want {
+					t.Errorf("%s, want %s", got, c.want)
+				}
+				from := start
+				if c.scaled {
+					from = start.Add(timeout)
+				}
+				if at := cancelledAt.Load(); at != 0 {
+					from = time.Unix(0, at)
+				}
+				if took := end.Sub(from); took > c.within {
+					t.Errorf("Execute returned %v after it should have begun ending the call, want at most %v", took, c.within)
+				}
+				time.Sleep(300 * time.Millisecond)
+				if after, _ := os.ReadFile(f); len(after) != len(before) {
+					t.Errorf("the background writer wrote %d bytes after Execute returned", len(after)-len(before))
+				}
+				if left := procsIn(ws); len(left) > 0 {
+					t.Errorf("processes %v still run in the workspace", left)
+				}
+				return
 			}
 		})
 	}
