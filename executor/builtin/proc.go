@@ -14,7 +14,8 @@ import (
 // process has exited — or the call's deadline passed, or its context was
 // cancelled — every process still in that session is killed and gone
 // before the callable returns (waitCommand). A program that leaves the
-// session (setsid()) is not seen; the in-process backend contains nothing
+// session (setsid()) is not seen, unless it holds the command's output
+// (output.finish); the in-process backend contains nothing
 // (docs/executor.md).
 
 // backgroundGrace is how long processes the main process left running
