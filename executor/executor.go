@@ -1388,7 +1388,17 @@ func (a *attempt) invoke() Outcome {
 		a.base.ReasonCode = class
 		out = &Failed{OutcomeBase: a.base, Class: class}
 	}
-	a.note(13, kindResult(out.Kind()), durationDetail(dur))
+	detail := durationDetail(dur)
+	if k := out.Kind(); k == KindCancelled || k == KindTimedOut {
+		// The kind says why the call ended; a class the callable found
+		// as it ended (a bash process that escaped its session:
+		// background_escaped) is kept in the detail.
+		var ec ErrorClass
+		if errors.As(err, &ec) && validClass(ec.ErrorClass()) {
+			detail += "; the callable reported " + ec.ErrorClass()
+		}
+	}
+	a.note(13, kindResult(out.Kind()), detail)
 	if a.started {
 		if rt, err := a.appendTerminal(terminalPayload(out, dur)); err != nil {
 			ev := &GovernanceEvidenceError{CallExecuted: a.base.CallExecuted, RecordType: string(rt), Err: err}

@@ -440,8 +440,9 @@ func urlFacets(args map[string]string, _ string, out *Normalized) *NormalizeErro
 // "host:port", the host lowercased (IPv6 in brackets), the port explicit
 // or the scheme's default. A URL without a host, with an unknown scheme
 // and no port, with an invalid host or port, or whose host is the
-// unspecified address (0.0.0.0, [::]: it connects to the local host) is
-// an invalid_url error. Host rules are judged by this text, never by what
+// unspecified address (0.0.0.0, [::]: it connects to the local host) or a
+// loopback address other than 127.0.0.1 and [::1] (127.0.0.2: the local
+// host under a name no rule uses) is an invalid_url error. Host rules are judged by this text, never by what
 // a name resolves to.
 func URLHost(raw string) (string, *NormalizeError) {
 	u, err := url.Parse(raw)
@@ -470,6 +471,14 @@ func URLHost(raw string) (string, *NormalizeError) {
 		// 127.0.0.1, localhost and [::1] would not see it. It names no
 		// host a rule could judge, so it is no host at all.
 		return "", nerr(ReasonInvalidURL, "%q: host %q is the unspecified address, which connects to the local host", raw, host)
+	} else if ip != nil && ip.IsLoopback() && !ip.Equal(net.IPv4(127, 0, 0, 1)) && !ip.Equal(net.IPv6loopback) {
+		// All of 127.0.0.0/8 is the local host (Linux answers on every
+		// address of it, and a service bound to 0.0.0.0 is reached
+		// there), yet rules judge the host as written: a deny naming
+		// 127.0.0.1, localhost and [::1] would not see 127.0.0.2 or
+		// [::ffff:127.1.2.3]. The loopback host has one spelling per
+		// family; the others are no host a rule names.
+		return "", nerr(ReasonInvalidURL, "%q: host %q is a loopback address other than 127.0.0.1, which reaches the local host: write 127.0.0.1 (or [::1])", raw, host)
 	} else if ip != nil && ip.To4() == nil {
 		host = "[" + ip.String() + "]"
 	} else if ip != nil {

@@ -1,6 +1,7 @@
 package executor_test
 
 import (
+	"strings"
 	"testing"
 
 	"polc.dev/polc/executor"
@@ -50,6 +51,59 @@ func TestUnspecifiedAddressesAreNoHost(t *testing.T) {
 		"http://0.0.0.1:8080/":            "allow",
 		"http://10.0.0.0:8080/":           "allow",
 		"http://[::2]:8080/":              "allow",
+	} {
+		d, refused := evaluateReview(p, "http_get", map[string]any{"url": u})
+		if refused != "" || d.Disposition != want {
+			t.Errorf("http_get %s: %s%s, want %s", u, refused, d.Disposition, want)
+		}
+	}
+}
+
+// TestLoopbackAddressesOtherThanTheLoopbackHostAreNoHost: all of
+// 127.0.0.0/8 is the local host on Linux, but rules judge the host as
+// written, so a deny naming 127.0.0.1, localhost and [::1] did not see
+// 127.0.0.2 or [::ffff:127.1.2.3] (canonicalized to 127.1.2.3). A
+// loopback address other than 127.0.0.1 and [::1] is refused in an
+// http_get URL (invalid_url) and in a /dev/tcp or /dev/udp redirection
+// (invalid_command), with a message naming 127.0.0.1; the loopback host's
+// own spellings are judged as before.
+func TestLoopbackAddressesOtherThanTheLoopbackHostAreNoHost(t *testing.T) {
+	p := reviewPolicy(t, `
+	actions: allow: ["bash", "http_get"]
+	subprocess: {mode: "allowlist", allow: ["echo *"], shell: "allow"}
+	network: {mode: "allow", deny: ["127.0.0.1", "localhost", "[::1]"]}`)
+	for _, host := range []string{
+		"127.0.0.2", "127.1.2.3", "127.255.255.255", "127.0.0.0", "127.0.1.1",
+		"[::ffff:127.0.0.2]", "[::ffff:7f00:2]", "[0:0:0:0:0:ffff:127.9.9.9]",
+	} {
+		u := "http://" + host + ":8080/"
+		hp, err := executor.URLHost(u)
+		if err == nil || err.Reason != executor.ReasonInvalidURL {
+			t.Errorf("URLHost(%q) = %q, %v; want invalid_url", u, hp, err)
+		} else if !strings.Contains(err.Detail, "write 127.0.0.1") {
+			t.Errorf("URLHost(%q): %q does not tell the author to write 127.0.0.1", u, err.Detail)
+		}
+		if got := decideReasons(t, p, "http_get", map[string]any{"url": u}); got != executor.ReasonInvalidURL {
+			t.Errorf("http_get %s: %s, want %s", u, got, executor.ReasonInvalidURL)
+		}
+	}
+	for _, host := range []string{"127.0.0.2", "127.1.2.3", "::ffff:127.0.0.2", "::ffff:7f00:2"} {
+		for _, dev := range []string{"tcp", "udp"} {
+			cmd := "echo > /dev/" + dev + "/" + host + "/8080"
+			if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != executor.ReasonInvalidCommand {
+				t.Errorf("%q: %s, want %s", cmd, got, executor.ReasonInvalidCommand)
+			}
+		}
+	}
+	for u, want := range map[string]string{
+		"http://127.0.0.1:8080/":                  "deny",
+		"http://[::ffff:127.0.0.1]:8080/":         "deny",
+		"http://[0:0:0:0:0:0:0:1]:8080/":          "deny",
+		"http://[::1]:8080/":                      "deny",
+		"http://126.255.255.255:8080/":            "allow",
+		"http://128.0.0.1:8080/":                  "allow",
+		"http://[::ffff:7f00:1]:8080/":            "deny",
+		"http://[0000:0000::0000:0000:0001]:8080": "deny",
 	} {
 		d, refused := evaluateReview(p, "http_get", map[string]any{"url": u})
 		if refused != "" || d.Disposition != want {

@@ -176,8 +176,9 @@ func (o Options) path(ctx context.Context, args map[string]any) (string, error) 
 // code and bounded output. The command's processes end with the call
 // (startCommand, waitCommand): ones still running when its main process
 // has exited are killed, and a call that exited 0 fails
-// "background_killed"; one of them found still there, or holding the
-// output from outside the session, fails "background_escaped".
+// "background_killed"; one of them found still there, or a process
+// holding the output from outside the session, fails
+// "background_escaped" whatever bash's exit status.
 func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 	o, err := o.at(ctx)
 	if err != nil {
@@ -213,36 +214,47 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 		return nil, fail(executor.ReasonInvalidCommand, fmt.Errorf("%d commands without shell control", len(c.Argv)))
 	}
 	cmd.Dir = o.Workspace
-	var stdout, stderr limitedBuffer
-	stdout.max, stderr.max = o.MaxOutput, o.MaxOutput
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err = startCommand(cmd); err != nil {
+	out, err := newOutput(o.MaxOutput)
+	if err != nil {
+		return nil, fail("spawn_failed", err)
+	}
+	if err = startCommand(cmd, out); err != nil {
 		return nil, fail("spawn_failed", err)
 	}
 	if redirs != nil {
 		redirs.close() // bash holds its own; polc's must not outlive the call
 	}
 	left, err := waitCommand(ctx, cmd)
-	errText := stderr.String()
+	escaped := out.finish()
+	errText := out.stderr.String()
 	if redirs != nil && redirs.messages != nil {
 		errText = redirs.messages.Replace(errText) // bash names a replaced word as written
 	}
-	res := map[string]any{"exit_code": cmd.ProcessState.ExitCode(), "stdout": stdout.String(), "stderr": errText, "shell": c.ShellControl}
+	res := map[string]any{"exit_code": cmd.ProcessState.ExitCode(), "stdout": out.stdout.String(), "stderr": errText, "shell": c.ShellControl}
 	if left.killed > 0 {
 		res["killed_background"] = left.killed
 	}
+	// An escape outranks every other ending: it is what the caller must
+	// know first, whatever bash's exit status. At the timeout or a
+	// cancellation the outcome stays timed_out or cancelled, and the
+	// executor records the class in the outcome's detail (stage 13).
+	var escape error
+	switch {
+	case left.survived > 0:
+		escape = fmt.Errorf("%d processes of the command were still there %v after they were killed", left.survived, killWait)
+	case escaped:
+		escape = errors.New("a process that left the command's session still holds its output")
+	}
 	var ee *exec.ExitError
 	switch {
+	case escape != nil && ctx.Err() != nil:
+		return nil, fail("background_escaped", fmt.Errorf("%w: %w", ctx.Err(), escape))
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
-	case left.survived > 0:
-		return res, fail("background_escaped", fmt.Errorf("%d processes of the command were still there %v after they were killed", left.survived, killWait))
+	case escape != nil:
+		return res, fail("background_escaped", escape)
 	case errors.As(err, &ee):
 		return res, fail("exit_status", err)
-	case errors.Is(err, exec.ErrWaitDelay):
-		// Every process of the session had ended, yet the output pipes
-		// stayed open: a process that left the session holds them.
-		return res, fail("background_escaped", fmt.Errorf("a process that left the command's session still holds its output"))
 	case err != nil:
 		return nil, fail("spawn_failed", err)
 	case left.killed > 0:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
@@ -162,5 +163,39 @@ func TestConcurrentParseCommand(t *testing.T) {
 	wg.Wait()
 	if len(bad) > 0 {
 		t.Errorf("%d concurrent parses differ from the serial one; first: %s", len(bad), strings.Join(bad[:min(3, len(bad))], "; "))
+	}
+}
+
+// TestConcurrentPlainCallsDoNotEscape: many plain calls at once (echo
+// exec'd directly, nothing in the background) failed background_escaped
+// now and then: os/exec's WaitDelay timed the goroutine copying the
+// output, and under load that goroutine ran only 0.5–2.5 s after the
+// pipe's last writer had closed it, so a call none of whose processes
+// left its session was accused of an escape. The callable now asks the
+// kernel whether a write end is still held (and by whom), so a call that
+// started no escaping process never fails background_escaped. Run it
+// under -race (.ci/run does).
+func TestConcurrentPlainCallsDoNotEscape(t *testing.T) {
+	_, run := rig(t, fmt.Sprintf(threadsPolicy, ""))
+	const callers, rounds = 64, 4
+	var wg sync.WaitGroup
+	errs := make(chan string, callers*rounds)
+	for i := range callers {
+		wg.Go(func() {
+			for r := range rounds {
+				cmd := fmt.Sprintf("echo %d %d", i, r)
+				out := run(context.Background(), "bash", map[string]any{"command": cmd}, 30*time.Second)
+				if got := outcomeOf(out); got != "succeeded" {
+					errs <- fmt.Sprintf("%q: %s", cmd, got)
+				} else if s, _ := out.(*executor.Succeeded).Result.(map[string]any)["stdout"].(string); s != fmt.Sprintf("%d %d\n", i, r) {
+					errs <- fmt.Sprintf("%q printed %q", cmd, s)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

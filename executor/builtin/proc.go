@@ -1,7 +1,11 @@
 package builtin
 
 import (
+	"errors"
+	"io"
+	"os"
 	"os/exec"
+	"sync"
 	"time"
 )
 
@@ -10,7 +14,8 @@ import (
 // process has exited — or the call's deadline passed, or its context was
 // cancelled — every process still in that session is killed and gone
 // before the callable returns (waitCommand). A program that leaves the
-// session (setsid()) is not seen; the in-process backend contains nothing
+// session (setsid()) is not seen, unless it holds the command's output
+// (output.finish); the in-process backend contains nothing
 // (docs/executor.md).
 
 // backgroundGrace is how long processes the main process left running
@@ -19,10 +24,11 @@ import (
 // leaves tee writing for a moment after bash exits.
 const backgroundGrace = 200 * time.Millisecond
 
-// pipeGrace is cmd.WaitDelay: once every process of the session is gone,
-// what is left in the output pipes is read for at most this long. A
-// process that left the session and holds them cannot keep the call from
-// returning (exec.ErrWaitDelay, class background_escaped).
+// pipeGrace is how long, once every process of the session is gone, the
+// output pipes may still have a writer before the writers are looked
+// for (output.finish). A process that left the session and holds them
+// cannot keep the call from returning: the pipes are closed, and the
+// call fails background_escaped.
 const pipeGrace = time.Second
 
 // killWait bounds how long waitCommand waits for killed processes to be
@@ -31,11 +37,14 @@ const pipeGrace = time.Second
 const killWait = 5 * time.Second
 
 // startCommand starts cmd in a session of its own (so in a process group
-// of its own, with no controlling terminal).
-func startCommand(cmd *exec.Cmd) error {
+// of its own, with no controlling terminal), its stdout and stderr the
+// write ends of out's pipes, which polc then closes and reads.
+func startCommand(cmd *exec.Cmd, out *output) error {
 	isolate(cmd)
-	cmd.WaitDelay = pipeGrace
-	return cmd.Start()
+	cmd.Stdout, cmd.Stderr = out.w[0], out.w[1]
+	err := cmd.Start()
+	out.started(err == nil)
+	return err
 }
 
 // ended is how the processes of a call ended besides its main process.
@@ -47,3 +56,108 @@ type ended struct {
 	// after they were killed.
 	survived int
 }
+
+// output is a command's stdout and stderr, through pipes polc makes
+// itself (not os/exec's): polc knows them, so when the command's session
+// has ended it asks the kernel whether any process still holds a write
+// end (finish), instead of taking a copy that has not yet read the end
+// of its pipe for a writer — under load a goroutine that was woken by
+// the pipe's end may run only seconds later, and os/exec's WaitDelay
+// then reports a writer that does not exist.
+type output struct {
+	stdout, stderr limitedBuffer
+	r, w           [2]*os.File
+	// drained is closed when both copies have read to the end of their
+	// pipe (or to its closing).
+	drained chan struct{}
+}
+
+// newOutput makes the pipes of a command's output, of which the first
+// max bytes of each are kept.
+func newOutput(max int64) (*output, error) {
+	o := &output{drained: make(chan struct{})}
+	o.stdout.max, o.stderr.max = max, max
+	for i := range o.r {
+		r, w, err := os.Pipe()
+		if err != nil {
+			o.started(false)
+			return nil, err
+		}
+		o.r[i], o.w[i] = r, w
+	}
+	return o, nil
+}
+
+// started closes polc's write ends (the command holds its own) and, if
+// the command started, copies what it writes; if not, closes the rest.
+func (o *output) started(ok bool) {
+	for i, f := range o.w {
+		if f != nil {
+			f.Close()
+		}
+		o.w[i] = nil
+	}
+	if !ok {
+		for _, f := range o.r {
+			if f != nil {
+				f.Close()
+			}
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for i, buf := range []*limitedBuffer{&o.stdout, &o.stderr} {
+		wg.Go(func() { io.Copy(buf, o.r[i]) })
+	}
+	go func() {
+		wg.Wait()
+		close(o.drained)
+	}()
+}
+
+// finish waits, once the command's session has ended, until no process
+// holds a write end of the output pipes, and then until what they hold
+// has been read; and closes them. A writer still there after pipeGrace
+// is looked up (outputWriters): the transient copy a concurrent call's
+// child holds between its fork and its exec (every descriptor of polc's
+// is copied into a fork; close-on-exec ones close at exec) is waited for,
+// up to killWait; any other writer, found on two looks 50 ms apart, is a
+// process that holds the output from outside the session, and escaped
+// reports it, as it does writers that cannot be listed or outlast
+// killWait (fail closed). The pipes are then closed without waiting for
+// it.
+func (o *output) finish() (escaped bool) {
+	deadline := time.Now().Add(pipeGrace)
+	hard := time.Now().Add(killWait)
+	seen := 0 // scans in a row that found a foreign writer
+	for !writersGone(o, time.Until(deadline)) {
+		foreign, err := outputWriters(o)
+		if foreign {
+			seen++
+		} else {
+			seen = 0
+		}
+		if err != nil || seen == 2 || time.Now().After(hard) {
+			escaped = true
+			break
+		}
+		if deadline = time.Now().Add(50 * time.Millisecond); deadline.After(hard) {
+			deadline = hard
+		}
+	}
+	if escaped {
+		for _, f := range o.r {
+			f.Close() // ends the copies: a Read blocked in the poller returns
+		}
+	}
+	<-o.drained
+	if !escaped {
+		for _, f := range o.r {
+			f.Close()
+		}
+	}
+	return escaped
+}
+
+// errNoProc says the output's writers cannot be listed here.
+var errNoProc = errors.New("the processes holding the output cannot be listed here")

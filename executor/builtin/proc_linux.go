@@ -127,13 +127,16 @@ func killMember(pid, sid int) {
 		return
 	}
 	defer unix.Close(fd)
-	if s, _, ok := procStat(pid); ok && s == sid {
+	if _, s, _, ok := procStat(pid); ok && s == sid {
 		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 	}
 }
 
-// sessionMembers lists the processes of the session sid that are not
-// zombies (a zombie runs nothing).
+// sessionMembers lists the processes of the session sid that run
+// something: not zombies, which run nothing. The state /proc/PID/stat
+// shows is the main thread's: a process whose main thread has exited
+// (pthread_exit) shows Z while its other threads run, so a Z process is
+// a member still when one of its threads is not a zombie.
 func sessionMembers(sid int) ([]int, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -150,7 +153,7 @@ func sessionMembers(sid int) ([]int, error) {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		if s, state, ok := procStat(pid); ok && s == sid && state != 'Z' && state != 'X' {
+		if _, s, state, ok := procStat(pid); ok && s == sid && (!dead(state) || threadRuns(pid)) {
 			live = append(live, pid)
 		}
 	}
@@ -160,13 +163,44 @@ func sessionMembers(sid int) ([]int, error) {
 	return live, nil
 }
 
-// procStat reads the session and state of the process pid from
+// dead reports whether a /proc state is a zombie's or a dead task's.
+func dead(state byte) bool { return state == 'Z' || state == 'X' }
+
+// threadRuns reports whether a thread of the process pid is not dead,
+// or whether its threads cannot be read (the process then counts as
+// running: fail closed; a gone process is not found again).
+func threadRuns(pid int) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	d, err := os.Open(dir)
+	if err != nil {
+		_, _, _, there := procStat(pid)
+		return there
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return true
+	}
+	for _, name := range names {
+		if _, _, state, ok := statFile(dir + name + "/stat"); ok && !dead(state) {
+			return true
+		}
+	}
+	return false
+}
+
+// procStat reads the parent, session and state of the process pid from
 // /proc/PID/stat: "PID (COMM) STATE PPID PGRP SESSION …", COMM any bytes
 // (so the fields are after its last ')').
-func procStat(pid int) (session int, state byte, ok bool) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/stat")
+func procStat(pid int) (ppid, session int, state byte, ok bool) {
+	return statFile("/proc/" + strconv.Itoa(pid) + "/stat")
+}
+
+// statFile reads a /proc/…/stat file (procStat).
+func statFile(name string) (ppid, session int, state byte, ok bool) {
+	f, err := os.Open(name)
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	var buf [512]byte
 	n, _ := f.Read(buf[:])
@@ -174,15 +208,104 @@ func procStat(pid int) (session int, state byte, ok bool) {
 	b := buf[:n]
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	fields := bytes.Fields(b[i+1:])
 	if len(fields) < 4 || len(fields[0]) != 1 {
-		return 0, 0, false
+		return 0, 0, 0, false
+	}
+	pp, err := strconv.Atoi(string(fields[1]))
+	if err != nil {
+		return 0, 0, 0, false
 	}
 	s, err := strconv.Atoi(string(fields[3]))
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
-	return s, fields[0][0], true
+	return pp, s, fields[0][0], true
+}
+
+// outputWriters looks for the processes that hold a write end of o's
+// pipes, through /proc/PID/fd (a pipe's link reads "pipe:[INODE]") and
+// the access mode in /proc/PID/fdinfo. foreign is true when one of them
+// is not a child of polc's own that has not yet exec'd (polc's
+// executable, polc its parent): such a child is another call's command
+// between its fork and its exec, holding copies of polc's descriptors,
+// which close at the exec.
+func outputWriters(o *output) (foreign bool, err error) {
+	self := os.Getpid()
+	selfExe, err := os.Stat("/proc/self/exe")
+	if err != nil {
+		return false, err
+	}
+	want := map[string]bool{}
+	for _, f := range o.r {
+		fi, err := f.Stat()
+		if err != nil {
+			return false, err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return false, errNoProc
+		}
+		want["pipe:["+strconv.FormatUint(st.Ino, 10)+"]"] = true
+	}
+	d, err := os.Open("/proc")
+	if err != nil {
+		return false, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return false, err
+	}
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid <= 0 || pid == self {
+			continue // polc holds only the read ends
+		}
+		dir := "/proc/" + name + "/"
+		fds, err := os.ReadDir(dir + "fd")
+		if err != nil {
+			continue // gone, or no descriptors to read (a zombie)
+		}
+		for _, fd := range fds {
+			if l, err := os.Readlink(dir + "fd/" + fd.Name()); err != nil || !want[l] || !writable(dir+"fdinfo/"+fd.Name()) {
+				continue
+			}
+			ppid, _, _, ok := procStat(pid)
+			if !ok {
+				continue // gone
+			}
+			if ppid != self {
+				return true, nil
+			}
+			// A child of polc's that cannot be stat'ed is ending; one
+			// that exec'd another program has its close-on-exec
+			// descriptors closed a moment after /proc shows the new
+			// program, so finish confirms a foreign writer on a second
+			// look.
+			if exe, err := os.Stat(dir + "exe"); err == nil && !os.SameFile(exe, selfExe) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// writable reports whether the descriptor whose /proc fdinfo file is
+// name is open for writing. One that cannot be read was closed meanwhile
+// (finish fails closed on a writer it never finds).
+func writable(name string) bool {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return false
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("flags:")); ok {
+			flags, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 8, 64)
+			return err != nil || flags&unix.O_ACCMODE != unix.O_RDONLY
+		}
+	}
+	return true
 }
