@@ -1386,7 +1386,7 @@ func (a *attempt) invoke() Outcome {
 			class = ec.ErrorClass()
 		}
 		a.base.ReasonCode = class
-		out = &Failed{OutcomeBase: a.base, Class: class}
+		out = &Failed{OutcomeBase: a.base, Class: class, Result: res}
 	}
 	a.note(13, kindResult(out.Kind()), durationDetail(dur))
 	if a.started {
