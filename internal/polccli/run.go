@@ -29,11 +29,13 @@ import (
 type runParams struct {
 	scenario string
 	snapshot string
-	evidence string
-	cert     string
-	signKey  string
-	state    string
-	format   string
+	// workspace overrides the scenario's workspace (--workspace).
+	workspace string
+	evidence  string
+	cert      string
+	signKey   string
+	state     string
+	format    string
 	// showOutput prints each action's result (polc run --show-output).
 	showOutput bool
 	now        string
@@ -148,6 +150,7 @@ certificate could not be minted or evidence failed, 2 on bad input.`,
 // sessionFlags registers the flags of a session (polc run, polc serve).
 func sessionFlags(c *cobra.Command, p *runParams, file string) {
 	c.Flags().StringVar(&p.snapshot, "snapshot", "", "snapshot file, overriding the "+file+"'s")
+	c.Flags().StringVar(&p.workspace, "workspace", "", "workspace directory, overriding the "+file+"'s")
 	c.Flags().StringVar(&p.evidence, "evidence", "", "directory of the evidence chain (governed, certifiable)")
 	c.Flags().StringVar(&p.cert, "cert", "", "certificate output file (certifiable)")
 	c.Flags().StringVar(&p.signKey, "sign-key", "", "signer key (polc keygen) to sign the certificate as DSSE")

@@ -94,6 +94,9 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		return nil, s.inputErr(s.scenPath, fmt.Errorf("principal %q: want kind:id", s.sc.Principal))
 	}
 	ws := filepath.Clean(rel(s.sc.Workspace))
+	if p.workspace != "" {
+		ws = filepath.Clean(e.abs(p.workspace))
+	}
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, s.ioErr(ws, "create directory", err)
 	}
