@@ -1386,7 +1386,7 @@ func (a *attempt) invoke() Outcome {
 			class = ec.ErrorClass()
 		}
 		a.base.ReasonCode = class
-		out = &Failed{OutcomeBase: a.base, Class: class}
+		out = &Failed{OutcomeBase: a.base, Class: class, Result: res}
 	}
 	detail := durationDetail(dur)
 	if k := out.Kind(); k == KindCancelled || k == KindTimedOut {

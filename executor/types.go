@@ -576,6 +576,9 @@ type ApprovalRequest struct {
 type Failed struct {
 	OutcomeBase
 	Class string
+	// Result is what the callable returned with its error, if anything
+	// (bash's exit code and output for exit_status). It is not evidence.
+	Result any
 }
 
 // Cancelled: the caller's context was cancelled.

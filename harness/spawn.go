@@ -355,6 +355,20 @@ func resolveSecret(v EnvVar, getenv func(string) (string, bool)) (string, error)
 	return "", &SecretError{v.Name, v.Secret, "want env:NAME or file:/path"}
 }
 
+// ResolveSecret reads the value a secret reference names (env:NAME, a
+// variable of polc's environment, or file:/path, the file's text without
+// its trailing newline), as a plan's secret variables are read at spawn.
+// name labels the secret in errors and in redaction.
+func ResolveSecret(name, ref string, getenv func(string) (string, bool)) (string, error) {
+	return resolveSecret(EnvVar{Name: name, Secret: ref}, getenv)
+}
+
+// Redact replaces each value of secrets (by name; a value shorter than 4
+// bytes is left, as it would redact ordinary text) in s with
+// "[redacted:NAME]", as is and as spelt inside a JSON string: what a run
+// shows is redacted as the provider's output is.
+func Redact(s string, secrets map[string]string) string { return redact(s, secrets) }
+
 // redact replaces every secret value in s, as is and as spelt inside a
 // JSON string (inputs are JSON, and an unparsed line's text is raw JSON):
 // a value holding '"', '\\' or a control character is escaped there, and

@@ -54,6 +54,7 @@ Exit codes: 0 done (including "nothing to repair"), 1 a chain is damaged,
 		},
 	})
 	c.AddCommand(newEvidenceCertifyCmd(e))
+	c.AddCommand(newEvidenceCheckpointCmd(e), newEvidenceProveCmd(e))
 	return c
 }
 

@@ -29,13 +29,17 @@ import (
 type runParams struct {
 	scenario string
 	snapshot string
-	evidence string
-	cert     string
-	signKey  string
-	state    string
-	format   string
-	now      string
-	idSeed   int
+	// workspace overrides the scenario's workspace (--workspace).
+	workspace string
+	evidence  string
+	cert      string
+	signKey   string
+	state     string
+	format    string
+	// showOutput prints each action's result (polc run --show-output).
+	showOutput bool
+	now        string
+	idSeed     int
 }
 
 // Scenario is a polc run input file (YAML or JSON).
@@ -50,8 +54,15 @@ type Scenario struct {
 	// steps, polc serve's POST /v1/usage. A policy limiting a kind not
 	// listed denies every action (budget_unaccounted): its limit could
 	// never bind.
-	ReportedUsage []string         `json:"reported_usage"`
-	Actions       []ScenarioAction `json:"actions"`
+	ReportedUsage []string `json:"reported_usage"`
+	// Secrets names values polc run --show-output must never print, each
+	// by reference (env:NAME or file:/path, as a harness's secret
+	// variables): each is replaced by [redacted:NAME] in what is shown.
+	Secrets map[string]any   `json:"secrets"`
+	Actions []ScenarioAction `json:"actions"`
+
+	// secretAt is where each secret is named (for an error reading it).
+	secretAt map[string]*posError
 }
 
 // ScenarioAction is one step of a scenario: an action, or usage the
@@ -63,6 +74,12 @@ type ScenarioAction struct {
 	Arguments map[string]any `json:"arguments"`
 	Timeout   string         `json:"timeout"`
 	Usage     map[string]any `json:"usage"`
+	// Expect is the outcome the step must have: a kind ("denied"), or
+	// {kind, reason} (reason: the reason code). A run whose outcomes
+	// differ from their expectations exits 1, so a scenario is a test.
+	Expect any `json:"expect"`
+
+	expect *expectation // Expect, checked
 }
 
 // reportableUsage are the budget kinds a runtime reports; the executor
@@ -103,15 +120,21 @@ func newRunCmd(e *env) *cobra.Command {
 principal, tenant, actions: [{id, action, arguments, timeout}]) through the
 executor's 14 stages with the built-in actions bash (a real subprocess: argv,
 or sh -c only when the policy allows shell control), read_file, write_file,
-edit_file and http_get. Profiles governed and certifiable write the evidence
+edit_file and http_get. Actions are checked against their descriptors
+(names and argument JSON Schemas) before any runs, and every problem of
+the scenario is reported. --show-output prints each action's result
+(output, file content, response body), the values of the scenario's
+secrets redacted and each text cut at 4096 bytes. An action with expect:
+KIND or expect: {kind: KIND, reason: CODE} must have that outcome.
+Profiles governed and certifiable write the evidence
 chain to --evidence DIR (DIR/<chain_id>.jsonl); certifiable also writes the
 task certificate to --cert FILE, signed as a DSSE envelope with --sign-key (a
 polc keygen signer key). certverify cert verifies what it writes. Budgets
 are accounted per principal, tenant and policy: in memory (minimal), or in
 the --state FILE SQLite database, so that a restart does not reset them
 (durable; governed and certifiable when the policy has budgets). Exit 0 when
-the scenario ran (whatever the outcomes), 1 when a certificate could not be
-minted or evidence failed, 2 on bad input.`,
+the scenario ran and every outcome met its expect, 1 when one did not, or a
+certificate could not be minted or evidence failed, 2 on bad input.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			p.scenario = args[0]
@@ -120,12 +143,14 @@ minted or evidence failed, 2 on bad input.`,
 	}
 	sessionFlags(c, p, "scenario")
 	c.Flags().StringVar(&p.format, "format", "text", "text or json")
+	c.Flags().BoolVar(&p.showOutput, "show-output", false, fmt.Sprintf("print each action's result (secrets redacted, each text cut at %d bytes)", maxShownText))
 	return c
 }
 
 // sessionFlags registers the flags of a session (polc run, polc serve).
 func sessionFlags(c *cobra.Command, p *runParams, file string) {
 	c.Flags().StringVar(&p.snapshot, "snapshot", "", "snapshot file, overriding the "+file+"'s")
+	c.Flags().StringVar(&p.workspace, "workspace", "", "workspace directory, overriding the "+file+"'s")
 	c.Flags().StringVar(&p.evidence, "evidence", "", "directory of the evidence chain (governed, certifiable)")
 	c.Flags().StringVar(&p.cert, "cert", "", "certificate output file (certifiable)")
 	c.Flags().StringVar(&p.signKey, "sign-key", "", "signer key (polc keygen) to sign the certificate as DSSE")
@@ -136,7 +161,12 @@ func sessionFlags(c *cobra.Command, p *runParams, file string) {
 	c.Flags().MarkHidden("id-seed")
 }
 
-// loadScenario decodes a YAML or JSON scenario strictly.
+// loadScenario decodes a YAML or JSON scenario strictly. A file that
+// parses is checked whole: every problem found is returned (a
+// scenarioErrors when there are several), so that one run names them all.
+// Actions are checked against the built-in registry (scenarioRegistry):
+// an unknown action or arguments its descriptor's JSON Schema refuses are
+// errors before anything runs, not outcomes of a run half done.
 func loadScenario(path string, needActions bool) (*Scenario, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -163,8 +193,8 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkMembers(v); err != nil {
-		return nil, err
+	if errs := checkMembers(v); len(errs) > 0 {
+		return nil, errs.err()
 	}
 	var s Scenario
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
@@ -173,37 +203,54 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "json: "))
 	}
+	var errs scenarioErrors
+	add := func(path cue.Path, format string, args ...any) {
+		errs = append(errs, errAt(v, path, format, args...))
+	}
 	var missing []string
 	for _, m := range []struct{ name, value string }{{"snapshot", s.Snapshot}, {"profile", s.Profile}, {"workspace", s.Workspace}, {"principal", s.Principal}} {
 		if m.value == "" {
 			missing = append(missing, m.name)
 		}
 	}
-	switch {
-	case len(missing) > 0:
+	if len(missing) > 0 {
 		// An absent member has no node; an empty one is positioned.
-		return nil, errAt(v, cue.MakePath(cue.Str(missing[0])), "a scenario needs snapshot, profile, workspace and principal: %s missing or empty", strings.Join(missing, ", "))
+		add(cue.MakePath(cue.Str(missing[0])), "a scenario needs snapshot, profile, workspace and principal: %s missing or empty", strings.Join(missing, ", "))
+	}
+	switch {
 	case needActions && len(s.Actions) == 0:
-		return nil, errAt(v, cue.MakePath(cue.Str("actions")), "a scenario needs actions")
+		add(cue.MakePath(cue.Str("actions")), "a scenario needs actions")
 	case !needActions && len(s.Actions) > 0:
-		return nil, errAt(v, cue.MakePath(cue.Str("actions")), "a session has no actions: they come as requests")
+		add(cue.MakePath(cue.Str("actions")), "a session has no actions: they come as requests")
+	case !needActions && s.Secrets != nil:
+		add(cue.MakePath(cue.Str("secrets")), "a session shows no output: secrets are for polc run --show-output")
 	}
 	switch executor.Profile(s.Profile) {
-	case executor.ProfileMinimal, executor.ProfileDurable, executor.ProfileGoverned, executor.ProfileCertifiable:
+	case executor.ProfileMinimal, executor.ProfileDurable, executor.ProfileGoverned, executor.ProfileCertifiable, "":
 	default:
 		// Not left to the executor, which would deny every action
 		// (unknown_profile) of a run that exits 0.
-		return nil, errAt(v, cue.MakePath(cue.Str("profile")), "profile %q: want minimal, durable, governed or certifiable", s.Profile)
+		add(cue.MakePath(cue.Str("profile")), "profile %q: want minimal, durable, governed or certifiable", s.Profile)
 	}
-	if kind, id, ok := strings.Cut(s.Principal, ":"); !ok || kind == "" || id == "" {
-		return nil, errAt(v, cue.MakePath(cue.Str("principal")), "principal %q: want kind:id", s.Principal)
+	if kind, id, ok := strings.Cut(s.Principal, ":"); s.Principal != "" && (!ok || kind == "" || id == "") {
+		add(cue.MakePath(cue.Str("principal")), "principal %q: want kind:id", s.Principal)
 	}
 	for i, k := range s.ReportedUsage {
 		if !slices.Contains(reportableUsage, k) {
-			return nil, errAt(v, cue.MakePath(cue.Str("reported_usage"), cue.Index(i)), "reported_usage[%d]: %q: want %s (the executor counts calls and measures wall_microseconds itself)", i, k, strings.Join(reportableUsage, " or "))
+			add(cue.MakePath(cue.Str("reported_usage"), cue.Index(i)), "reported_usage[%d]: %q: want %s (the executor counts calls and measures wall_microseconds itself)", i, k, strings.Join(reportableUsage, " or "))
+		}
+	}
+	errs = append(errs, checkSecrets(v, s.Secrets)...)
+	s.secretAt = map[string]*posError{}
+	for name := range s.Secrets {
+		if pe, ok := errAt(v, cue.MakePath(cue.Str("secrets"), cue.Str(name)), "").(*posError); ok {
+			s.secretAt[name] = pe
 		}
 	}
 	first := map[string]int{}
+	if !needActions {
+		s.Actions = nil // refused above; a session's actions are not checked
+	}
 	for i, a := range s.Actions {
 		at := func(member string) cue.Path {
 			if member == "" {
@@ -213,25 +260,75 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 		}
 		switch j, dup := first[a.ID]; {
 		case a.ID == "":
-			return nil, errAt(v, at("id"), "actions[%d]: needs an id", i)
-		case a.Action == "" && a.Usage == nil:
-			return nil, errAt(v, at("action"), "actions[%d] (id %s): needs an action (or usage, which the runtime reports)", i, a.ID)
-		case a.Usage != nil && (a.Action != "" || a.Arguments != nil || a.Timeout != ""):
-			return nil, errAt(v, at("usage"), "actions[%d] (id %s): a usage step has no action, arguments or timeout", i, a.ID)
+			add(at("id"), "actions[%d]: needs an id", i)
 		case dup:
-			return nil, errAt(v, at("id"), "actions[%d]: id %q is also the id of actions[%d]; ids must be unique", i, a.ID, j)
+			add(at("id"), "actions[%d]: id %q is also the id of actions[%d]; ids must be unique", i, a.ID, j)
+		default:
+			first[a.ID] = i
 		}
-		first[a.ID] = i
+		step := fmt.Sprintf("actions[%d] (id %s)", i, a.ID)
+		switch {
+		case a.Action == "" && a.Usage == nil:
+			add(at("action"), "%s: needs an action (or usage, which the runtime reports)", step)
+		case a.Usage != nil && (a.Action != "" || a.Arguments != nil || a.Timeout != ""):
+			add(at("usage"), "%s: a usage step has no action, arguments or timeout", step)
+		case a.Action != "":
+			errs = append(errs, checkArguments(v, at(""), step, a)...)
+		}
 		// Checked before any action runs: a bad timeout found at its
 		// action would stop a run that had already had effects.
 		if _, err := parseTimeout(a.Timeout); err != nil {
-			return nil, errAt(v, at("timeout"), "actions[%d] (id %s): %v", i, a.ID, err)
+			add(at("timeout"), "%s: %v", step, err)
 		}
 		if _, err := usageOf(a.Usage); err != nil {
-			return nil, errAt(v, at("usage"), "actions[%d] (id %s): %v", i, a.ID, err)
+			add(at("usage"), "%s: %v", step, err)
+		}
+		if a.Expect != nil {
+			x, xerrs := expectationOf(v.LookupPath(at("expect")), a.Usage != nil)
+			for _, err := range xerrs {
+				errs = append(errs, prefixed(step, err))
+			}
+			s.Actions[i].expect = &x
 		}
 	}
+	if len(errs) > 0 {
+		return nil, errs.err()
+	}
 	return &s, nil
+}
+
+// scenarioErrors are the problems of one scenario, each a posError (or,
+// with no node to point at, a plain error).
+type scenarioErrors []error
+
+func (e scenarioErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Unwrap lets errors.As find the first posError.
+func (e scenarioErrors) Unwrap() []error { return e }
+
+// err is nil for no problem, the problem itself for one, else e.
+func (e scenarioErrors) err() error {
+	switch len(e) {
+	case 0:
+		return nil
+	case 1:
+		return e[0]
+	}
+	return e
+}
+
+// prefixed puts prefix in front of err's message, keeping its position.
+func prefixed(prefix string, err error) error {
+	if pe, ok := err.(*posError); ok {
+		return &posError{pe.line, pe.col, prefix + ": " + pe.msg}
+	}
+	return fmt.Errorf("%s: %v", prefix, err)
 }
 
 // errAt is a scenario error at the node of path, or, where the node is
@@ -260,6 +357,9 @@ func memberKinds(t reflect.Type) map[string]cue.Kind {
 	kinds := map[string]cue.Kind{}
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if !f.IsExported() {
+			continue // not decoded
+		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch f.Type.Kind() {
 		case reflect.String:
@@ -268,6 +368,8 @@ func memberKinds(t reflect.Type) map[string]cue.Kind {
 			kinds[name] = cue.ListKind
 		case reflect.Map:
 			kinds[name] = cue.StructKind
+		case reflect.Interface:
+			kinds[name] = cue.StringKind | cue.StructKind // expect: a kind, or {kind, reason}
 		default:
 			panic(fmt.Sprintf("scenario member %s: no kind for %v", name, f.Type)) // a programming error, caught at init
 		}
@@ -283,6 +385,8 @@ func kindName(k cue.Kind) string {
 		return "a list"
 	case cue.StructKind:
 		return "a mapping"
+	case cue.StringKind | cue.StructKind:
+		return "a string or a mapping"
 	}
 	return k.String()
 }
@@ -300,17 +404,19 @@ func posOr(x cue.Value, msg string) error {
 // (encoding/json would match them case-insensitively, so "Profile" would
 // silently override profile), or that is null (encoding/json would leave
 // the member unset).
-func checkMembers(v cue.Value) error {
-	check := func(x cue.Value, where string, declared []string, kinds map[string]cue.Kind) error {
+func checkMembers(v cue.Value) scenarioErrors {
+	var errs scenarioErrors
+	check := func(x cue.Value, where string, declared []string, kinds map[string]cue.Kind) {
 		if x.Kind() != cue.StructKind {
-			if where == "" {
-				return nil // the decoder reports the type
+			if where != "" { // at the top, the decoder reports the type
+				errs = append(errs, posOr(x, fmt.Sprintf("%s: want a mapping, got %s", strings.TrimSuffix(where, "."), kindName(x.Kind()))))
 			}
-			return posOr(x, fmt.Sprintf("%s: want a mapping, got %s", strings.TrimSuffix(where, "."), kindName(x.Kind())))
+			return
 		}
 		it, err := x.Fields()
 		if err != nil {
-			return err
+			errs = append(errs, err)
+			return
 		}
 		for it.Next() {
 			sel := it.Selector()
@@ -324,29 +430,24 @@ func checkMembers(v cue.Value) error {
 				msg = fmt.Sprintf("unknown field %q", name)
 			case it.Value().IsNull():
 				msg = fmt.Sprintf("%s%s: null where a value is required", where, name)
-			case it.Value().Kind() != kinds[name]:
+			case it.Value().Kind()&kinds[name] == 0:
 				// The decoder would say this too, without a position.
 				msg = fmt.Sprintf("%s%s: want %s, got %s", where, name, kindName(kinds[name]), kindName(it.Value().Kind()))
 			default:
 				continue
 			}
-			return posOr(it.Value(), msg)
+			errs = append(errs, posOr(it.Value(), msg))
 		}
-		return nil
 	}
-	if err := check(v, "", scenarioMembers, scenarioKinds); err != nil {
-		return err
-	}
+	check(v, "", scenarioMembers, scenarioKinds)
 	actions, err := v.LookupPath(cue.MakePath(cue.Str("actions"))).List()
 	if err != nil {
-		return nil // absent or not a list: the decoder and the checks below report it
+		return errs // absent or not a list: the decoder and the checks below report it
 	}
 	for i := 0; actions.Next(); i++ {
-		if err := check(actions.Value(), fmt.Sprintf("actions[%d].", i), actionMembers, actionKinds); err != nil {
-			return err
-		}
+		check(actions.Value(), fmt.Sprintf("actions[%d].", i), actionMembers, actionKinds)
 	}
-	return nil
+	return errs
 }
 
 // cueError turns a scenario's YAML or CUE error into a posError: the
@@ -395,6 +496,13 @@ type runOutcome struct {
 	Profile     string  `json:"profile"`
 	ReasonCode  string  `json:"reason_code"`
 	OperationID *string `json:"operation_id"`
+	// Output is the action's result as shown (--show-output only):
+	// secrets redacted, text bounded.
+	Output any `json:"output,omitempty"`
+	// Expect and ExpectMet are the step's expectation and whether the
+	// outcome met it (steps with an expect only).
+	Expect    *expectation `json:"expect,omitempty"`
+	ExpectMet *bool        `json:"expect_met,omitempty"`
 	// detail is the text output's why: the detail of the trail's last
 	// entry that has one, for an outcome other than succeeded (JSON
 	// keeps the issue's members; the trail is the executor's).
@@ -414,6 +522,39 @@ func outcomeDetail(b *executor.OutcomeBase) string {
 	return ""
 }
 
+// judge records whether o meets x (nil: no expectation) and returns 1
+// when it does not.
+func (o *runOutcome) judge(x *expectation) int {
+	if x == nil {
+		return 0
+	}
+	met := o.Kind == x.Kind && (x.Reason == "" || o.ReasonCode == x.Reason)
+	o.Expect, o.ExpectMet = x, &met
+	if met {
+		return 0
+	}
+	return 1
+}
+
+// countExpected is the number of outcomes with an expectation.
+func countExpected(os []runOutcome) int {
+	n := 0
+	for _, o := range os {
+		if o.Expect != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// String is the expectation as a scenario writes it.
+func (x *expectation) String() string {
+	if x.Reason == "" {
+		return x.Kind
+	}
+	return x.Kind + " (" + x.Reason + ")"
+}
+
 type runReport struct {
 	Outcomes    []runOutcome   `json:"outcomes"`
 	Evidence    map[string]any `json:"evidence"`
@@ -431,6 +572,7 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 	defer s.release()
 	rep := runReport{Outcomes: []runOutcome{}}
 	failed := false
+	unmet := 0 // steps whose outcome is not their expect
 	for _, a := range s.sc.Actions {
 		if a.Usage != nil {
 			u, _ := usageOf(a.Usage) // checked when the scenario was loaded
@@ -439,6 +581,7 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 				o.Kind, o.ReasonCode, o.detail = "usage_refused", executor.ReasonBudgetUnavailable, err.Error()
 				failed = true
 			}
+			unmet += o.judge(a.expect)
 			rep.Outcomes = append(rep.Outcomes, o)
 			continue
 		}
@@ -451,6 +594,13 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 		if out.Kind() != executor.KindSucceeded {
 			o.detail = outcomeDetail(b)
 		}
+		if res, ok := resultOf(out); ok && p.showOutput {
+			o.Output = shown(res, s.secrets)
+			if o.Output == nil {
+				o.Output = map[string]any{"result": nil}
+			}
+		}
+		unmet += o.judge(a.expect)
 		rep.Outcomes = append(rep.Outcomes, o)
 		if b.EvidenceError != nil || b.StateError != nil {
 			failed = true
@@ -473,6 +623,12 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 			} else {
 				fmt.Fprintf(e.stdout, "%-16s %-10s %s\n", o.ID, o.Kind, o.ReasonCode)
 			}
+			if o.ExpectMet != nil && !*o.ExpectMet {
+				fmt.Fprintf(e.stdout, "    expected %s\n", o.Expect)
+			}
+			if o.Output != nil {
+				printOutput(e.stdout, o.Output)
+			}
 		}
 		if rep.Evidence != nil {
 			fmt.Fprintf(e.stdout, "evidence: %s (%v records, head %s)\n", rep.Evidence["path"], rep.Evidence["records"], rep.Evidence["head"])
@@ -481,7 +637,10 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 			fmt.Fprintf(e.stdout, "certificate: %s (%s)\n", rep.Certificate["path"], rep.Certificate["process_grade"])
 		}
 	}
-	if failed {
+	if expected := countExpected(rep.Outcomes); expected > 0 {
+		fmt.Fprintf(e.stderr, "polc: %d of %d expectations met\n", expected-unmet, expected)
+	}
+	if failed || unmet > 0 {
 		return &exitError{ExitFindings}
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/builtin"
+	"polc.dev/polc/harness"
 	"polc.dev/polc/internal/atomicfile"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/keys"
@@ -41,6 +42,9 @@ type session struct {
 	// signer signs the certificate (--sign-key); read when the session
 	// opens, so that a bad key is refused before any action runs.
 	signer note.Signer
+	// secrets are the values of the scenario's secrets, by name: what
+	// polc run --show-output redacts.
+	secrets map[string]string
 }
 
 // openSession loads p.scenario (with actions for polc run, without for
@@ -54,6 +58,16 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		}
 	}()
 	if s.sc, err = loadScenario(s.scenPath, needActions); err != nil {
+		return nil, s.inputErr(s.scenPath, err)
+	}
+	// Read before anything runs: a secret that cannot be read stops the
+	// run, rather than leave output unredacted.
+	if s.secrets, err = resolveSecrets(s.sc.Secrets); err != nil {
+		var se *harness.SecretError
+		if errors.As(err, &se) && s.sc.secretAt[se.Name] != nil {
+			at := s.sc.secretAt[se.Name]
+			err = &posError{at.line, at.col, err.Error()}
+		}
 		return nil, s.inputErr(s.scenPath, err)
 	}
 	base := filepath.Dir(s.scenPath)
@@ -80,6 +94,9 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		return nil, s.inputErr(s.scenPath, fmt.Errorf("principal %q: want kind:id", s.sc.Principal))
 	}
 	ws := filepath.Clean(rel(s.sc.Workspace))
+	if p.workspace != "" {
+		ws = filepath.Clean(e.abs(p.workspace))
+	}
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, s.ioErr(ws, "create directory", err)
 	}
@@ -195,6 +212,14 @@ func (s *session) inputErr(file string, err error) error {
 	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 		// Unreadable, as every other command reports it.
 		return s.ioErr(file, "read", err)
+	}
+	if errs, ok := err.(scenarioErrors); ok {
+		// Every problem of the scenario, each at its position.
+		var l diag.List
+		for _, err := range errs {
+			l.Add(posIn(diag.Rel(s.e.dir, file), err), diag.CodeInvalidInput, "%v", err)
+		}
+		return report(s.e, l, diag.FormatText)
 	}
 	return reportOne(s.e, posIn(diag.Rel(s.e.dir, file), err), diag.CodeInvalidInput, "%v", err)
 }
