@@ -58,6 +58,7 @@ const (
 	CodeChainDamaged          = "chain_damaged"
 	CodeCertificateRefused    = "certificate_refused"
 	CodeEnvRunsCode           = "env_runs_code"
+	CodeScopeEmpty            = "scope_empty"
 )
 
 // Pos is a source position. Line and Col are 1-based; a zero Line means the
