@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/version"
 )
 
 // Exit codes (docs/errors.md "Exit codes (polc)").
@@ -66,7 +67,12 @@ func Run(ctx context.Context, args []string, e *env) int {
 		Short:         "polc compiles permission policies into canonical snapshots",
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       version.String("polc"),
 	}
+	// Cobra prints Version for --version (before needSubcommand's RunE);
+	// declared here so that it gets no -v shorthand.
+	root.Flags().Bool("version", false, "print the module version, VCS commit and Go version")
+	root.SetVersionTemplate("{{.Version}}")
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
