@@ -49,8 +49,8 @@ one stage (load, validate, resolve, lower, emit) as JSON.`,
 	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
 	c.Flags().StringVar(&p.dump, "dump", "", "print one stage's output: "+strings.Join(compiler.Stages, ", "))
 	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
-	c.Flags().StringVar(&p.signKey, "sign-key", "", "sign bundle.tar.gz with this PEM private key (RSA/EC) or HMAC secret file, in OPA's format")
-	c.Flags().StringVar(&p.signAlg, "sign-alg", "", "JWT algorithm for --sign-key (default RS256 for RSA, ES256/ES384/ES512 for P-256/P-384/P-521, EdDSA for Ed25519 keys, HS256 otherwise)")
+	c.Flags().StringVar(&p.signKey, "sign-key", "", "sign bundle.tar.gz with this PEM private key (RSA, EC or Ed25519; polc keygen --key-format pem makes one), in OPA's format; an HMAC secret file needs --sign-alg HS256/HS384/HS512")
+	c.Flags().StringVar(&p.signAlg, "sign-alg", "", "JWT algorithm for --sign-key (default RS256 for RSA, ES256/ES384/ES512 for P-256/P-384/P-521, EdDSA for Ed25519 keys; HS256/HS384/HS512 for an HMAC secret)")
 	c.Flags().StringVar(&p.signKeyID, "sign-key-id", "", `key id recorded in the bundle signature (default "default")`)
 	c.Flags().StringVar(&p.now, "now", "", nowUsage)
 	return c
