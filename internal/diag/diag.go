@@ -181,7 +181,7 @@ func Rel(cwd, file string) string {
 // Format names an output format for diagnostics.
 type Format string
 
-// Output formats accepted by --format.
+// Output formats accepted by polc's --diagnostics.
 const (
 	FormatText   Format = "text"
 	FormatJSON   Format = "json"

@@ -37,7 +37,8 @@ must both pass. Failures are positioned at the test; exit 1 when any fails.`,
 		},
 	}
 	c.Flags().StringVar(&p.engine, "engine", "both", "native, opa or both")
-	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
+	c.Flags().StringVar(&p.format, "diagnostics", "text", "diagnostics format: text, json, github or sarif")
+	movedFormat(c)
 	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
 	c.Flags().StringVar(&p.now, "now", "", nowUsage+"; also the time of requests without one")
 	return c

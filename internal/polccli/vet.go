@@ -33,7 +33,8 @@ findings, 2 when an input cannot be read.`,
 		},
 	}
 	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
-	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
+	c.Flags().StringVar(&p.format, "diagnostics", "text", "diagnostics format: text, json, github or sarif")
+	movedFormat(c)
 	c.Flags().StringVar(&p.now, "now", "", nowUsage)
 	return c
 }
