@@ -91,6 +91,9 @@ func run(cfg Config, paths []string, upTo int) *Result {
 	cfg = cfg.withDefaults()
 	s := &state{cfg: cfg, paths: paths, res: &Result{SourceMaps: map[string]*SourceMap{}, Files: map[string][]byte{}, Dumps: map[string]any{}}}
 	for _, st := range stageTable[:upTo] {
+		if cfg.Stage != nil {
+			cfg.Stage(st.name)
+		}
 		d := st.run(s)
 		s.res.Diagnostics = append(s.res.Diagnostics, d...)
 		if d.HasErrors() {

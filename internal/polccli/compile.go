@@ -101,7 +101,10 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 			return report(de, diags, f)
 		}
 	}
+	prog := startProgress(e, "compile")
+	cfg.Stage = prog.setStage
 	res := compiler.Compile(cfg, p.paths)
+	prog.stop()
 	diags = append(append(diags, res.Diagnostics...), checkHarnesses(e, res)...).Sorted()
 	if p.dump != "" {
 		if d, ok := res.Dumps[p.dump]; ok {

@@ -60,14 +60,18 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 	if diags.HasErrors() {
 		return report(e, diags, f)
 	}
-	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents, Now: now}, p.paths)
+	prog := startProgress(e, "test")
+	defer prog.stop() // for the error returns; stopped before any report
+	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents, Now: now, Stage: prog.setStage}, p.paths)
 	diags = append(diags, res.Diagnostics...)
 	if diags.HasErrors() {
+		prog.stop()
 		return report(e, diags, f)
 	}
 	if len(res.Tests) == 0 {
 		// At the first input: a test run that tests nothing is not a pass.
 		diags.Add(diag.Pos{File: diag.Rel(e.dir, e.abs(p.paths[0]))}, diag.CodeNoTests, "no tests declared (tests: [{policy, request, want}])")
+		prog.stop()
 		return report(e, diags, f)
 	}
 	pols := map[string]*executor.Policy{}
@@ -78,6 +82,7 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 		}
 		pols[s.Name] = pol
 	}
+	prog.setStage("running tests")
 	var eng *regoeval.Engine
 	if p.engine != "native" {
 		bb, err := compiler.WriteBundle(res.Snapshots, nil)
@@ -127,6 +132,7 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 			passed++
 		}
 	}
+	prog.stop()
 	if err := report(e, diags, f); err != nil {
 		return err
 	}

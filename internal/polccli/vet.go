@@ -52,7 +52,9 @@ func runVet(_ context.Context, e *env, p *vetParams) error {
 	if diags.HasErrors() {
 		return report(e, diags, f)
 	}
-	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents, Now: now}, p.paths)
+	prog := startProgress(e, "vet")
+	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents, Now: now, Stage: prog.setStage}, p.paths)
+	prog.stop()
 	return report(e, append(append(diags, res.Diagnostics...), checkHarnesses(e, res)...).Sorted(), f)
 }
 
