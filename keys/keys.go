@@ -162,6 +162,11 @@ func ReadSigner(path string) (note.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if strings.HasPrefix(strings.TrimSpace(string(b)), "-----BEGIN") {
+		// A bundle key (keygen --key-format pem) given where an evidence
+		// key belongs: say so rather than "malformed verifier id".
+		return nil, fmt.Errorf("keys: %s is a PEM key (a bundle signing key); checkpoints and certificates are signed with a polc keygen evidence key (NAME.key, the default --key-format note)", path)
+	}
 	s, err := note.NewSigner(strings.TrimSuffix(string(b), "\n"))
 	if err != nil {
 		return nil, fmt.Errorf("keys: %s: %v", path, err)
