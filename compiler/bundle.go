@@ -161,15 +161,34 @@ var privateKeyBlocks = []string{"RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KE
 // RS256 for RSA, ES256/ES384/ES512 for ECDSA on P-256/P-384/P-521 (an
 // explicit ES algorithm must match the curve), EdDSA for Ed25519, whichever the
 // encoding (PKCS #1, SEC 1 or PKCS #8, the form `openssl genpkey` and
-// x509.MarshalPKCS8PrivateKey write). Anything else, or any key with an
-// HS* algorithm, is an HMAC secret, used as is.
+// x509.MarshalPKCS8PrivateKey write). A file without a PEM header is an HMAC
+// secret only with an explicit HS algorithm and at least as many bytes as
+// the hash; polc keygen's evidence keys, PEM keys under an HS algorithm and
+// other non-PEM files are refused, not signed as HMAC.
 func signingKey(sc *SigningConfig) (key, alg string, err error) {
-	if !bytes.Contains(sc.Key, []byte("-----BEGIN")) || strings.HasPrefix(sc.Algorithm, "HS") {
-		alg = sc.Algorithm
-		if alg == "" {
-			alg = "HS256"
+	isPEM := bytes.Contains(sc.Key, []byte("-----BEGIN"))
+	hmac := strings.HasPrefix(sc.Algorithm, "HS")
+	switch {
+	case bytes.HasPrefix(bytes.TrimSpace(sc.Key), []byte("PRIVATE+KEY+")):
+		// polc keygen's evidence key (a signed-note Ed25519 key): OPA
+		// would take it for an HMAC secret and sign HS256 with it.
+		return "", "", fmt.Errorf("this is a polc evidence signer key (signed-note format), not a bundle signing key: make one with `polc keygen NAME --key-format pem`")
+	case hmac && isPEM:
+		return "", "", fmt.Errorf("%s takes an HMAC secret, not a PEM key: drop --sign-alg to sign with the key's own algorithm", sc.Algorithm)
+	case hmac:
+		// RFC 7518 §3.2: an HMAC key is at least as long as the hash.
+		need := map[string]int{"HS256": 32, "HS384": 48, "HS512": 64}[sc.Algorithm]
+		if need == 0 {
+			return "", "", fmt.Errorf("unknown HMAC algorithm %s (want HS256, HS384 or HS512)", sc.Algorithm)
 		}
-		return string(sc.Key), alg, nil
+		if len(sc.Key) < need {
+			return "", "", fmt.Errorf("%s needs an HMAC secret of at least %d bytes; this one has %d", sc.Algorithm, need, len(sc.Key))
+		}
+		return string(sc.Key), sc.Algorithm, nil
+	case !isPEM:
+		// Signed as HMAC by default once, silently: a file that is no PEM
+		// key is an HMAC secret only when the author says so.
+		return "", "", fmt.Errorf("not a PEM private key (RSA, EC or Ed25519); to sign with an HMAC secret, give --sign-alg HS256, HS384 or HS512")
 	}
 	rest := sc.Key
 	for {

@@ -91,6 +91,9 @@ func run(cfg Config, paths []string, upTo int) *Result {
 	cfg = cfg.withDefaults()
 	s := &state{cfg: cfg, paths: paths, res: &Result{SourceMaps: map[string]*SourceMap{}, Files: map[string][]byte{}, Dumps: map[string]any{}}}
 	for _, st := range stageTable[:upTo] {
+		if cfg.Stage != nil {
+			cfg.Stage(st.name)
+		}
 		d := st.run(s)
 		s.res.Diagnostics = append(s.res.Diagnostics, d...)
 		if d.HasErrors() {
@@ -200,6 +203,39 @@ func (s *state) resolve() diag.List {
 		r, auth, d := resolve(s.cfg, p, parent)
 		diags = append(diags, d...)
 		s.resolved[p.Name], s.auths[p.Name] = r, auth
+	}
+	diags = append(diags, s.emptyScopes()...)
+	return diags
+}
+
+// emptyScopes warns (scope_empty) about each policy that allows actions
+// but whose principals or tenants, after inheritance, are empty: an empty
+// scope matches nobody (docs/policies.md), so the policy compiles and then
+// denies every request, which an author who forgot the scope would not
+// notice. A policy another policy of the compile set extends is left
+// alone: a parent is often a template whose children set the scope.
+func (s *state) emptyScopes() diag.List {
+	var diags diag.List
+	extended := map[string]bool{}
+	for _, p := range s.decls.Policies {
+		if ext := p.Decl.Extends; ext != nil {
+			extended[*ext] = true
+		}
+	}
+	for _, p := range s.order {
+		r := s.resolved[p.Name]
+		if extended[p.Name] || len(r.sets[fActionAllow]) == 0 {
+			continue
+		}
+		var empty []string
+		for _, f := range []facet{fPrincipals, fTenants} {
+			if len(r.sets[f]) == 0 {
+				empty = append(empty, facets[f].path)
+			}
+		}
+		if len(empty) > 0 {
+			diags.Warn(p.Pos, diag.CodeScopeEmpty, "policy %q allows actions but its %s empty (nobody): every request will be denied", p.Name, strings.Join(empty, " and ")+map[bool]string{true: " lists are", false: " list is"}[len(empty) > 1])
+		}
 	}
 	return diags
 }

@@ -22,6 +22,10 @@ type Config struct {
 	// Now is the compile time used only for warnings about expired
 	// policies; it never enters a snapshot. Default: time.Now.
 	Now func() time.Time
+	// Stage, when set, is called with each stage's name (load, validate,
+	// resolve, lower, emit) as it begins, so that a command can show
+	// progress on a long compile.
+	Stage func(name string)
 }
 
 func (c Config) withDefaults() Config {

@@ -44,7 +44,7 @@ const (
 )
 
 // DiagnosticFormat is an output format of PrintDiagnostics, the formats of
-// polc's --format flag.
+// polc's --diagnostics flag.
 type DiagnosticFormat = diag.Format
 
 // Diagnostic formats.

@@ -37,9 +37,17 @@ type Declarations struct {
 	Harnesses []*Harness
 	// Tests are the declared decision tests, in source order.
 	Tests  []*TestCase
-	values []cue.Value
+	values []source
 	files  []string
 	l      *loader
+}
+
+// source is one loaded package or data file. tests holds its test lists
+// when the package's files each declare their own (splitTests); nil: the
+// source's tests field, if any.
+type source struct {
+	v     cue.Value
+	tests []cue.Value
 }
 
 // Lookup returns the policy named name, or nil.
@@ -148,7 +156,7 @@ func loadSources(cfg Config, paths []string) (*Declarations, diag.List) {
 			}
 		case ext == ".json" || ext == ".yaml" || ext == ".yml":
 			if v, ok := l.loadData(abs); ok {
-				decls.values = append(decls.values, v)
+				decls.values = append(decls.values, source{v: v})
 			}
 		default:
 			l.diags.Add(diag.Pos{File: diag.Rel(cfg.Dir, abs)}, diag.CodeIO, "unsupported file type %q (want .cue, .json, .yaml or .yml, or a directory)", ext)
@@ -171,8 +179,14 @@ func (d *Declarations) validate() diag.List {
 	l := d.l
 	seen := map[string]*Policy{}
 	seenH := map[string]*Harness{}
-	for _, v := range d.values {
-		d.Tests = append(d.Tests, l.tests(v)...)
+	for _, src := range d.values {
+		v := src.v
+		if src.tests == nil {
+			d.Tests = append(d.Tests, l.tests(v.LookupPath(cue.ParsePath("tests")))...)
+		}
+		for _, tv := range src.tests {
+			d.Tests = append(d.Tests, l.tests(tv)...)
+		}
 		policies, harnesses := l.declarations(v)
 		for _, h := range harnesses {
 			if prev, dup := seenH[h.Name]; dup {
@@ -236,12 +250,12 @@ func (l *loader) noCUEFiles(dir string) bool {
 	return true
 }
 
-func (l *loader) loadCUE(dir string, args []string) []cue.Value {
+func (l *loader) loadCUE(dir string, args []string) []source {
 	if slices.Equal(args, []string{"."}) && !l.textDir(dir) {
 		return nil
 	}
 	insts := load.Instances(args, &load.Config{Dir: dir})
-	var out []cue.Value
+	var out []source
 	seen := map[string]bool{}
 	for _, inst := range insts {
 		if !l.textImports(inst, seen) {
@@ -254,6 +268,7 @@ func (l *loader) loadCUE(dir string, args []string) []cue.Value {
 		if l.splitDeclarations(inst.Files) {
 			continue
 		}
+		labels := splitTests(inst.Files)
 		sized := true
 		for _, f := range inst.Files {
 			sized = l.literalSizes(f) && sized
@@ -266,7 +281,11 @@ func (l *loader) loadCUE(dir string, args []string) []cue.Value {
 			l.addCUEErrors(err, "", diag.CodeSchemaViolation)
 			continue
 		}
-		out = append(out, v)
+		src := source{v: v}
+		for _, label := range labels {
+			src.tests = append(src.tests, hiddenField(v, label))
+		}
+		out = append(out, src)
 	}
 	return out
 }
@@ -282,7 +301,7 @@ func (l *loader) loadCUE(dir string, args []string) []cue.Value {
 // `policies: [string]: {tenants: ["acme"]}` declares no policy.
 func (l *loader) splitDeclarations(files []*ast.File) bool {
 	type place struct {
-		what string // "policy \"a\"", "harness \"h\"" or "tests"
+		what string // "policy \"a\"", "harness \"h\"" or "tests <file>"
 		pos  token.Pos
 	}
 	var places []place
@@ -298,7 +317,8 @@ func (l *loader) splitDeclarations(files []*ast.File) bool {
 			}
 			switch top {
 			case "tests":
-				places = append(places, place{"tests", fd.Label.Pos()})
+				// Each file may declare its own list (splitTests).
+				places = append(places, place{"tests " + f.Filename, fd.Label.Pos()})
 			case "policies", "harnesses":
 				st, ok := fd.Value.(*ast.StructLit)
 				if !ok {
@@ -329,13 +349,59 @@ func (l *loader) splitDeclarations(files []*ast.File) bool {
 			continue
 		}
 		found = true
-		if p.what == "tests" {
-			l.diags.Add(l.pos(p.pos), diag.CodeDuplicatePolicy, "tests are declared in more than one place (also at %s): CUE would unify the lists element by element; keep a package's tests in one list", l.pos(prev))
+		if strings.HasPrefix(p.what, "tests ") {
+			l.diags.Add(l.pos(p.pos), diag.CodeDuplicatePolicy, "tests are declared twice in one file (also at %s): CUE would unify the lists element by element; keep a file's tests in one list", l.pos(prev))
 			continue
 		}
 		l.diags.Add(l.pos(p.pos), diag.CodeDuplicatePolicy, "%s is declared in more than one place (also at %s): CUE would merge the declarations silently; declare each policy once", p.what, l.pos(prev))
 	}
 	return found
+}
+
+// splitTests gives each file's tests list of a package whose files declare
+// more than one its own hidden label, and returns the labels in file order.
+// CUE would unify the lists element by element (two files of a directory
+// that each declare their cases would fail or, worse, merge them); renamed,
+// each file's list is read on its own (hiddenField), so a directory of
+// test files runs as the files do one by one. A package with one tests
+// list is left as it is.
+func splitTests(files []*ast.File) []string {
+	var fields []*ast.Field
+	for _, f := range files {
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.Field); ok {
+				if name, _, err := ast.LabelName(fd.Label); err == nil && name == "tests" {
+					fields = append(fields, fd)
+				}
+			}
+		}
+	}
+	if len(fields) < 2 {
+		return nil
+	}
+	var labels []string
+	for i, fd := range fields {
+		label := fmt.Sprintf("_polc_tests_%d", i)
+		id := ast.NewIdent(label)
+		ast.SetPos(id, fd.Label.Pos())
+		fd.Label = id
+		labels = append(labels, label)
+	}
+	return labels
+}
+
+// hiddenField is the top-level hidden field label of v.
+func hiddenField(v cue.Value, label string) cue.Value {
+	it, err := v.Fields(cue.Hidden(true))
+	if err != nil {
+		return cue.Value{}
+	}
+	for it.Next() {
+		if it.Selector().String() == label {
+			return it.Value()
+		}
+	}
+	return cue.Value{}
 }
 
 func (l *loader) loadData(abs string) (cue.Value, bool) {

@@ -41,9 +41,8 @@ type TestWant struct {
 	ApproverClass json.RawMessage `json:"approver_class,omitempty"`
 }
 
-// tests validates the `tests` list of one source against #Test.
-func (l *loader) tests(v cue.Value) []*TestCase {
-	tv := v.LookupPath(cue.ParsePath("tests"))
+// tests validates one `tests` list (tv) against #Test.
+func (l *loader) tests(tv cue.Value) []*TestCase {
 	if !tv.Exists() {
 		return nil
 	}

@@ -10,6 +10,10 @@
 package keys
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +75,56 @@ func Write(dir, name string, rand io.Reader) (Files, error) {
 	return f, nil
 }
 
+// PEMFiles names the two files WritePEM creates.
+type PEMFiles struct {
+	Private string // <dir>/<name>.pem, mode 0600
+	Public  string // <dir>/<name>.pub.pem
+}
+
+// BundleAlgorithm is the JWT algorithm of the keys WritePEM makes. OPA
+// v1 verifies EdDSA bundle signatures only when the algorithm is given on
+// its command line (its configuration file's keys accept RS, PS, ES and HS
+// algorithms only), so bundle keys are ECDSA P-256, which both accept.
+const BundleAlgorithm = "ES256"
+
+// WritePEM generates an ECDSA P-256 key pair for signing OPA bundles
+// (polc compile --sign-key) and writes <dir>/<name>.pem (the private key,
+// PKCS #8 PEM, mode 0600) and <dir>/<name>.pub.pem (the public key, PKIX
+// PEM, what opa run --verification-key takes). As with Write, each file
+// appears whole or not at all and an existing file is never overwritten.
+// This is what `polc keygen NAME --key-format pem` runs.
+func WritePEM(dir, name string, rand io.Reader) (PEMFiles, error) {
+	if !ValidName(name) {
+		return PEMFiles{}, fmt.Errorf("keys: invalid key name %q (no spaces, '+' or '/')", name)
+	}
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand)
+	if err != nil {
+		return PEMFiles{}, err
+	}
+	priv, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return PEMFiles{}, err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		return PEMFiles{}, err
+	}
+	f := PEMFiles{Private: filepath.Join(dir, name+".pem"), Public: filepath.Join(dir, name+".pub.pem")}
+	for _, p := range []string{f.Private, f.Public} {
+		if _, err := os.Lstat(p); err == nil {
+			return PEMFiles{}, fmt.Errorf("keys: %s already exists", p)
+		}
+	}
+	if err := writeNew(f.Private, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: priv})), 0o600); err != nil {
+		return PEMFiles{}, err
+	}
+	if err := writeNew(f.Public, string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})), 0o644); err != nil {
+		os.Remove(f.Private)
+		return PEMFiles{}, err
+	}
+	return f, nil
+}
+
 // writeNew writes data to path atomically and fails if path exists.
 func writeNew(path, data string, mode os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".keygen-*")
@@ -107,6 +161,11 @@ func ReadSigner(path string) (note.Signer, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
+	}
+	if strings.HasPrefix(strings.TrimSpace(string(b)), "-----BEGIN") {
+		// A bundle key (keygen --key-format pem) given where an evidence
+		// key belongs: say so rather than "malformed verifier id".
+		return nil, fmt.Errorf("keys: %s is a PEM key (a bundle signing key); checkpoints and certificates are signed with a polc keygen evidence key (NAME.key, the default --key-format note)", path)
 	}
 	s, err := note.NewSigner(strings.TrimSuffix(string(b), "\n"))
 	if err != nil {

@@ -71,3 +71,15 @@ func TestInvalidNames(t *testing.T) {
 		}
 	}
 }
+
+// A bundle key is not an evidence key: ReadSigner names the mix-up.
+func TestReadSignerRefusesPEM(t *testing.T) {
+	dir := t.TempDir()
+	f, err := WritePEM(dir, "bundle", rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSigner(f.Private); err == nil || !strings.Contains(err.Error(), "is a PEM key") {
+		t.Fatalf("ReadSigner(PEM key) = %v, want a refusal naming the PEM key", err)
+	}
+}

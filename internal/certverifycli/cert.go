@@ -75,7 +75,7 @@ func runCert(ctx context.Context, p certParams) (*Report, error) {
 	r.Chain = summarize(v.Chain)
 	r.addFindings(v.Findings)
 	r.FindingsOmitted = v.Chain.Omitted
-	r.Certificate = &CertificateSummary{Signed: v.Signed, Signers: v.Signers, Certificate: v.Certificate}
+	r.Certificate = &CertificateSummary{Signed: v.Signed, Signers: v.Signers, Certificate: v.Certificate, checked: trust != nil}
 	if r.Certificate.Signers == nil {
 		r.Certificate.Signers = []string{}
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"polc.dev/polc/chain"
+	"polc.dev/polc/internal/version"
 )
 
 // Exit codes: the contract of certverify.
@@ -35,6 +36,7 @@ const usage = `usage:
   certverify consistency OLD NEW (--proof FILE | --chain LOG) [--trust FILE]
 
 common flags: --format text|json  --max-findings N (default 100)
+certverify --version prints the module version, VCS commit and Go version
 exit codes: 0 verified, 1 failed, 2 could not run, 3 inconclusive (unanchored)
 `
 
@@ -67,6 +69,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 		if len(args) == 0 {
 			return ExitError
 		}
+		return ExitVerified
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprint(env.Stdout, version.String("certverify"))
 		return ExitVerified
 	}
 	cmd, rest := args[0], args[1:]

@@ -66,6 +66,9 @@ type CertificateSummary struct {
 	Signed      bool                     `json:"signed"`
 	Signers     []string                 `json:"signers"`
 	Certificate *certificate.Certificate `json:"certificate"`
+	// checked says a trust file was given, so Signers are the verified
+	// signers; without one no signature was checked.
+	checked bool
 }
 
 // RecordSummary describes the record checked by `inclusion`.
@@ -154,13 +157,24 @@ func (r *Report) writeText(w io.Writer) {
 		if c.Head != "" {
 			fmt.Fprintf(w, ", head %s (sequence %d)", clean(c.Head), *c.HeadSequence)
 		}
-		fmt.Fprintf(w, "\n  merkle root %s, closed %v, operations %d, grade %s\n", clean(c.MerkleRoot), c.Closed, c.Operations, clean(c.ProcessGrade))
+		// A grade derived from records that failed verification (or from
+		// no records at all) would read as a result: it is withheld.
+		grade := clean(c.ProcessGrade)
+		if r.summaryCounts[chain.SeverityError] > 0 {
+			grade = "not derived (verification failed)"
+		}
+		fmt.Fprintf(w, "\n  merkle root %s, closed %v, operations %d, grade %s\n", clean(c.MerkleRoot), c.Closed, c.Operations, grade)
 	}
 	if c := r.Certificate; c != nil && c.Certificate != nil {
 		fmt.Fprintf(w, "certificate %s for boundary %s", clean(c.Certificate.CertificateID), clean(c.Certificate.TaskBoundaryID))
-		if c.Signed {
-			fmt.Fprintf(w, ", signed by %s", clean(orNone(strings.Join(c.Signers, ", "))))
-		} else {
+		switch {
+		case c.Signed && !c.checked:
+			fmt.Fprint(w, ", signed (signature not checked: no --trust)")
+		case c.Signed && len(c.Signers) == 0:
+			fmt.Fprint(w, ", signed by no key of the trust file")
+		case c.Signed:
+			fmt.Fprintf(w, ", signed by %s", clean(strings.Join(c.Signers, ", ")))
+		default:
 			fmt.Fprint(w, ", unsigned")
 		}
 		fmt.Fprintln(w)

@@ -58,6 +58,7 @@ const (
 	CodeChainDamaged          = "chain_damaged"
 	CodeCertificateRefused    = "certificate_refused"
 	CodeEnvRunsCode           = "env_runs_code"
+	CodeScopeEmpty            = "scope_empty"
 )
 
 // Pos is a source position. Line and Col are 1-based; a zero Line means the
@@ -180,7 +181,7 @@ func Rel(cwd, file string) string {
 // Format names an output format for diagnostics.
 type Format string
 
-// Output formats accepted by --format.
+// Output formats accepted by polc's --diagnostics.
 const (
 	FormatText   Format = "text"
 	FormatJSON   Format = "json"

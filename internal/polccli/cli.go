@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/version"
 )
 
 // Exit codes (docs/errors.md "Exit codes (polc)").
@@ -66,7 +67,12 @@ func Run(ctx context.Context, args []string, e *env) int {
 		Short:         "polc compiles permission policies into canonical snapshots",
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       version.String("polc"),
 	}
+	// Cobra prints Version for --version (before needSubcommand's RunE);
+	// declared here so that it gets no -v shorthand.
+	root.Flags().Bool("version", false, "print the module version, VCS commit and Go version")
+	root.SetVersionTemplate("{{.Version}}")
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
@@ -158,13 +164,30 @@ func exitCode(err error) int {
 	return ExitUsage
 }
 
-// diagFormat validates a --format value for diagnostics.
+// diagFormat validates a --diagnostics value.
 func diagFormat(s string) (diag.Format, error) {
 	switch f := diag.Format(s); f {
 	case diag.FormatText, diag.FormatJSON, diag.FormatGitHub, diag.FormatSARIF:
 		return f, nil
 	}
-	return "", usagef("--format %q: want text, json, github or sarif", s)
+	return "", usagef("--diagnostics %q: want text, json, github or sarif", s)
+}
+
+// movedFormat gives c, whose output is diagnostics, a hidden --format that
+// only says where the option went. Across polc and certverify --format is
+// the format of a command's output document and --diagnostics that of its
+// diagnostics (docs/cli.md); vet, compile and test once took --format for
+// the latter, and a script still passing it is told, not misread.
+func movedFormat(c *cobra.Command) {
+	c.Flags().String("format", "", "")
+	c.Flags().MarkHidden("format")
+	run := c.RunE
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if c.Flags().Changed("format") {
+			return usagef("%s: the diagnostics format is --diagnostics (text, json, github or sarif); --format is for output documents", c.CommandPath())
+		}
+		return run(c, args)
+	}
 }
 
 // report prints diagnostics and returns the exit error they imply: 2 when

@@ -48,9 +48,10 @@ one stage (load, validate, resolve, lower, emit) as JSON.`,
 	c.Flags().StringVarP(&p.out, "out", "o", "", "output directory")
 	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
 	c.Flags().StringVar(&p.dump, "dump", "", "print one stage's output: "+strings.Join(compiler.Stages, ", "))
-	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
-	c.Flags().StringVar(&p.signKey, "sign-key", "", "sign bundle.tar.gz with this PEM private key (RSA/EC) or HMAC secret file, in OPA's format")
-	c.Flags().StringVar(&p.signAlg, "sign-alg", "", "JWT algorithm for --sign-key (default RS256 for RSA, ES256/ES384/ES512 for P-256/P-384/P-521, EdDSA for Ed25519 keys, HS256 otherwise)")
+	c.Flags().StringVar(&p.format, "diagnostics", "text", "diagnostics format: text, json, github or sarif")
+	movedFormat(c)
+	c.Flags().StringVar(&p.signKey, "sign-key", "", "sign bundle.tar.gz with this PEM private key (RSA, EC or Ed25519; polc keygen --key-format pem makes one), in OPA's format; an HMAC secret file needs --sign-alg HS256/HS384/HS512")
+	c.Flags().StringVar(&p.signAlg, "sign-alg", "", "JWT algorithm for --sign-key (default RS256 for RSA, ES256/ES384/ES512 for P-256/P-384/P-521, EdDSA for Ed25519 keys; HS256/HS384/HS512 for an HMAC secret)")
 	c.Flags().StringVar(&p.signKeyID, "sign-key-id", "", `key id recorded in the bundle signature (default "default")`)
 	c.Flags().StringVar(&p.now, "now", "", nowUsage)
 	return c
@@ -100,7 +101,10 @@ func runCompile(_ context.Context, e *env, p *compileParams) error {
 			return report(de, diags, f)
 		}
 	}
+	prog := startProgress(e, "compile")
+	cfg.Stage = prog.setStage
 	res := compiler.Compile(cfg, p.paths)
+	prog.stop()
 	diags = append(append(diags, res.Diagnostics...), checkHarnesses(e, res)...).Sorted()
 	if p.dump != "" {
 		if d, ok := res.Dumps[p.dump]; ok {

@@ -76,8 +76,8 @@ for --approval-expires. See docs/legacy.md.`,
 				}
 				return runImportLegacy(e, p, lp, df)
 			}
-			if c.Flags().Changed("approver") || c.Flags().Changed("approval-expires") || c.Flags().Changed("version") {
-				return usagef("--approver, --approval-expires and --version are for --legacy")
+			if c.Flags().Changed("approver") || c.Flags().Changed("approval-expires") || c.Flags().Changed("policy-version") {
+				return usagef("--approver, --approval-expires and --policy-version are for --legacy")
 			}
 			return runExport(c.Context(), e, p)
 		},
@@ -85,7 +85,7 @@ for --approval-expires. See docs/legacy.md.`,
 	c.Flags().StringVar(&lp.name, "legacy", "", "translate legacy LionAGI permissions into the policy NAME")
 	c.Flags().StringVar(&lp.approver, "approver", "legacy-escalation", "approver class of escalated tools (--legacy)")
 	c.Flags().StringVar(&lp.expires, "approval-expires", "1h", "how long an approval of an escalated tool stays valid (--legacy)")
-	c.Flags().StringVar(&lp.version, "version", "1", "version of the imported policy (--legacy)")
+	c.Flags().StringVar(&lp.version, "policy-version", "1", "version of the imported policy (--legacy)")
 	c.Flags().StringVar(&p.pkg, "package", "policies", "CUE package name")
 	c.Flags().StringVarP(&p.out, "out", "o", "", "write to this file instead of standard output")
 	c.Flags().StringVar(&p.diagFmt, "diagnostics", "text", "diagnostics format: text, json, github or sarif")

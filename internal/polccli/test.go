@@ -37,7 +37,8 @@ must both pass. Failures are positioned at the test; exit 1 when any fails.`,
 		},
 	}
 	c.Flags().StringVar(&p.engine, "engine", "both", "native, opa or both")
-	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
+	c.Flags().StringVar(&p.format, "diagnostics", "text", "diagnostics format: text, json, github or sarif")
+	movedFormat(c)
 	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
 	c.Flags().StringVar(&p.now, "now", "", nowUsage+"; also the time of requests without one")
 	return c
@@ -59,14 +60,18 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 	if diags.HasErrors() {
 		return report(e, diags, f)
 	}
-	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents, Now: now}, p.paths)
+	prog := startProgress(e, "test")
+	defer prog.stop() // for the error returns; stopped before any report
+	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents, Now: now, Stage: prog.setStage}, p.paths)
 	diags = append(diags, res.Diagnostics...)
 	if diags.HasErrors() {
+		prog.stop()
 		return report(e, diags, f)
 	}
 	if len(res.Tests) == 0 {
 		// At the first input: a test run that tests nothing is not a pass.
 		diags.Add(diag.Pos{File: diag.Rel(e.dir, e.abs(p.paths[0]))}, diag.CodeNoTests, "no tests declared (tests: [{policy, request, want}])")
+		prog.stop()
 		return report(e, diags, f)
 	}
 	pols := map[string]*executor.Policy{}
@@ -77,6 +82,7 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 		}
 		pols[s.Name] = pol
 	}
+	prog.setStage("running tests")
 	var eng *regoeval.Engine
 	if p.engine != "native" {
 		bb, err := compiler.WriteBundle(res.Snapshots, nil)
@@ -126,6 +132,7 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 			passed++
 		}
 	}
+	prog.stop()
 	if err := report(e, diags, f); err != nil {
 		return err
 	}

@@ -33,7 +33,8 @@ findings, 2 when an input cannot be read.`,
 		},
 	}
 	c.Flags().StringArrayVar(&p.parents, "parent", nil, "parent snapshot file that declarations may extend (repeatable)")
-	c.Flags().StringVar(&p.format, "format", "text", "diagnostics format: text, json, github or sarif")
+	c.Flags().StringVar(&p.format, "diagnostics", "text", "diagnostics format: text, json, github or sarif")
+	movedFormat(c)
 	c.Flags().StringVar(&p.now, "now", "", nowUsage)
 	return c
 }
@@ -51,7 +52,9 @@ func runVet(_ context.Context, e *env, p *vetParams) error {
 	if diags.HasErrors() {
 		return report(e, diags, f)
 	}
-	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents, Now: now}, p.paths)
+	prog := startProgress(e, "vet")
+	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents, Now: now, Stage: prog.setStage}, p.paths)
+	prog.stop()
 	return report(e, append(append(diags, res.Diagnostics...), checkHarnesses(e, res)...).Sorted(), f)
 }
 
