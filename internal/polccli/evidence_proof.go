@@ -50,8 +50,8 @@ input (the chain, the key, the size).`,
 		},
 	}
 	c.Flags().StringVar(&p.signKey, "sign-key", "", "log signer key (polc keygen) (required)")
-	c.Flags().Int64Var(&p.size, "size", -1, "cover only the first N records (default: all)")
-	c.Flags().StringVarP(&p.out, "output", "o", "", "write the checkpoint to FILE (default: standard output)")
+	c.Flags().Int64Var(&p.size, "size", -1, "cover only the first N records (-1: all of them)")
+	c.Flags().StringVarP(&p.out, "out", "o", "", "write the checkpoint to FILE (default: standard output)")
 	return c
 }
 
@@ -88,7 +88,7 @@ checkpoint, 2 bad input.`,
 	c.Flags().Int64Var(&p.record, "record", -1, "sequence of the record to prove included")
 	c.Flags().Int64Var(&p.from, "from", -1, "size of the earlier state to prove consistent")
 	c.Flags().StringVar(&p.recordOut, "record-out", "", "with --record: write the record's line to FILE")
-	c.Flags().StringVarP(&p.out, "output", "o", "", "write the proof to FILE (default: standard output)")
+	c.Flags().StringVarP(&p.out, "out", "o", "", "write the proof to FILE (default: standard output)")
 	return c
 }
 
