@@ -98,7 +98,8 @@ func readRequest(e *env, p *evalParams) (*request, error) {
 		return nil, reportOne(e, diag.Pos{File: name}, diag.CodeIO, "cannot read: %v", err)
 	}
 	bad := func(err error) error {
-		return reportOne(e, diag.Pos{File: name}, diag.CodeInvalidInput, "%v", err)
+		line, col := requestErrorPos(data, err)
+		return reportOne(e, diag.Pos{File: name, Line: line, Col: col}, diag.CodeInvalidInput, "%v", err)
 	}
 	// Syntax first, at the line and column of the first problem (as
 	// I-JSON, which both request forms must be).
@@ -167,6 +168,14 @@ func runEval(ctx context.Context, e *env, p *evalParams) error {
 				Explanation:    executor.Explanation{DenyMatches: []string{}, NotAllowed: map[string]string{}, Grants: []string{}, Approvals: []string{}},
 				NormalizeError: &normalizeError{Reason: req.nerr.Reason, Detail: req.nerr.Detail},
 			}})
+		}
+		// The decision document is the contract on stdout; why the request
+		// was denied before any rule ran goes to stderr, so that a reason
+		// code alone is never all a user sees.
+		var d diag.List
+		d.Warn(diag.Pos{File: req.name}, req.nerr.Reason, "denied before evaluation: %s", req.nerr.Detail)
+		if err := diag.Print(e.stderr, d, diag.FormatText); err != nil {
+			return err
 		}
 		return printJSON(e, dec)
 	}
