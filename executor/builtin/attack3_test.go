@@ -1,0 +1,157 @@
+package builtin_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"polc.dev/polc/executor/builtin"
+)
+
+// buildC compiles the C program src into a temporary directory and
+// returns its path (the test is skipped without a C compiler).
+func buildC(t *testing.T, name, src string) string {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("linux")
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler")
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(bin+".c", []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command(cc, "-O2", "-o", bin, bin+".c").CombinedOutput(); err != nil {
+		t.Skipf("cc: %v: %s", err, b)
+	}
+	return bin
+}
+
+// reopenC leaves the command's session (setsid) holding the command's
+// stdout and stderr, and opens a read end of each pipe through
+// /proc/self/fd (a pipe made by pipe(2) can be reopened by path, like a
+// FIFO). Once the main process has exited (its parent changed) and polc
+// is in output.finish, it fills each pipe (enlarged to 64 MiB, F_SETPIPE_SZ;
+// vmsplice is far faster than polc's copy can read), closes every write
+// end it holds — for a moment the pipes have no writer, and finish's poll
+// sees POLLHUP on both — and 1 ms later opens a NEW write end of each
+// pipe through its read end's /proc path, while polc's copies are still
+// reading the 64 MiB. It holds them argv[2] seconds, then exits.
+const reopenC = `#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	pid_t parent = getppid();
+	setsid();
+	FILE *f = fopen(argv[1], "w");
+	fprintf(f, "%d\n", getpid());
+	fclose(f);
+	int r[2];
+	for (int i = 0; i < 2; i++) {
+		char p[64];
+		snprintf(p, sizeof p, "/proc/self/fd/%d", i + 1);
+		r[i] = open(p, O_RDONLY | O_NONBLOCK);
+		fcntl(i + 1, F_SETPIPE_SZ, 64 << 20);
+	}
+	size_t n = 64 << 20;
+	char *buf = mmap(0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	memset(buf, 'x', n);
+	for (int i = 0; i < 2000 && getppid() == parent; i++)
+		usleep(5000);
+	usleep(300000);
+	for (int i = 0; i < 2; i++) {
+		fcntl(i + 1, F_SETFL, O_NONBLOCK);
+		size_t off = 0;
+		while (off < n) {
+			struct iovec iov = {buf + off, n - off};
+			ssize_t k = vmsplice(i + 1, &iov, 1, SPLICE_F_NONBLOCK);
+			if (k <= 0) break;
+			off += k;
+		}
+	}
+	close(1);
+	close(2);
+	usleep(1000);
+	for (int i = 0; i < 2; i++) {
+		char p[64];
+		snprintf(p, sizeof p, "/proc/self/fd/%d", r[i]);
+		open(p, O_WRONLY);
+	}
+	sleep(atoi(argv[2]));
+	return 0;
+}
+`
+
+// TestAttackReopenedWriterHangsExecute: output.finish trusts one POLLHUP
+// per pipe ("no writer left") and then waits for the copies to read to
+// the end, with no deadline and no look at the context. But a pipe's
+// writer count can go back up: anyone who can open a read end's
+// /proc/PID/fd path (the escaped process's own reopened read end, or
+// polc's /proc/<polc>/fd/N — same uid) gets a new write end. A process
+// that left the session fills the pipes, drops every writer for a
+// millisecond (finish's poll latches POLLHUP on both), and reopens a
+// writer while polc's copies are still reading the backlog: the copies,
+// once the pipe is empty, see a writer and wait (EAGAIN, parked in the
+// poller) — and finish waits on them for as long as the process likes.
+// A 2 s request here returns only when the holder exits on its own
+// (after 20 s); with "sleep 1000000" instead it never returns, the
+// request's timeout notwithstanding, and the escape is never reported.
+func TestAttackReopenedWriterHangsExecute(t *testing.T) {
+	bin := buildC(t, "reopen", reopenC)
+	ws, run := rig(t, fmt.Sprintf(threadsPolicy, `, "`+bin+` *"`))
+	pidFile := filepath.Join(ws, "out", "reopen.pid")
+	cmd := bin + " out/reopen.pid 20 & sleep 0.2"
+	done := make(chan string, 1)
+	start := time.Now()
+	go func() { done <- outcomeOf(run(context.Background(), "bash", map[string]any{"command": cmd}, 2*time.Second)) }()
+	defer func() {
+		pid := readPid(t, pidFile)
+		syscall.Kill(pid, syscall.SIGKILL)
+		<-done // the holder is gone: the copies read to the end
+	}()
+	select {
+	case got := <-done:
+		done <- got
+		if got != "failed background_escaped" {
+			t.Errorf("%q: %s after %v, want failed background_escaped", cmd, got, time.Since(start))
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("%q with a 2 s timeout: Execute has not returned after %v (output.finish waits for a copy whose pipe got a new writer after POLLHUP)", cmd, time.Since(start))
+	}
+}
+
+// TestAttackOutputBeyondMaxOutputIsKept: MaxOutput bounds captured output
+// (limitedBuffer keeps the first max bytes). But io.Copy(buf, pipe) uses
+// the destination's ReadFrom when it has one, and *limitedBuffer has
+// bytes.Buffer's, promoted from the embedded field: every byte is read
+// into memory, past max, and returned in stdout (unbounded memory).
+func TestAttackOutputBeyondMaxOutputIsKept(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("linux")
+	}
+	ws := t.TempDir()
+	fns, err := builtin.Callables(builtin.Options{Workspace: ws, MaxOutput: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := fns["bash"](context.Background(), map[string]any{"command": "head -c 100000 /dev/zero"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(res.(map[string]any)["stdout"].(string)); n > 1000 {
+		t.Errorf("MaxOutput 1000: stdout holds %d bytes", n)
+	}
+}
