@@ -212,3 +212,68 @@ func TestAttackOutputBeyondMaxOutputIsKept(t *testing.T) {
 		t.Errorf("MaxOutput 1000: stdout holds %d bytes", n)
 	}
 }
+
+// fatC forks argv[1] processes that leave the command's session (setsid)
+// and fill their descriptor tables (up to the hard RLIMIT_NOFILE) with
+// copies of /dev/null, their stdout and stderr /dev/null too; then one
+// more, forked last (so its pid is after theirs, and /proc lists it after
+// them), that leaves the session too and keeps the command's stdout at
+// its highest descriptor. Each lives at most argv[2] seconds.
+const fatC = `#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	int k = atoi(argv[1]), secs = atoi(argv[2]);
+	struct rlimit rl;
+	getrlimit(RLIMIT_NOFILE, &rl);
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	int n = rl.rlim_cur > 100000 ? 100000 : (int)rl.rlim_cur;
+	for (int c = 0; c <= k; c++) {
+		if (fork() != 0) continue;
+		setsid();
+		int z = open("/dev/null", O_RDWR);
+		if (c == k) {
+			dup2(1, n - 1);
+		}
+		dup2(z, 1);
+		dup2(z, 2);
+		for (int i = 3; i < n - 1; i++)
+			if (i != z) dup2(z, i);
+		sleep(secs);
+		_exit(0);
+	}
+	return 0;
+}
+`
+
+// TestAttackHugeDescriptorTablesStretchTheCall: output.finish checks its
+// hard deadline (killWait) only between scans, and a scan
+// (outputWriters) reads every descriptor of every process on the machine
+// — a readlink each — until it finds a foreign writer, twice. The
+// command's escaped processes choose how long that takes: many of them
+// with full descriptor tables, listed before the one holding the output,
+// make each scan take seconds, and a request with a 5 s timeout returns
+// many seconds past timeout + killWait + pipeGrace.
+func TestAttackHugeDescriptorTablesStretchTheCall(t *testing.T) {
+	bin := buildC(t, "fat", fatC)
+	_, run := rig(t, fmt.Sprintf(threadsPolicy, `, "`+bin+` *"`))
+	cmd := bin + " 60 60; sleep 100"
+	start := time.Now()
+	out := run(context.Background(), "bash", map[string]any{"command": cmd}, 5*time.Second)
+	took := time.Since(start)
+	for _, e := range out.Base().Trail {
+		if e.Stage == 13 {
+			t.Logf("stage 13: %s", e.Detail)
+		}
+	}
+	if got := outcomeOf(out); got != "timed_out" {
+		t.Errorf("%q: %s, want timed_out", cmd, got)
+	}
+	// timeout 5 s (the processes need a moment to fill their tables) +
+	// killWait 5 s + pipeGrace 1 s, and 2 s for a slow machine.
+	if took > 13*time.Second {
+		t.Errorf("%q with a 5 s timeout: Execute took %v (each scan of the output's writers reads every descriptor of every process)", cmd, took)
+	}
+}
