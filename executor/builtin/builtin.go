@@ -225,7 +225,7 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 		redirs.close() // bash holds its own; polc's must not outlive the call
 	}
 	left, err := waitCommand(ctx, cmd)
-	escaped := out.finish()
+	escaped := out.finish(ctx)
 	errText := out.stderr.String()
 	if redirs != nil && redirs.messages != nil {
 		errText = redirs.messages.Replace(errText) // bash names a replaced word as written
@@ -366,6 +366,25 @@ func (o Options) httpGet(ctx context.Context, args map[string]any) (any, error) 
 type limitedBuffer struct {
 	bytes.Buffer
 	max int64
+}
+
+// ReadFrom reads r to its end through Write. Without it io.Copy would
+// use the embedded bytes.Buffer's ReadFrom, which keeps everything:
+// "cat /dev/zero" grew polc's memory until the call's timeout.
+func (l *limitedBuffer) ReadFrom(r io.Reader) (int64, error) {
+	var buf [32 << 10]byte
+	var n int64
+	for {
+		k, err := r.Read(buf[:])
+		l.Write(buf[:k])
+		n += int64(k)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 func (l *limitedBuffer) Write(p []byte) (int, error) {

@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"testing"
@@ -64,7 +65,7 @@ func TestOutputWritersAreJudged(t *testing.T) {
 				cmd.Wait()
 			}()
 			start := time.Now()
-			escaped := out.finish()
+			escaped := out.finish(context.Background())
 			took := time.Since(start)
 			if escaped != c.escaped {
 				t.Errorf("escaped %v, want %v", escaped, c.escaped)

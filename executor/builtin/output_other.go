@@ -19,4 +19,4 @@ func writersGone(o *output, timeout time.Duration) bool {
 
 // outputWriters: the processes holding the output cannot be listed
 // here; a writer left after pipeGrace counts as escaped.
-func outputWriters(*output) (bool, error) { return false, errNoProc }
+func outputWriters(*output, time.Time) (bool, error) { return false, errNoProc }

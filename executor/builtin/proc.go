@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -126,12 +127,12 @@ func (o *output) started(ok bool) {
 // reports it, as it does writers that cannot be listed or outlast
 // killWait (fail closed). The pipes are then closed without waiting for
 // it.
-func (o *output) finish() (escaped bool) {
+func (o *output) finish(ctx context.Context) (escaped bool) {
 	deadline := time.Now().Add(pipeGrace)
 	hard := time.Now().Add(killWait)
 	seen := 0 // scans in a row that found a foreign writer
 	for !writersGone(o, time.Until(deadline)) {
-		foreign, err := outputWriters(o)
+		foreign, err := outputWriters(o, hard)
 		if foreign {
 			seen++
 		} else {
@@ -145,19 +146,36 @@ func (o *output) finish() (escaped bool) {
 			deadline = hard
 		}
 	}
-	if escaped {
-		for _, f := range o.r {
-			f.Close() // ends the copies: a Read blocked in the poller returns
+	if !escaped {
+		// No writer is left, so what the pipes hold is bounded by their
+		// capacity, and the copies end once they have read it — unless a
+		// writer came back: a process that can open a read end's path
+		// (/proc/PID/fd/N) can open the pipe for writing again after
+		// poll saw none. Reading the rest is given killWait (a copy woken
+		// under load may run seconds late); past it the output is held
+		// from outside, and the call must not wait for it.
+		// The call's deadline or cancellation ends the wait sooner: what
+		// is unread then is lost with the call, and a writer that is
+		// back is reported.
+		t := time.NewTimer(killWait)
+		select {
+		case <-o.drained:
+		case <-t.C:
+			escaped = true
+		case <-ctx.Done():
+			escaped = !writersGone(o, 0)
 		}
+		t.Stop()
+	}
+	for _, f := range o.r {
+		f.Close() // ends the copies: a Read blocked in the poller returns
 	}
 	<-o.drained
-	if !escaped {
-		for _, f := range o.r {
-			f.Close()
-		}
-	}
 	return escaped
 }
+
+// errScanTooLong says the output's writers were not all listed in time.
+var errScanTooLong = errors.New("listing the processes holding the output took too long")
 
 // errNoProc says the output's writers cannot be listed here.
 var errNoProc = errors.New("the processes holding the output cannot be listed here")

@@ -232,7 +232,7 @@ func statFile(name string) (ppid, session int, state byte, ok bool) {
 // executable, polc its parent): such a child is another call's command
 // between its fork and its exec, holding copies of polc's descriptors,
 // which close at the exec.
-func outputWriters(o *output) (foreign bool, err error) {
+func outputWriters(o *output, deadline time.Time) (foreign bool, err error) {
 	self := os.Getpid()
 	selfExe, err := os.Stat("/proc/self/exe")
 	if err != nil {
@@ -260,6 +260,12 @@ func outputWriters(o *output) (foreign bool, err error) {
 		return false, err
 	}
 	for _, name := range names {
+		// The command decides how long a scan takes (processes with
+		// full descriptor tables): past the deadline it is given up,
+		// and finish fails closed.
+		if time.Now().After(deadline) {
+			return false, errScanTooLong
+		}
 		pid, err := strconv.Atoi(name)
 		if err != nil || pid <= 0 || pid == self {
 			continue // polc holds only the read ends
@@ -269,7 +275,10 @@ func outputWriters(o *output) (foreign bool, err error) {
 		if err != nil {
 			continue // gone, or no descriptors to read (a zombie)
 		}
-		for _, fd := range fds {
+		for i, fd := range fds {
+			if i%256 == 255 && time.Now().After(deadline) {
+				return false, errScanTooLong
+			}
 			if l, err := os.Readlink(dir + "fd/" + fd.Name()); err != nil || !want[l] || !writable(dir+"fdinfo/"+fd.Name()) {
 				continue
 			}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // isolate makes cmd start a session of its own.
@@ -43,4 +44,4 @@ func waitCommand(ctx context.Context, cmd *exec.Cmd) (ended, error) {
 
 // outputWriters: without /proc the processes holding the output cannot
 // be listed; a writer left after pipeGrace counts as escaped.
-func outputWriters(*output) (bool, error) { return false, errNoProc }
+func outputWriters(*output, time.Time) (bool, error) { return false, errNoProc }

@@ -146,21 +146,19 @@ int main(int argc, char **argv) {
 }
 `
 
-// TestAttackReopenedWriterHangsExecute: output.finish trusts one POLLHUP
-// per pipe ("no writer left") and then waits for the copies to read to
-// the end, with no deadline and no look at the context. But a pipe's
-// writer count can go back up: anyone who can open a read end's
-// /proc/PID/fd path (the escaped process's own reopened read end, or
-// polc's /proc/<polc>/fd/N — same uid) gets a new write end. A process
-// that left the session fills the pipes, drops every writer for a
-// millisecond (finish's poll latches POLLHUP on both), and reopens a
-// writer while polc's copies are still reading the backlog: the copies,
-// once the pipe is empty, see a writer and wait (EAGAIN, parked in the
-// poller) — and finish waits on them for as long as the process likes.
-// A 2 s request here returns only when the holder exits on its own
-// (after 20 s); with "sleep 1000000" instead it never returns, the
-// request's timeout notwithstanding, and the escape is never reported.
-func TestAttackReopenedWriterHangsExecute(t *testing.T) {
+// TestReopenedWriterCannotHoldTheCall: output.finish trusted one POLLHUP
+// per pipe ("no writer left") and then waited for the copies to read to
+// the end, with no deadline. But a pipe's writer count can go back up:
+// anyone who can open a read end's /proc/PID/fd path gets a new write
+// end. A process that left the session filled the pipes, dropped every
+// writer for a moment, and reopened one while polc's copies were still
+// reading the backlog: Execute with a 2 s timeout did not return while
+// the holder lived. Now reading the rest is bounded (killWait): Execute
+// returns in time, and the call fails background_escaped — or, when the
+// copies read to the end before the writer came back, succeeds: a
+// process that left the session and held no output when polc looked is
+// the daemon the in-process backend does not see (docs/executor.md).
+func TestReopenedWriterCannotHoldTheCall(t *testing.T) {
 	bin := buildC(t, "reopen", reopenC)
 	ws, run := rig(t, fmt.Sprintf(threadsPolicy, `, "`+bin+` *"`))
 	// The race (polc's poll against its copy) is won most of the time,
@@ -184,18 +182,21 @@ func TestAttackReopenedWriterHangsExecute(t *testing.T) {
 			got = <-done // the holder is gone: the copies read to the end
 			t.Fatalf("try %d: %q with a 2 s timeout: Execute had not returned after %v (output.finish waits for a copy whose pipe got a new writer after POLLHUP); it returned %s once the holder was killed", try, cmd, took, got)
 		}
-		if got != "failed background_escaped" {
-			t.Fatalf("try %d: %q: %s after %v, want failed background_escaped (the holder left the session and holds a writer of the output)", try, cmd, got, took)
+		if got != "failed background_escaped" && got != "succeeded" && got != "timed_out" {
+			t.Fatalf("try %d: %q: %s after %v, want failed background_escaped (or succeeded, had the copies read to the end before the writer came back, or timed_out, had the request's deadline passed while they read)", try, cmd, got, took)
+		}
+		if took > 4*time.Second {
+			t.Fatalf("try %d: %q with a 2 s timeout: Execute took %v", try, cmd, took)
 		}
 	}
 }
 
-// TestAttackOutputBeyondMaxOutputIsKept: MaxOutput bounds captured output
-// (limitedBuffer keeps the first max bytes). But io.Copy(buf, pipe) uses
-// the destination's ReadFrom when it has one, and *limitedBuffer has
-// bytes.Buffer's, promoted from the embedded field: every byte is read
-// into memory, past max, and returned in stdout (unbounded memory).
-func TestAttackOutputBeyondMaxOutputIsKept(t *testing.T) {
+// TestOutputBeyondMaxOutputIsNotKept: MaxOutput bounds captured output
+// (limitedBuffer keeps the first max bytes). io.Copy(buf, pipe) used the
+// destination's ReadFrom, and *limitedBuffer had bytes.Buffer's, promoted
+// from the embedded field: every byte was read into memory, past max,
+// and returned in stdout (unbounded memory: "cat /dev/zero").
+func TestOutputBeyondMaxOutputIsNotKept(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("linux")
 	}
@@ -248,15 +249,16 @@ int main(int argc, char **argv) {
 }
 `
 
-// TestAttackHugeDescriptorTablesStretchTheCall: output.finish checks its
+// TestHugeDescriptorTablesDoNotStretchTheCall: output.finish checked its
 // hard deadline (killWait) only between scans, and a scan
 // (outputWriters) reads every descriptor of every process on the machine
 // — a readlink each — until it finds a foreign writer, twice. The
 // command's escaped processes choose how long that takes: many of them
 // with full descriptor tables, listed before the one holding the output,
-// make each scan take seconds, and a request with a 5 s timeout returns
-// many seconds past timeout + killWait + pipeGrace.
-func TestAttackHugeDescriptorTablesStretchTheCall(t *testing.T) {
+// made each scan take seconds, and a request with a 5 s timeout returned
+// 30 s later. The scan now stops at the deadline and the call fails
+// closed (background_escaped) in time.
+func TestHugeDescriptorTablesDoNotStretchTheCall(t *testing.T) {
 	bin := buildC(t, "fat", fatC)
 	_, run := rig(t, fmt.Sprintf(threadsPolicy, `, "`+bin+` *"`))
 	cmd := bin + " 60 60; sleep 100"
