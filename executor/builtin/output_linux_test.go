@@ -79,3 +79,41 @@ func TestOutputWritersAreJudged(t *testing.T) {
 		})
 	}
 }
+
+// TestWritersGoneLooksAtLeastOnce: with no time to wait, writersGone
+// still asks the kernel once: true when no process holds a write end
+// (finish, at the call's deadline, must not take a slow copy for a
+// writer that came back), false while one does.
+func TestWritersGoneLooksAtLeastOnce(t *testing.T) {
+	out, err := newOutput(1 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", "read x")
+	cmd.Stdout, cmd.Stderr = out.w[0], out.w[1]
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Start()
+	out.started(err == nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if writersGone(out, 0) {
+		t.Error("writersGone(0) = true while sh holds the output")
+	}
+	stdin.Close()
+	cmd.Wait()
+	gone := false
+	for range 100 { // sh's exit closes its ends at once; allow the kernel a moment
+		if gone = writersGone(out, 0); gone {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !gone {
+		t.Error("writersGone(0) = false after the only writer exited")
+	}
+	out.finish(context.Background())
+}

@@ -28,7 +28,7 @@ func writersGone(o *output, timeout time.Duration) bool {
 	}
 	deadline := time.Now().Add(timeout)
 	var hup [2]bool
-	for {
+	for polled := false; ; polled = true {
 		for i := range fds {
 			if fds[i].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
 				hup[i] = true
@@ -38,11 +38,16 @@ func writersGone(o *output, timeout time.Duration) bool {
 		if hup[0] && hup[1] {
 			return true
 		}
+		// Asked once at least, so that a timeout of 0 is a look now.
 		left := time.Until(deadline)
-		if left < 0 {
+		if left < 0 && polled {
 			return false
 		}
-		_, err := unix.Poll(fds[:], int(left/time.Millisecond)+1)
+		ms := 0
+		if left > 0 {
+			ms = int(left/time.Millisecond) + 1
+		}
+		_, err := unix.Poll(fds[:], ms)
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			return false
 		}
