@@ -476,9 +476,9 @@ func (a *attempt) frozenRequest() (f requestDigestForm, ok bool) {
 var frozenEmpty = map[string]any{}
 
 // Execute runs one action through the fixed stages (docs/executor.md "The
-// fourteen stages") and returns its outcome. It never panics on bad input and never calls the
-// callable unless every stage before 12 allowed it (and, governed, every
-// pre-call record was appended).
+// fourteen stages") and returns its outcome. It never panics on bad input
+// and never calls the callable unless every stage before 12 allowed it
+// (and, governed, every pre-call record was appended).
 func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec ExecutionContext) (out Outcome) {
 	a := &attempt{e: e, ctx: ctx, req: req, ec: ec, startedAt: e.now(), out: new(attemptOut), usage: ec.Usage}
 	a.principal = e.principalString(ec.Principal)
