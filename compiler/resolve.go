@@ -139,6 +139,11 @@ func (r *resolver) validPattern(k pattern.Kind, p, path string) bool {
 			r.diags.Warn(r.p.PosOf(path), diag.CodeEnvRunsCode, "policy %q: %s: %q grants setting %s, which choose what bash or a program runs: grant them as you would grant any command", r.p.Name, path, p, strings.Join(names, ", "))
 		}
 	}
+	if k == pattern.Host {
+		if why := hostNeverRequested(p); why != "" {
+			r.diags.Warn(r.p.PosOf(path), diag.CodeHostNeverRequested, "policy %q: %s: %q matches no request: %s", r.p.Name, path, p, why)
+		}
+	}
 	if near := nearBuiltinAction(action); near != "" {
 		r.diags.Warn(r.p.PosOf(path), diag.CodeActionUnknown, "policy %q: %s: %q is not a built-in action; did you mean %q? (action ids match exactly, case included; ignore this for a runtime's own action of that name)", r.p.Name, path, action, near)
 	}

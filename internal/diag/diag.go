@@ -58,7 +58,11 @@ const (
 	CodeChainDamaged          = "chain_damaged"
 	CodeCertificateRefused    = "certificate_refused"
 	CodeEnvRunsCode           = "env_runs_code"
-	CodeScopeEmpty            = "scope_empty"
+	// CodeHostNeverRequested: a host pattern no normalized request can
+	// carry (a loopback address other than 127.0.0.1, the unspecified
+	// address, an address not in the spelling requests use).
+	CodeHostNeverRequested = "host_never_requested"
+	CodeScopeEmpty         = "scope_empty"
 )
 
 // Pos is a source position. Line and Col are 1-based; a zero Line means the
