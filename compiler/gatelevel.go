@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/snapshot"
 )
@@ -37,7 +37,7 @@ func appliedChecks(s *snapshot.Snapshot) (map[string]applied, error) {
 			out[id] = applied{g.GateID, g.Level}
 		}
 	}
-	_, facetGate, err := executor.GateTables(s)
+	_, facetGate, err := decision.GateTables(s)
 	if err != nil {
 		return out, err
 	}
@@ -51,7 +51,7 @@ func appliedChecks(s *snapshot.Snapshot) (map[string]applied, error) {
 		}
 	}
 	for name, gi := range facetGate {
-		if (name == executor.FacetNames[executor.FacetExpiry] && !expiry) || (name == executor.FacetNames[executor.FacetBudget] && !budget) {
+		if (name == decision.FacetNames[decision.FacetExpiry] && !expiry) || (name == decision.FacetNames[decision.FacetBudget] && !budget) {
 			continue
 		}
 		g := s.GateBindings[gi]

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/jcs"
+	"polc.dev/polc/normalize"
 )
 
 // requestDigestReference is the naive form of a request digest: the
@@ -79,7 +81,7 @@ func TestContextDigest(t *testing.T) {
 		return ExecutionContext{
 			ContextID: "c", Scope: EphemeralScope{ID: "s"}, Principal: Principal{Kind: "agent", ID: "a"},
 			Tenant: "t", Workspace: "/w", Policy: SnapshotRef{PolicyID: "p", Version: "1", Digest: "d"},
-			Backend: "inprocess/v1", Profile: ProfileGoverned, Boundary: &TaskBoundary{id: "b"}, Usage: Usage{Calls: 1},
+			Backend: "inprocess/v1", Profile: ProfileGoverned, Boundary: &TaskBoundary{id: "b"}, Usage: normalize.Usage{Calls: 1},
 		}
 	}
 	b0 := base()
@@ -125,10 +127,10 @@ func TestContextDigest(t *testing.T) {
 // that Digest leaves the decision alone, and that each member counts.
 func TestDecisionDigest(t *testing.T) {
 	approver := "lead"
-	full := Decision{Disposition: Deny, RuleIDs: []string{"r1"}, Reasons: []string{"x"},
-		Gates: []GateResult{{GateID: "g", Level: "hard", Decision: Deny, ReasonCode: "x", RuleIDs: []string{"r1"}}}}
-	sparse := Decision{Disposition: Allow, Gates: []GateResult{{GateID: "g"}}}
-	empty := Decision{Disposition: Allow, RuleIDs: []string{}, Reasons: []string{}, Gates: []GateResult{{GateID: "g", RuleIDs: []string{}}}}
+	full := decision.Decision{Disposition: decision.Deny, RuleIDs: []string{"r1"}, Reasons: []string{"x"},
+		Gates: []decision.GateResult{{GateID: "g", Level: "hard", Decision: decision.Deny, ReasonCode: "x", RuleIDs: []string{"r1"}}}}
+	sparse := decision.Decision{Disposition: decision.Allow, Gates: []decision.GateResult{{GateID: "g"}}}
+	empty := decision.Decision{Disposition: decision.Allow, RuleIDs: []string{}, Reasons: []string{}, Gates: []decision.GateResult{{GateID: "g", RuleIDs: []string{}}}}
 	if sparse.Digest() != empty.Digest() {
 		t.Error("absent and empty lists digest differently")
 	}
@@ -136,15 +138,15 @@ func TestDecisionDigest(t *testing.T) {
 		t.Error("Digest modified the decision")
 	}
 	seen := map[string]bool{full.Digest(): true}
-	for _, mutate := range []func(*Decision){
-		func(d *Decision) { d.Disposition = Allow },
-		func(d *Decision) { d.RuleIDs = []string{"r2"} },
-		func(d *Decision) { d.Reasons = nil },
-		func(d *Decision) { d.Gates[0].Level = "soft" },
-		func(d *Decision) { d.ApproverClass = &approver },
+	for _, mutate := range []func(*decision.Decision){
+		func(d *decision.Decision) { d.Disposition = decision.Allow },
+		func(d *decision.Decision) { d.RuleIDs = []string{"r2"} },
+		func(d *decision.Decision) { d.Reasons = nil },
+		func(d *decision.Decision) { d.Gates[0].Level = "soft" },
+		func(d *decision.Decision) { d.ApproverClass = &approver },
 	} {
 		c := full
-		c.Gates = []GateResult{full.Gates[0]}
+		c.Gates = []decision.GateResult{full.Gates[0]}
 		mutate(&c)
 		if seen[c.Digest()] {
 			t.Errorf("mutation did not change the digest: %+v", c)
