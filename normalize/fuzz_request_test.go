@@ -1,4 +1,4 @@
-package executor
+package normalize
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"polc.dev/polc/internal/jcs"
-	"polc.dev/polc/normalize"
 )
 
 // sameNumber compares json.Numbers by the double they denote, which is all
@@ -76,8 +75,8 @@ func addActionRequestSeeds(f *testing.F) {
 func FuzzParseActionRequest(f *testing.F) {
 	addActionRequestSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		roundTrip(t, data, normalize.ParseActionRequest, jcs.Marshal, sameNumber)
-		if _, err := normalize.ParseActionRequest(data); err == nil && !utf8.Valid(data) {
+		roundTrip(t, data, ParseActionRequest, jcs.Marshal, sameNumber)
+		if _, err := ParseActionRequest(data); err == nil && !utf8.Valid(data) {
 			t.Fatalf("%q accepted: not UTF-8", data)
 		}
 	})
@@ -94,7 +93,7 @@ func FuzzParseActionRequestMembers(f *testing.F) {
 	declared := map[string]bool{"action": true, "arguments": true, "principal": true, "tenant": true, "workspace": true, "time": true, "usage": true}
 	usage := map[string]bool{"calls": true, "tokens": true, "cost_microunits": true, "wall_microseconds": true}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, err := normalize.ParseActionRequest(data); err != nil {
+		if _, err := ParseActionRequest(data); err != nil {
 			return
 		}
 		if err := distinctMembers(data); err != nil {
@@ -176,11 +175,11 @@ func distinctMembers(data []byte) error {
 // encoder: it would round integers beyond 2^53 in usage.)
 func FuzzParseNormalized(f *testing.F) {
 	res := "r"
-	good := &normalize.Normalized{Principal: "agent:a", Tenant: "t", Action: "bash", Workspace: "/ws",
-		Time: "2026-11-30T12:00:00.000000Z", Paths: []normalize.PathAccess{{Path: "/ws/a", Access: "read"}},
+	good := &Normalized{Principal: "agent:a", Tenant: "t", Action: "bash", Workspace: "/ws",
+		Time: "2026-11-30T12:00:00.000000Z", Paths: []PathAccess{{Path: "/ws/a", Access: "read"}},
 		Commands: [][]string{{"ls", "-la"}}, ShellControl: true, Hosts: []string{"example.com:443", "[::1]:80"},
-		Env: []string{"FOO"}, Secrets: []string{}, MCP: &normalize.MCPTarget{Server: "s", Tool: "t", Resource: &res},
-		Usage: normalize.Usage{Calls: 1, Tokens: 2, CostMicrounits: 1 << 60}}
+		Env: []string{"FOO"}, Secrets: []string{}, MCP: &MCPTarget{Server: "s", Tool: "t", Resource: &res},
+		Usage: Usage{Calls: 1, Tokens: 2, CostMicrounits: 1 << 60}}
 	b, err := json.Marshal(good)
 	if err != nil {
 		f.Fatal(err)
@@ -196,8 +195,8 @@ func FuzzParseNormalized(f *testing.F) {
 	f.Add(bytes.Replace(b, []byte(`"/ws/a"`), []byte(`"/ws/a\u0000"`), 1))
 	f.Add(bytes.Replace(b, []byte(`"resource":"r"`), []byte(`"resource":"\u0000"`), 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		roundTrip(t, data, normalize.ParseNormalized, json.Marshal)
-		if n, err := normalize.ParseNormalized(data); err == nil {
+		roundTrip(t, data, ParseNormalized, json.Marshal)
+		if n, err := ParseNormalized(data); err == nil {
 			if err := n.CheckText(); err != nil || !utf8.Valid(data) {
 				t.Fatalf("%q accepted: %v", data, err)
 			}
@@ -214,7 +213,7 @@ func FuzzParseNormalizedMembers(f *testing.F) {
 	f.Add(bytes.Replace(b, []byte(`"tool":"t"`), []byte(`"tool":"t","tool":"u"`), 1))
 	f.Add(bytes.Replace(b, []byte(`{"principal"`), []byte(`{"principal":"x","principal"`), 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, err := normalize.ParseNormalized(data); err != nil {
+		if _, err := ParseNormalized(data); err != nil {
 			return
 		}
 		if err := distinctMembers(data); err != nil {
