@@ -24,7 +24,7 @@ const notAllowedPrefix = "not_allowed:"
 // allowed" check by "not_allowed:<facet>", which the engines apply at the
 // level of the strictest gate holding one of the facet's allow rules
 // (polc.default when none does). The facet gates come from the engines'
-// own attribution (executor.GateTables), so the compiler judges exactly the
+// own attribution (decision.GateTables), so the compiler judges exactly the
 // level a decision will use.
 //
 // The expiry and budget checks exist only when the policy has such a rule;

@@ -501,7 +501,7 @@ func TestDifferential(t *testing.T) {
 }
 
 // TestDifferentialLong checks ≥ 100,000 pairs. It runs only when POLC_LONG
-// is set: POLC_LONG=1 go test -run TestDifferentialLong ./executor
+// is set: POLC_LONG=1 go test -run TestDifferentialLong ./decision
 func TestDifferentialLong(t *testing.T) {
 	if os.Getenv("POLC_LONG") == "" {
 		t.Skip("set POLC_LONG=1 to run the 100,000-pair differential test")

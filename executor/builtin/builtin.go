@@ -44,7 +44,7 @@ type Options struct {
 }
 
 // sameHostRedirects follows a redirect only to the host and port the
-// policy judged (the request's, as executor.URLHost gives it); any other
+// policy judged (the request's, as normalize.URLHost gives it); any other
 // is not followed, and the redirect response is the result: following it
 // would reach a host the policy never judged.
 func sameHostRedirects(req *http.Request, via []*http.Request) error {
@@ -166,7 +166,7 @@ func (o Options) path(ctx context.Context, args map[string]any) (string, error) 
 }
 
 // bash runs the command as a real subprocess in the workspace, exactly as
-// the policy judged it (executor.ParseCommand): without shell control it
+// the policy judged it (normalize.ParseCommand): without shell control it
 // is one argv, run directly with its literal assignments in the
 // environment — a glob in it stays the literal text the policy saw;
 // only with shell control (never another shell: without bash it fails, spawn_failed), which the executor has allowed

@@ -88,7 +88,7 @@ type ScenarioAction struct {
 var reportableUsage = []string{"tokens", "cost_microunits"}
 
 // usageOf reads a usage mapping ({tokens, cost_microunits}: integers >=
-// 0, as JSON numbers) into an executor.Usage.
+// 0, as JSON numbers) into a normalize.Usage.
 func usageOf(m map[string]any) (normalize.Usage, error) {
 	var u normalize.Usage
 	for _, k := range slices.Sorted(maps.Keys(m)) {

@@ -45,7 +45,7 @@ func New(ctx context.Context, bundleBytes []byte) (*Engine, error) {
 
 // Input converts a decision input to OPA's value form once, so that
 // benchmarks can measure evaluation alone. A request holding a string that
-// is not text (executor.Normalized.CheckText) is an error: encoding/json
+// is not text (normalize.Normalized.CheckText) is an error: encoding/json
 // would hand OPA U+FFFD for bytes the native engine matches as they are.
 func Input(policy string, req *normalize.Normalized) (ast.Value, error) {
 	if err := req.CheckText(); err != nil {

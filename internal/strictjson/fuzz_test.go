@@ -16,7 +16,7 @@ import (
 )
 
 // targets are struct types polc actually decodes with strictjson, chosen to
-// cover its branches: executor.Normalized (strings, bool, int64, nested
+// cover its branches: normalize.Normalized (strings, bool, int64, nested
 // struct, pointer to struct, slices of structs and of slices), a
 // certificate body (integers in a nested struct) and a snapshot expansion
 // ([]any, decoded with numbers kept as json.Number).
