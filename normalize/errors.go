@@ -1,8 +1,6 @@
 package normalize
 
-import (
-	"fmt"
-)
+import "fmt"
 
 // Normalization reasons: why a request is denied before any policy runs.
 // They are stable codes, like decision reasons.

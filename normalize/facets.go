@@ -1,8 +1,6 @@
 package normalize
 
-import (
-	"strings"
-)
+import "strings"
 
 // Facets fills the request facets named by the hints from the validated
 // arguments args, relative to the workspace ws.

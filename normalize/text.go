@@ -1,5 +1,6 @@
 package normalize
 
+// digits reports whether s is a non-empty run of ASCII digits.
 func digits(s string) bool {
 	if s == "" {
 		return false
