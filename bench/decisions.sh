@@ -15,8 +15,8 @@ n=${bt%x}
 obt="$(( n / 10 > 50 ? n / 10 : 50 ))x"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-go test ./executor -run '^$' -bench 'BenchmarkDecision/native' -benchtime "$bt" | tee -a "$out" >&2
-go test ./executor -run '^$' -bench 'BenchmarkDecision/opa' -benchtime "$obt" | tee -a "$out" >&2
+go test ./decision -run '^$' -bench 'BenchmarkDecision/native' -benchtime "$bt" | tee -a "$out" >&2
+go test ./decision -run '^$' -bench 'BenchmarkDecision/opa' -benchtime "$obt" | tee -a "$out" >&2
 awk '
 /^BenchmarkDecision\// {
   split($1, p, "/"); engine=p[2]; size=p[3]; class=p[4]; sub(/-[0-9]+$/, "", class)

@@ -21,7 +21,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/open-policy-agent/opa/v1/util"
 
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/pattern"
 	"polc.dev/polc/snapshot"
 )
@@ -456,7 +456,7 @@ func (q *qualMatcher) add(action string, tk, target *string, id string) {
 }
 
 func policyData(s *snapshot.Snapshot) (map[string]any, error) {
-	ruleGate, facetGate, err := executor.GateTables(s)
+	ruleGate, facetGate, err := decision.GateTables(s)
 	if err != nil {
 		return nil, err
 	}

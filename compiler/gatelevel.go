@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/snapshot"
 )
@@ -24,7 +24,7 @@ const notAllowedPrefix = "not_allowed:"
 // allowed" check by "not_allowed:<facet>", which the engines apply at the
 // level of the strictest gate holding one of the facet's allow rules
 // (polc.default when none does). The facet gates come from the engines'
-// own attribution (executor.GateTables), so the compiler judges exactly the
+// own attribution (decision.GateTables), so the compiler judges exactly the
 // level a decision will use.
 //
 // The expiry and budget checks exist only when the policy has such a rule;
@@ -37,7 +37,7 @@ func appliedChecks(s *snapshot.Snapshot) (map[string]applied, error) {
 			out[id] = applied{g.GateID, g.Level}
 		}
 	}
-	_, facetGate, err := executor.GateTables(s)
+	_, facetGate, err := decision.GateTables(s)
 	if err != nil {
 		return out, err
 	}
@@ -51,7 +51,7 @@ func appliedChecks(s *snapshot.Snapshot) (map[string]applied, error) {
 		}
 	}
 	for name, gi := range facetGate {
-		if (name == executor.FacetNames[executor.FacetExpiry] && !expiry) || (name == executor.FacetNames[executor.FacetBudget] && !budget) {
+		if (name == decision.FacetNames[decision.FacetExpiry] && !expiry) || (name == decision.FacetNames[decision.FacetBudget] && !budget) {
 			continue
 		}
 		g := s.GateBindings[gi]

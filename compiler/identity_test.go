@@ -8,9 +8,10 @@ import (
 	"testing"
 
 	"polc.dev/polc/compiler"
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -43,9 +44,9 @@ func sealed(t *testing.T, s *snapshot.Snapshot) []byte {
 	return b
 }
 
-func decide(t *testing.T, s *snapshot.Snapshot, r *executor.Normalized) string {
+func decide(t *testing.T, s *snapshot.Snapshot, r *normalize.Normalized) string {
 	t.Helper()
-	p, err := executor.Compile(s)
+	p, err := decision.Compile(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,14 +95,14 @@ policies: org: {
 	if _, err := snapshot.Parse(sealed(t, parent)); err == nil || !strings.Contains(err.Error(), "shell") {
 		t.Errorf("Parse of subprocess allow rules with two shell settings: %v, want an error about shell", err)
 	}
-	req := &executor.Normalized{Principal: "agent:x", Tenant: "acme", Action: "bash", Workspace: "/ws",
+	req := &normalize.Normalized{Principal: "agent:x", Tenant: "acme", Action: "bash", Workspace: "/ws",
 		Time: "2026-03-15T12:00:00.000000Z", Commands: [][]string{{"a"}, {"rm", "-rf", "x"}}, ShellControl: true}
-	if got := decide(t, parent, req); got != executor.Deny {
+	if got := decide(t, parent, req); got != decision.Deny {
 		t.Fatalf("test setup: parent decides %s, want deny", got)
 	}
 	snaps, res = compileSet(t, "package p\npolicies: bot: {version: \"1\", extends: \"org\"}\n", parent)
 	if !res.Diagnostics.HasErrors() {
-		if got := decide(t, snaps["bot"], req); got != executor.Deny {
+		if got := decide(t, snaps["bot"], req); got != decision.Deny {
 			t.Errorf("child of a hand-made parent (no expansion) decides %s for %v with shell control; the parent denies it", got, req.Commands)
 		}
 		t.Error("Compile accepted a parent whose subprocess allow rules disagree on shell")
@@ -153,13 +154,13 @@ policies: org: {
 
 // denyAllRequest is a request every policy of these tests but the widest
 // denies.
-var denyAllRequest = &executor.Normalized{Principal: "agent:x", Tenant: "acme", Action: "bash", Workspace: "/ws",
+var denyAllRequest = &normalize.Normalized{Principal: "agent:x", Tenant: "acme", Action: "bash", Workspace: "/ws",
 	Time: "2026-03-15T12:00:00.000000Z", Commands: [][]string{{"rm", "-rf", "/"}},
-	Paths: []executor.PathAccess{}, Hosts: []string{}, Env: []string{}, Secrets: []string{}}
+	Paths: []normalize.PathAccess{}, Hosts: []string{}, Env: []string{}, Secrets: []string{}}
 
 // opaDecides decides req for policy (a name or policy_id) with the Rego
 // bundle in OPA.
-func opaDecides(t *testing.T, bundle []byte, policy string, req *executor.Normalized) executor.Decision {
+func opaDecides(t *testing.T, bundle []byte, policy string, req *normalize.Normalized) decision.Decision {
 	t.Helper()
 	eng, err := regoeval.New(context.Background(), bundle)
 	if err != nil {

@@ -23,8 +23,9 @@ import (
 	"github.com/open-policy-agent/opa/v1/keys"
 
 	"polc.dev/polc/compiler"
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -69,16 +70,16 @@ policies: a: {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := executor.Compile(snaps[0])
+	pol, err := decision.Compile(snaps[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := func(principal, tenant, action string, env ...string) *executor.Normalized {
-		return &executor.Normalized{Principal: principal, Tenant: tenant, Action: action, Workspace: "/ws",
-			Time: "2026-11-30T12:00:00.000000Z", Paths: []executor.PathAccess{}, Commands: [][]string{},
+	req := func(principal, tenant, action string, env ...string) *normalize.Normalized {
+		return &normalize.Normalized{Principal: principal, Tenant: tenant, Action: action, Workspace: "/ws",
+			Time: "2026-11-30T12:00:00.000000Z", Paths: []normalize.PathAccess{}, Commands: [][]string{},
 			Hosts: []string{}, Env: append([]string{}, env...), Secrets: []string{}}
 	}
-	for _, r := range []*executor.Normalized{
+	for _, r := range []*normalize.Normalized{
 		req("agent:a\nb", "t\n", "bash"),
 		req("u\n", "t", "bash"),
 		req("agent:a", "t", "se\narch"),

@@ -9,8 +9,9 @@ import (
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
 
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/normalize"
 )
 
 // TestCase is one declared decision test (`tests: [...]`).
@@ -24,7 +25,7 @@ type TestCase struct {
 	// Policy names the policy under test.
 	Policy string
 	// Request is the action request.
-	Request executor.ActionRequest
+	Request normalize.ActionRequest
 	// Want is the expected decision; nil members are not compared.
 	Want TestWant
 	// Pos is the position of the test.
@@ -88,7 +89,7 @@ func (l *loader) tests(tv cue.Value) []*TestCase {
 			l.diags.Add(pos, diag.CodeSchemaViolation, "tests[%d]: %v", i, err)
 			continue
 		}
-		req, err := executor.ParseActionRequest(decoded.Request)
+		req, err := normalize.ParseActionRequest(decoded.Request)
 		if err != nil {
 			l.diags.Add(pos, diag.CodeSchemaViolation, "tests[%d]: %v", i, err)
 			continue
@@ -99,7 +100,7 @@ func (l *loader) tests(tv cue.Value) []*TestCase {
 }
 
 // Check returns "" when d has every member w gives, else what differs.
-func (w TestWant) Check(d executor.Decision) string {
+func (w TestWant) Check(d decision.Decision) string {
 	var problems []string
 	if w.Disposition != d.Disposition {
 		problems = append(problems, fmt.Sprintf("want disposition %s, got %s (reasons: %s)", w.Disposition, d.Disposition, strings.Join(d.Reasons, ", ")))

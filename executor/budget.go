@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -54,21 +55,21 @@ type BudgetReservation struct {
 type BudgetLedger interface {
 	// Reserve counts one call for key and returns the usage before it:
 	// the calls include reservations not yet settled or released.
-	Reserve(ctx context.Context, key BudgetKey, window int64, now time.Time) (BudgetReservation, Usage, error)
+	Reserve(ctx context.Context, key BudgetKey, window int64, now time.Time) (BudgetReservation, normalize.Usage, error)
 	// Settle ends a reservation whose call ran, adding u (what the call
 	// consumed beyond the reserved call: the executor passes Calls 0) to
 	// the reservation's window, or to the key's past when that window
 	// has been folded into it since (BudgetAccount.Adjust).
-	Settle(ctx context.Context, r BudgetReservation, u Usage) error
+	Settle(ctx context.Context, r BudgetReservation, u normalize.Usage) error
 	// Release ends a reservation whose call did not run: its call is no
 	// longer counted, in its window or in the past it was folded into.
 	Release(ctx context.Context, r BudgetReservation) error
 	// Charge adds u to key's current window outside any call
 	// (Executor.Charge).
-	Charge(ctx context.Context, key BudgetKey, window int64, now time.Time, u Usage) error
+	Charge(ctx context.Context, key BudgetKey, window int64, now time.Time, u normalize.Usage) error
 	// Usage returns the usage judged for key in the window of length
 	// window that now falls in.
-	Usage(ctx context.Context, key BudgetKey, window int64, now time.Time) (Usage, error)
+	Usage(ctx context.Context, key BudgetKey, window int64, now time.Time) (normalize.Usage, error)
 	// Persistent reports whether the usage survives a restart of the
 	// process. The durable, governed and certifiable profiles refuse to
 	// judge budgets on a ledger that does not (profile_unavailable).
@@ -80,7 +81,7 @@ type BudgetLedger interface {
 type BudgetBucket struct {
 	Window int64 // > 0
 	Start  int64
-	Usage  Usage
+	Usage  normalize.Usage
 }
 
 // end is the bucket's window's end (exclusive).
@@ -123,7 +124,7 @@ type BudgetAccount struct {
 	Buckets []BudgetBucket
 	// Past is the usage recorded over the policy's lifetime (a policy
 	// without a window) and that of the buckets folded into it.
-	Past Usage
+	Past normalize.Usage
 	// PastEnd (with PastEndKnown) bounds when Past's usage was recorded:
 	// before it, in microseconds since the Unix epoch. A Past whose end is
 	// not known (a lifetime count migrated from a ledger that did not keep
@@ -149,8 +150,8 @@ func (a *BudgetAccount) clock(now time.Time) int64 {
 
 // usageIn is the usage judged for [start, start+window) (window 0: the
 // lifetime).
-func (a *BudgetAccount) usageIn(window, start int64) Usage {
-	var u Usage
+func (a *BudgetAccount) usageIn(window, start int64) normalize.Usage {
+	var u normalize.Usage
 	if window == 0 || !a.PastEndKnown || a.PastEnd > start {
 		u = a.Past
 	}
@@ -166,7 +167,7 @@ func (a *BudgetAccount) usageIn(window, start int64) Usage {
 // UsageAt returns the start of the window of length window (0: the
 // lifetime, start 0) now falls in by the account's clock, and the usage
 // judged for it. It changes nothing.
-func (a *BudgetAccount) UsageAt(window int64, now time.Time) (start int64, u Usage) {
+func (a *BudgetAccount) UsageAt(window int64, now time.Time) (start int64, u normalize.Usage) {
 	start = windowStart(a.clock(now), window)
 	return start, a.usageIn(window, start)
 }
@@ -175,9 +176,9 @@ func (a *BudgetAccount) UsageAt(window int64, now time.Time) (start int64, u Usa
 // account's clock (window 0: to Past), folding first the buckets that
 // ended before that window, and returns the window's start and the usage
 // judged for it before u.
-func (a *BudgetAccount) Record(window int64, now time.Time, u Usage) (start int64, before Usage) {
+func (a *BudgetAccount) Record(window int64, now time.Time, u normalize.Usage) (start int64, before normalize.Usage) {
 	c := a.clock(now)
-	if !a.PastEndKnown && a.Past != (Usage{}) {
+	if !a.PastEndKnown && a.Past != (normalize.Usage{}) {
 		// The usage was recorded before now: from here on it is dated.
 		a.PastEnd, a.PastEndKnown = satAdd(c, 1), true
 	}
@@ -249,7 +250,7 @@ func (a *BudgetAccount) fold(start int64) {
 // length window from start: its bucket, or Past when the window has been
 // folded into it (or window is 0). It reports false when neither holds
 // it (a window the ledger no longer has: nothing to adjust).
-func (a *BudgetAccount) Adjust(window, start int64, f func(*Usage)) bool {
+func (a *BudgetAccount) Adjust(window, start int64, f func(*normalize.Usage)) bool {
 	if window == 0 {
 		f(&a.Past)
 		return true
@@ -303,20 +304,13 @@ func windowStart(us, window int64) int64 {
 }
 
 // CheckUsage refuses a charge that no ledger may add: a negative member.
-func CheckUsage(u Usage) error {
+func CheckUsage(u normalize.Usage) error {
 	for _, k := range snapshot.BudgetKinds {
 		if u.Of(k) < 0 {
 			return fmt.Errorf("usage: %s is negative (%d)", k, u.Of(k))
 		}
 	}
 	return nil
-}
-
-// Plus is u + v member by member, saturating at the largest int64 rather
-// than wrapping: a sum past any limit stays past it.
-func (u Usage) Plus(v Usage) Usage {
-	return Usage{Calls: satAdd(u.Calls, v.Calls), Tokens: satAdd(u.Tokens, v.Tokens),
-		CostMicrounits: satAdd(u.CostMicrounits, v.CostMicrounits), WallMicroseconds: satAdd(u.WallMicroseconds, v.WallMicroseconds)}
 }
 
 // satAdd adds two int64 values, saturating at either end.
@@ -357,25 +351,25 @@ func (m *MemoryLedger) account(key BudgetKey) *BudgetAccount {
 }
 
 // Reserve implements BudgetLedger.
-func (m *MemoryLedger) Reserve(_ context.Context, key BudgetKey, window int64, now time.Time) (BudgetReservation, Usage, error) {
+func (m *MemoryLedger) Reserve(_ context.Context, key BudgetKey, window int64, now time.Time) (BudgetReservation, normalize.Usage, error) {
 	if window < 0 {
-		return BudgetReservation{}, Usage{}, fmt.Errorf("budget window %d: negative", window)
+		return BudgetReservation{}, normalize.Usage{}, fmt.Errorf("budget window %d: negative", window)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	start, before := m.account(key).Record(window, now, Usage{Calls: 1})
+	start, before := m.account(key).Record(window, now, normalize.Usage{Calls: 1})
 	return BudgetReservation{Key: key, WindowMicroseconds: window, WindowStart: start}, before, nil
 }
 
 // Settle implements BudgetLedger.
-func (m *MemoryLedger) Settle(_ context.Context, res BudgetReservation, u Usage) error {
+func (m *MemoryLedger) Settle(_ context.Context, res BudgetReservation, u normalize.Usage) error {
 	if err := CheckUsage(u); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if a := m.accounts[res.Key]; a != nil {
-		a.Adjust(res.WindowMicroseconds, res.WindowStart, func(r *Usage) { *r = r.Plus(u) })
+		a.Adjust(res.WindowMicroseconds, res.WindowStart, func(r *normalize.Usage) { *r = r.Plus(u) })
 	}
 	return nil
 }
@@ -391,14 +385,14 @@ func (m *MemoryLedger) Release(_ context.Context, res BudgetReservation) error {
 }
 
 // releaseCall takes back one reserved call.
-func releaseCall(u *Usage) {
+func releaseCall(u *normalize.Usage) {
 	if u.Calls > 0 {
 		u.Calls--
 	}
 }
 
 // Charge implements BudgetLedger.
-func (m *MemoryLedger) Charge(_ context.Context, key BudgetKey, window int64, now time.Time, u Usage) error {
+func (m *MemoryLedger) Charge(_ context.Context, key BudgetKey, window int64, now time.Time, u normalize.Usage) error {
 	if err := CheckUsage(u); err != nil {
 		return err
 	}
@@ -412,15 +406,15 @@ func (m *MemoryLedger) Charge(_ context.Context, key BudgetKey, window int64, no
 }
 
 // Usage implements BudgetLedger.
-func (m *MemoryLedger) Usage(_ context.Context, key BudgetKey, window int64, now time.Time) (Usage, error) {
+func (m *MemoryLedger) Usage(_ context.Context, key BudgetKey, window int64, now time.Time) (normalize.Usage, error) {
 	if window < 0 {
-		return Usage{}, fmt.Errorf("budget window %d: negative", window)
+		return normalize.Usage{}, fmt.Errorf("budget window %d: negative", window)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a := m.accounts[key]
 	if a == nil {
-		return Usage{}, nil
+		return normalize.Usage{}, nil
 	}
 	_, u := a.UsageAt(window, now)
 	return u, nil
@@ -500,7 +494,7 @@ func checkReported(kinds []string) error {
 
 // detail is the trail's account of usage u against the limits: "used in
 // the window from T (1h0m0s): calls 2 of 2".
-func (b *policyBudget) detail(u Usage, start int64) string {
+func (b *policyBudget) detail(u normalize.Usage, start int64) string {
 	var sb strings.Builder
 	if b.window == 0 {
 		sb.WriteString("used over the policy's lifetime: ")
@@ -530,7 +524,7 @@ func (b *policyBudget) detail(u Usage, start int64) string {
 // calls and wall time the executor counts itself.
 type UsageMeter struct {
 	mu     sync.Mutex
-	u      Usage
+	u      normalize.Usage
 	closed bool
 }
 
@@ -538,7 +532,7 @@ type UsageMeter struct {
 // WallMicroseconds must be 0: the executor counts and measures the call).
 // It fails for a negative member and once the callable has returned (a
 // goroutine it left behind reports to a call that is settled).
-func (m *UsageMeter) Add(u Usage) error {
+func (m *UsageMeter) Add(u normalize.Usage) error {
 	if err := CheckUsage(u); err != nil {
 		return err
 	}
@@ -556,9 +550,9 @@ func (m *UsageMeter) Add(u Usage) error {
 
 // take closes the meter and returns what was reported (nothing for a nil
 // meter).
-func (m *UsageMeter) take() Usage {
+func (m *UsageMeter) take() normalize.Usage {
 	if m == nil {
-		return Usage{}
+		return normalize.Usage{}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -582,7 +576,7 @@ func UsageMeterFromContext(ctx context.Context) (*UsageMeter, bool) {
 // for a negative member, a context whose policy is not one of
 // Config.Policies, or a ledger error; a policy without budgets is
 // charged nothing.
-func (e *Executor) Charge(ctx context.Context, ec ExecutionContext, u Usage) error {
+func (e *Executor) Charge(ctx context.Context, ec ExecutionContext, u normalize.Usage) error {
 	if err := CheckUsage(u); err != nil {
 		return err
 	}
@@ -606,7 +600,7 @@ func (a *attempt) checkBudget() Outcome {
 	if err := CheckUsage(a.ec.Usage); err != nil {
 		// Added to the ledger's, a negative usage would hand back
 		// budget that was used.
-		return a.deny(3, ReasonInvalidRequest, "the context's %v", err)
+		return a.deny(3, normalize.ReasonInvalidRequest, "the context's %v", err)
 	}
 	switch {
 	case b == nil:

@@ -15,9 +15,11 @@ import (
 
 	"polc.dev/polc/chain"
 	"polc.dev/polc/compiler"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/statestore"
 	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -373,22 +375,22 @@ func TestBudgetWallAndReportedUsage(t *testing.T) {
 		if !ok {
 			return nil, fmt.Errorf("no usage meter")
 		}
-		if err := m.Add(executor.Usage{Calls: 1}); err == nil {
+		if err := m.Add(normalize.Usage{Calls: 1}); err == nil {
 			return nil, fmt.Errorf("a callable reported calls")
 		}
-		if err := m.Add(executor.Usage{Tokens: -1}); err == nil {
+		if err := m.Add(normalize.Usage{Tokens: -1}); err == nil {
 			return nil, fmt.Errorf("a callable reported negative tokens")
 		}
 		r.clock.advance(600 * time.Microsecond)
 		late = m
-		return "done", m.Add(executor.Usage{Tokens: 30})
+		return "done", m.Add(normalize.Usage{Tokens: 30})
 	}, func(c *executor.Config) { c.ReportedUsage = []string{"tokens", "cost_microunits"} })
 	ec := r.ctx(executor.ProfileMinimal)
 	out := r.run(ec, "work")
 	if out.Kind() != executor.KindSucceeded {
 		t.Fatalf("first call: %s %s (%s)", out.Kind(), out.Base().ReasonCode, lastDetail(out))
 	}
-	if err := late.Add(executor.Usage{Tokens: 1000}); err == nil {
+	if err := late.Add(normalize.Usage{Tokens: 1000}); err == nil {
 		t.Fatal("a report after the callable returned was taken")
 	}
 	out = r.run(ec, "work")
@@ -401,10 +403,10 @@ func TestBudgetWallAndReportedUsage(t *testing.T) {
 		t.Fatalf("third call: %s %s (%s), want denied on wall time", out.Kind(), out.Base().ReasonCode, lastDetail(out))
 	}
 	// Cost charged outside any action counts as well.
-	if err := r.exec.Charge(context.Background(), ec, executor.Usage{CostMicrounits: 50}); err != nil {
+	if err := r.exec.Charge(context.Background(), ec, normalize.Usage{CostMicrounits: 50}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.exec.Charge(context.Background(), ec, executor.Usage{Tokens: -5}); err == nil {
+	if err := r.exec.Charge(context.Background(), ec, normalize.Usage{Tokens: -5}); err == nil {
 		t.Error("a negative charge was taken")
 	}
 	out = r.run(ec, "work")
@@ -479,15 +481,15 @@ func TestBudgetEnginesAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pol, err := executor.Compile(snap)
+		pol, err := decision.Compile(snap)
 		if err != nil {
 			t.Fatal(err)
 		}
-		limits := executor.Usage{Calls: 3, Tokens: 100, CostMicrounits: 50, WallMicroseconds: 1000}
+		limits := normalize.Usage{Calls: 3, Tokens: 100, CostMicrounits: 50, WallMicroseconds: 1000}
 		denied := 0
 		for _, kind := range snapshot.BudgetKinds {
 			for _, delta := range []int64{-1, 0, 1} {
-				u := executor.Usage{}
+				u := normalize.Usage{}
 				switch kind {
 				case "calls":
 					u.Calls = limits.Calls + delta
@@ -498,8 +500,8 @@ func TestBudgetEnginesAgree(t *testing.T) {
 				case "wall_microseconds":
 					u.WallMicroseconds = limits.WallMicroseconds + delta
 				}
-				req := &executor.Normalized{Principal: "agent:a", Tenant: "acme", Action: "work", Workspace: "/ws",
-					Time: "2026-03-15T12:00:00.000000Z", Paths: []executor.PathAccess{}, Commands: [][]string{}, Hosts: []string{},
+				req := &normalize.Normalized{Principal: "agent:a", Tenant: "acme", Action: "work", Workspace: "/ws",
+					Time: "2026-03-15T12:00:00.000000Z", Paths: []normalize.PathAccess{}, Commands: [][]string{}, Hosts: []string{},
 					Env: []string{}, Secrets: []string{}, Usage: u}
 				nat, _ := pol.Evaluate(req)
 				opa, err := eng.Evaluate(ctx, snap.Name, req)
@@ -509,10 +511,10 @@ func TestBudgetEnginesAgree(t *testing.T) {
 				if diff := cmp.Diff(nat, opa, cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("%s %+v: engines disagree (-native +opa):\n%s", gates, u, diff)
 				}
-				if want := delta >= 0; (nat.Disposition == executor.Deny) != want {
+				if want := delta >= 0; (nat.Disposition == decision.Deny) != want {
 					t.Errorf("%s %+v: native %s", gates, u, nat.Disposition)
 				}
-				if nat.Disposition == executor.Deny {
+				if nat.Disposition == decision.Deny {
 					denied++
 				}
 			}
@@ -531,9 +533,9 @@ func TestBudgetNegativeContextUsageRefused(t *testing.T) {
 	if out := r.run(ec, "work"); out.Kind() != executor.KindSucceeded {
 		t.Fatalf("first call: %s", out.Kind())
 	}
-	ec.Usage = executor.Usage{Calls: -1}
+	ec.Usage = normalize.Usage{Calls: -1}
 	out := r.run(ec, "work")
-	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != executor.ReasonInvalidRequest || r.calls.Load() != 1 {
+	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != normalize.ReasonInvalidRequest || r.calls.Load() != 1 {
 		t.Fatalf("%s %s (%s), %d calls; want invalid_request before the call", out.Kind(), out.Base().ReasonCode, lastDetail(out), r.calls.Load())
 	}
 }
@@ -544,14 +546,14 @@ type failingLedger struct {
 	reserve, settle bool
 }
 
-func (l *failingLedger) Reserve(ctx context.Context, key executor.BudgetKey, window int64, now time.Time) (executor.BudgetReservation, executor.Usage, error) {
+func (l *failingLedger) Reserve(ctx context.Context, key executor.BudgetKey, window int64, now time.Time) (executor.BudgetReservation, normalize.Usage, error) {
 	if l.reserve {
-		return executor.BudgetReservation{}, executor.Usage{}, fmt.Errorf("disk I/O error")
+		return executor.BudgetReservation{}, normalize.Usage{}, fmt.Errorf("disk I/O error")
 	}
 	return l.MemoryLedger.Reserve(ctx, key, window, now)
 }
 
-func (l *failingLedger) Settle(ctx context.Context, r executor.BudgetReservation, u executor.Usage) error {
+func (l *failingLedger) Settle(ctx context.Context, r executor.BudgetReservation, u normalize.Usage) error {
 	if l.settle {
 		return fmt.Errorf("disk I/O error")
 	}

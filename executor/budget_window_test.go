@@ -10,6 +10,7 @@ import (
 
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/statestore"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -164,7 +165,7 @@ func TestBudgetAccountFolds(t *testing.T) {
 	at := func(h int) time.Time { return budgetT0.Add(time.Duration(h) * time.Hour) }
 	const hours = kept + 38
 	for h := range hours {
-		if _, before := a.Record(hourUS, at(h), executor.Usage{Calls: 1}); before.Calls != 0 {
+		if _, before := a.Record(hourUS, at(h), normalize.Usage{Calls: 1}); before.Calls != 0 {
 			t.Fatalf("hour %d: usage before %+v, want a new window", h, before)
 		}
 	}
@@ -193,20 +194,20 @@ func TestBudgetAccountFolds(t *testing.T) {
 	// A reservation of the first kept hour, settled and released after
 	// the next hour folded it.
 	first := at(folded).UnixMicro()
-	a.Record(hourUS, at(hours), executor.Usage{Calls: 5})
-	if !a.Adjust(hourUS, first, func(u *executor.Usage) { u.Tokens += 7 }) || a.Past.Tokens != 7 {
+	a.Record(hourUS, at(hours), normalize.Usage{Calls: 5})
+	if !a.Adjust(hourUS, first, func(u *normalize.Usage) { u.Tokens += 7 }) || a.Past.Tokens != 7 {
 		t.Errorf("settling a folded window: past %+v, want its tokens", a.Past)
 	}
-	if !a.Adjust(hourUS, first, func(u *executor.Usage) { u.Calls-- }) || a.Past.Calls != int64(folded) {
+	if !a.Adjust(hourUS, first, func(u *normalize.Usage) { u.Calls-- }) || a.Past.Calls != int64(folded) {
 		t.Errorf("releasing a folded window: past %+v, want %d calls", a.Past, folded)
 	}
-	if a.Adjust(hourUS, at(hours+10).UnixMicro(), func(*executor.Usage) {}) {
+	if a.Adjust(hourUS, at(hours+10).UnixMicro(), func(*normalize.Usage) {}) {
 		t.Error("adjusted a window never recorded in")
 	}
 	// A 2h version with the clock stepped back two hours (to 16:00,
 	// whose 2h window holds 2 calls): its window is the one holding the
 	// latest hour recorded in, 18:00, with its 5 calls.
-	start, before := a.Record(2*hourUS, at(hours-2), executor.Usage{Calls: 1})
+	start, before := a.Record(2*hourUS, at(hours-2), normalize.Usage{Calls: 1})
 	if want := last.Add(time.Hour); start != want.UnixMicro() || before.Calls != 5 {
 		t.Errorf("2h window with the clock stepped back: from %s with %+v, want from %s with 5 calls", time.UnixMicro(start).UTC(), before, want)
 	}
@@ -231,21 +232,21 @@ func TestBudgetLedgerFolds(t *testing.T) {
 				}
 				if h == 0 {
 					first = r
-				} else if err := ledger.Settle(ctx, r, executor.Usage{}); err != nil {
+				} else if err := ledger.Settle(ctx, r, normalize.Usage{}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := ledger.Settle(ctx, first, executor.Usage{Tokens: 7}); err != nil {
+			if err := ledger.Settle(ctx, first, normalize.Usage{Tokens: 7}); err != nil {
 				t.Fatal(err)
 			}
 			last := budgetT0.Add((hours - 1) * time.Hour)
 			for _, c := range []struct {
 				window time.Duration
-				want   executor.Usage
+				want   normalize.Usage
 			}{
-				{0, executor.Usage{Calls: hours, Tokens: 7}},
-				{24 * time.Hour, executor.Usage{Calls: int64(last.Hour() + 1)}},
-				{time.Hour, executor.Usage{Calls: 1}},
+				{0, normalize.Usage{Calls: hours, Tokens: 7}},
+				{24 * time.Hour, normalize.Usage{Calls: int64(last.Hour() + 1)}},
+				{time.Hour, normalize.Usage{Calls: 1}},
 			} {
 				if u, err := ledger.Usage(ctx, ledKey, c.window.Microseconds(), last); err != nil || u != c.want {
 					t.Errorf("window %s: usage %+v (%v), want %+v", c.window, u, err, c.want)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"polc.dev/polc/normalize"
 )
 
 // genCloneValue is a random Go value of the kinds callers pass as
@@ -163,7 +165,7 @@ func FuzzCloneJSON(f *testing.F) {
 			m["s"], m[s] = s, json.Number(num)
 			checkClone(t, m)
 			// A string that is not UTF-8 is refused, never replaced.
-			if _, err := cloneJSON(m); !utf8.ValidString(s) && !errors.As(err, new(*NormalizeError)) {
+			if _, err := cloneJSON(m); !utf8.ValidString(s) && !errors.As(err, new(*normalize.NormalizeError)) {
 				t.Fatalf("%q: cloned (%v)", s, err)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"polc.dev/polc/compiler"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/regoeval"
 )
@@ -33,9 +34,9 @@ func TestDecisionCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pols := map[string]*executor.Policy{}
+			pols := map[string]*decision.Policy{}
 			for _, s := range res.Snapshots {
-				if pols[s.Name], err = executor.Compile(s); err != nil {
+				if pols[s.Name], err = decision.Compile(s); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -44,9 +45,9 @@ func TestDecisionCorpus(t *testing.T) {
 					t.Errorf("%s: tests[%d] has no note", tc.Pos, tc.Index)
 				}
 				req, nerr := (&executor.Normalizer{}).Normalize(tc.Request)
-				decisions := map[string]executor.Decision{}
+				decisions := map[string]decision.Decision{}
 				if nerr != nil {
-					decisions["normalizer"] = executor.Decision{Disposition: executor.Deny, Reasons: []string{nerr.Reason}}
+					decisions["normalizer"] = decision.Decision{Disposition: decision.Deny, Reasons: []string{nerr.Reason}}
 				} else {
 					decisions["native"], _ = pols[tc.Policy].Evaluate(req)
 					if decisions["opa"], err = eng.Evaluate(context.Background(), tc.Policy, req); err != nil {

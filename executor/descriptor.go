@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"polc.dev/polc/internal/jcs"
+	"polc.dev/polc/normalize"
 )
 
 // Callable is an action's implementation. The executor calls it at most
@@ -51,7 +52,7 @@ type ActionDescriptor struct {
 	// Arguments is the JSON Schema (draft 2020-12) of the arguments object.
 	Arguments json.RawMessage `json:"arguments"`
 	// Hints say which arguments are paths, commands, URLs or MCP targets.
-	Hints NormalizationHints `json:"hints"`
+	Hints normalize.NormalizationHints `json:"hints"`
 	// Containment lists the effect containment the backend must prove
 	// before the action may run, each one of ContainmentClasses:
 	// "filesystem", "network", "subprocess", "environment", "secrets".
@@ -66,31 +67,6 @@ type Source struct {
 	Kind   string `json:"kind"` // "builtin", "plugin", "mcp", "sdk"
 	Ref    string `json:"ref"`
 	Digest string `json:"digest"` // implementation digest, "" when unknown
-}
-
-// NormalizationHints map arguments to request facets (stage 2).
-type NormalizationHints struct {
-	// Paths are path arguments and the accesses each implies.
-	Paths []PathHint `json:"paths"`
-	// Command is a shell command argument, parsed into argv lists.
-	Command string `json:"command"`
-	// URL is a URL argument, normalized to host:port.
-	URL string `json:"url"`
-	// MCP names the server, tool and resource arguments.
-	MCP *MCPHint `json:"mcp"`
-}
-
-// PathHint is a path argument and its accesses ("read", "write", "execute").
-type PathHint struct {
-	Arg    string   `json:"arg"`
-	Access []string `json:"access"`
-}
-
-// MCPHint names the arguments of an MCP call.
-type MCPHint struct {
-	Server   string `json:"server"`
-	Tool     string `json:"tool"`
-	Resource string `json:"resource"`
 }
 
 // Digest is the sha256-v1 digest of the descriptor's canonical JSON.
@@ -306,7 +282,7 @@ func checkHints(d *ActionDescriptor) error {
 
 type idHints struct {
 	id    string
-	hints NormalizationHints
+	hints normalize.NormalizationHints
 }
 
 // builtinHints are the built-in descriptors' ids and hints.
@@ -318,7 +294,7 @@ var builtinHints = sync.OnceValue(func() []idHints {
 	return out
 })
 
-func hintsEqual(a, b NormalizationHints) bool {
+func hintsEqual(a, b normalize.NormalizationHints) bool {
 	if len(a.Paths) != len(b.Paths) || a.Command != b.Command || a.URL != b.URL || (a.MCP == nil) != (b.MCP == nil) {
 		return false
 	}
@@ -330,7 +306,7 @@ func hintsEqual(a, b NormalizationHints) bool {
 	return a.MCP == nil || *a.MCP == *b.MCP
 }
 
-func describeHints(h NormalizationHints) string {
+func describeHints(h normalize.NormalizationHints) string {
 	b, _ := json.Marshal(h)
 	return string(b)
 }
@@ -352,9 +328,9 @@ func cloneDescriptor(d ActionDescriptor) ActionDescriptor {
 	d.Containment = slices.Clone(d.Containment)
 	d.Arguments = slices.Clone(d.Arguments)
 	if d.Hints.Paths != nil {
-		ps := make([]PathHint, len(d.Hints.Paths))
+		ps := make([]normalize.PathHint, len(d.Hints.Paths))
 		for i, p := range d.Hints.Paths {
-			ps[i] = PathHint{Arg: p.Arg, Access: slices.Clone(p.Access)}
+			ps[i] = normalize.PathHint{Arg: p.Arg, Access: slices.Clone(p.Access)}
 		}
 		d.Hints.Paths = ps
 	}
@@ -395,16 +371,16 @@ func BuiltinDescriptors() []ActionDescriptor {
 	src := Source{Kind: "builtin", Ref: "polc.dev/polc/executor"}
 	return []ActionDescriptor{
 		{ID: "bash", Version: "1", Source: src, Arguments: schemaOf(`"command":`+str, "command"),
-			Hints: NormalizationHints{Command: "command"}, Containment: []string{}},
+			Hints: normalize.NormalizationHints{Command: "command"}, Containment: []string{}},
 		{ID: "read_file", Version: "1", Source: src, Arguments: schemaOf(`"path":`+str, "path"),
-			Hints: NormalizationHints{Paths: []PathHint{{Arg: "path", Access: []string{"read"}}}}, Containment: []string{}},
+			Hints: normalize.NormalizationHints{Paths: []normalize.PathHint{{Arg: "path", Access: []string{"read"}}}}, Containment: []string{}},
 		{ID: "write_file", Version: "1", Source: src, Arguments: schemaOf(`"path":`+str+`,"content":{"type":"string"}`, "path"),
-			Hints: NormalizationHints{Paths: []PathHint{{Arg: "path", Access: []string{"write"}}}}, Containment: []string{}},
+			Hints: normalize.NormalizationHints{Paths: []normalize.PathHint{{Arg: "path", Access: []string{"write"}}}}, Containment: []string{}},
 		{ID: "edit_file", Version: "1", Source: src, Arguments: schemaOf(`"path":`+str+`,"old":{"type":"string"},"new":{"type":"string"}`, "path"),
-			Hints: NormalizationHints{Paths: []PathHint{{Arg: "path", Access: []string{"read", "write"}}}}, Containment: []string{}},
+			Hints: normalize.NormalizationHints{Paths: []normalize.PathHint{{Arg: "path", Access: []string{"read", "write"}}}}, Containment: []string{}},
 		{ID: "http_get", Version: "1", Source: src, Arguments: schemaOf(`"url":`+str, "url"),
-			Hints: NormalizationHints{URL: "url"}, Containment: []string{}},
+			Hints: normalize.NormalizationHints{URL: "url"}, Containment: []string{}},
 		{ID: "mcp", Version: "1", Source: src, Arguments: schemaOf(`"server":`+str+`,"tool":`+str+`,"resource":`+str+`,"arguments":{"type":"object"}`, "server", "tool"),
-			Hints: NormalizationHints{MCP: &MCPHint{Server: "server", Tool: "tool", Resource: "resource"}}, Containment: []string{}},
+			Hints: normalize.NormalizationHints{MCP: &normalize.MCPHint{Server: "server", Tool: "tool", Resource: "resource"}}, Containment: []string{}},
 	}
 }

@@ -2,15 +2,20 @@ package executor_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"polc.dev/polc/compiler"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -51,18 +56,18 @@ func fffdPolicy(t *testing.T) (*snapshot.Snapshot, *regoeval.Engine) {
 // U+FFFD written as such is text, and both engines agree on it.
 func TestInvalidUTF8NeverReachesAnEngine(t *testing.T) {
 	snap, eng := fffdPolicy(t)
-	pol, err := executor.Compile(snap)
+	pol, err := decision.Compile(snap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := &executor.Normalizer{Now: encodingNow}
-	request := func(action string, args map[string]any) executor.ActionRequest {
-		return executor.ActionRequest{Action: action, Arguments: args, Principal: "agent:a", Tenant: "t", Workspace: "/ws"}
+	request := func(action string, args map[string]any) normalize.ActionRequest {
+		return normalize.ActionRequest{Action: action, Arguments: args, Principal: "agent:a", Tenant: "t", Workspace: "/ws"}
 	}
-	bash := func(cmd string) executor.ActionRequest { return request("bash", map[string]any{"command": cmd}) }
+	bash := func(cmd string) normalize.ActionRequest { return request("bash", map[string]any{"command": cmd}) }
 	refused := []struct {
 		name string
-		req  executor.ActionRequest
+		req  normalize.ActionRequest
 	}{
 		{"hex escape", bash(`cat $'\xff'`)},
 		{"octal escape", bash(`cat $'\377'`)},
@@ -80,27 +85,27 @@ func TestInvalidUTF8NeverReachesAnEngine(t *testing.T) {
 		{"percent-encoded byte in a resource", request("mcp", map[string]any{"server": "fs", "tool": "read", "resource": "repo/%ff"})},
 		{"twice percent-encoded byte", request("mcp", map[string]any{"server": "fs", "tool": "read", "resource": "repo/%25ff"})},
 		{"percent-encoded NUL", request("mcp", map[string]any{"server": "fs", "tool": "read", "resource": "repo/a%00.txt"})},
-		{"principal", executor.ActionRequest{Action: "bash", Arguments: map[string]any{"command": "true"}, Principal: "agent:\xff", Tenant: "t", Workspace: "/ws"}},
-		{"principal with NUL", executor.ActionRequest{Action: "bash", Arguments: map[string]any{"command": "true"}, Principal: "agent:a\x00", Tenant: "t", Workspace: "/ws"}},
-		{"tenant", executor.ActionRequest{Action: "bash", Arguments: map[string]any{"command": "true"}, Principal: "agent:a", Tenant: "t\xfe", Workspace: "/ws"}},
+		{"principal", normalize.ActionRequest{Action: "bash", Arguments: map[string]any{"command": "true"}, Principal: "agent:\xff", Tenant: "t", Workspace: "/ws"}},
+		{"principal with NUL", normalize.ActionRequest{Action: "bash", Arguments: map[string]any{"command": "true"}, Principal: "agent:a\x00", Tenant: "t", Workspace: "/ws"}},
+		{"tenant", normalize.ActionRequest{Action: "bash", Arguments: map[string]any{"command": "true"}, Principal: "agent:a", Tenant: "t\xfe", Workspace: "/ws"}},
 	}
 	for _, c := range refused {
 		got, nerr := n.Normalize(c.req)
-		if nerr == nil || nerr.Reason != executor.ReasonInvalidEncoding {
-			t.Errorf("%s: got %v (%+v), want %s", c.name, nerr, got, executor.ReasonInvalidEncoding)
+		if nerr == nil || nerr.Reason != normalize.ReasonInvalidEncoding {
+			t.Errorf("%s: got %v (%+v), want %s", c.name, nerr, got, normalize.ReasonInvalidEncoding)
 		}
 	}
 	// What the engines decide for text, U+FFFD included: the same.
 	for _, c := range []struct {
-		req         executor.ActionRequest
+		req         normalize.ActionRequest
 		disposition string
 	}{
-		{bash("cat \ufffd"), executor.Allow},
-		{bash(`cat $'\xef\xbf\xbd'`), executor.Allow}, // U+FFFD's own bytes
-		{bash(`cat $'\xc3'$'\xa9'`), executor.Deny},   // é, across two words' escapes
-		{bash("cat x"), executor.Deny},
-		{request("mcp", map[string]any{"server": "fs", "tool": "read", "resource": "\ufffd/a"}), executor.Allow},
-		{request("mcp", map[string]any{"server": "fs", "tool": "read", "resource": "\ufffd/%C3%A9"}), executor.Allow},
+		{bash("cat \ufffd"), decision.Allow},
+		{bash(`cat $'\xef\xbf\xbd'`), decision.Allow}, // U+FFFD's own bytes
+		{bash(`cat $'\xc3'$'\xa9'`), decision.Deny},   // é, across two words' escapes
+		{bash("cat x"), decision.Deny},
+		{request("mcp", map[string]any{"server": "fs", "tool": "read", "resource": "\ufffd/a"}), decision.Allow},
+		{request("mcp", map[string]any{"server": "fs", "tool": "read", "resource": "\ufffd/%C3%A9"}), decision.Allow},
 	} {
 		req, nerr := n.Normalize(c.req)
 		if nerr != nil {
@@ -132,10 +137,10 @@ func TestShellEscapesDecodeAsBashDoes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", word, err)
 		}
-		req, nerr := n.Normalize(executor.ActionRequest{Action: "bash", Arguments: map[string]any{"command": "cat " + word}, Principal: "a", Tenant: "t", Workspace: "/ws"})
+		req, nerr := n.Normalize(normalize.ActionRequest{Action: "bash", Arguments: map[string]any{"command": "cat " + word}, Principal: "a", Tenant: "t", Workspace: "/ws"})
 		switch {
 		case !utf8.Valid(out):
-			if nerr == nil || nerr.Reason != executor.ReasonInvalidEncoding {
+			if nerr == nil || nerr.Reason != normalize.ReasonInvalidEncoding {
 				t.Errorf("%s: bash passes %q, the normalizer gives %v %v", word, out, req, nerr)
 			}
 		case nerr != nil:
@@ -152,23 +157,25 @@ func TestShellEscapesDecodeAsBashDoes(t *testing.T) {
 // get it only through the normalizer or ParseNormalized.
 func TestNormalizedTextRefused(t *testing.T) {
 	_, eng := fffdPolicy(t)
-	base := func() *executor.Normalized {
-		return &executor.Normalized{Principal: "agent:a", Tenant: "t", Action: "bash", Workspace: "/ws", Time: "2026-11-30T12:00:00.000000Z",
-			Paths: []executor.PathAccess{}, Commands: [][]string{{"cat", "x"}}, Hosts: []string{}, Env: []string{}, Secrets: []string{}}
+	base := func() *normalize.Normalized {
+		return &normalize.Normalized{Principal: "agent:a", Tenant: "t", Action: "bash", Workspace: "/ws", Time: "2026-11-30T12:00:00.000000Z",
+			Paths: []normalize.PathAccess{}, Commands: [][]string{{"cat", "x"}}, Hosts: []string{}, Env: []string{}, Secrets: []string{}}
 	}
 	res, badRes := "r", "\xff"
-	for name, mutate := range map[string]func(*executor.Normalized){
-		"argv invalid":      func(n *executor.Normalized) { n.Commands[0][1] = "\xff" },
-		"argv NUL":          func(n *executor.Normalized) { n.Commands[0][1] = "a\x00b" },
-		"path":              func(n *executor.Normalized) { n.Paths = []executor.PathAccess{{Path: "/ws/\xff", Access: "read"}} },
-		"path NUL":          func(n *executor.Normalized) { n.Paths = []executor.PathAccess{{Path: "/ws/a\x00", Access: "read"}} },
-		"host":              func(n *executor.Normalized) { n.Hosts = []string{"a\xff:443"} },
-		"env":               func(n *executor.Normalized) { n.Env = []string{"A\x00"} },
-		"secret":            func(n *executor.Normalized) { n.Secrets = []string{"ci/\xc3"} },
-		"principal":         func(n *executor.Normalized) { n.Principal = "\xff" },
-		"mcp resource":      func(n *executor.Normalized) { n.MCP = &executor.MCPTarget{Server: "s", Tool: "t", Resource: &badRes} },
-		"mcp server NUL":    func(n *executor.Normalized) { n.MCP = &executor.MCPTarget{Server: "s\x00", Tool: "t", Resource: &res} },
-		"encoded surrogate": func(n *executor.Normalized) { n.Commands[0][0] = "\xed\xa0\x80" },
+	for name, mutate := range map[string]func(*normalize.Normalized){
+		"argv invalid": func(n *normalize.Normalized) { n.Commands[0][1] = "\xff" },
+		"argv NUL":     func(n *normalize.Normalized) { n.Commands[0][1] = "a\x00b" },
+		"path":         func(n *normalize.Normalized) { n.Paths = []normalize.PathAccess{{Path: "/ws/\xff", Access: "read"}} },
+		"path NUL":     func(n *normalize.Normalized) { n.Paths = []normalize.PathAccess{{Path: "/ws/a\x00", Access: "read"}} },
+		"host":         func(n *normalize.Normalized) { n.Hosts = []string{"a\xff:443"} },
+		"env":          func(n *normalize.Normalized) { n.Env = []string{"A\x00"} },
+		"secret":       func(n *normalize.Normalized) { n.Secrets = []string{"ci/\xc3"} },
+		"principal":    func(n *normalize.Normalized) { n.Principal = "\xff" },
+		"mcp resource": func(n *normalize.Normalized) { n.MCP = &normalize.MCPTarget{Server: "s", Tool: "t", Resource: &badRes} },
+		"mcp server NUL": func(n *normalize.Normalized) {
+			n.MCP = &normalize.MCPTarget{Server: "s\x00", Tool: "t", Resource: &res}
+		},
+		"encoded surrogate": func(n *normalize.Normalized) { n.Commands[0][0] = "\xed\xa0\x80" },
 	} {
 		n := base()
 		mutate(n)
@@ -203,8 +210,8 @@ func TestExecuteRefusesInvalidUTF8Arguments(t *testing.T) {
 	} {
 		before := r.calls["nothing"].Load()
 		out := r.exec.Execute(context.Background(), req(string(rune('a'+i)), "nothing", args), ec)
-		if out.Kind() != executor.KindDenied || out.Base().ReasonCode != executor.ReasonInvalidEncoding {
-			t.Errorf("%q: got %s %q, want denied %s; trail %+v", args, out.Kind(), out.Base().ReasonCode, executor.ReasonInvalidEncoding, out.Base().Trail)
+		if out.Kind() != executor.KindDenied || out.Base().ReasonCode != normalize.ReasonInvalidEncoding {
+			t.Errorf("%q: got %s %q, want denied %s; trail %+v", args, out.Kind(), out.Base().ReasonCode, normalize.ReasonInvalidEncoding, out.Base().Trail)
 		}
 		if r.calls["nothing"].Load() != before {
 			t.Errorf("%q: the callable ran", args)
@@ -213,7 +220,7 @@ func TestExecuteRefusesInvalidUTF8Arguments(t *testing.T) {
 	// A principal the context authenticated is judged as text too.
 	bad := ec
 	bad.Principal.ID = "a\xff"
-	if out := r.exec.Execute(context.Background(), req("p", "nothing", nil), bad); out.Base().ReasonCode != executor.ReasonInvalidEncoding {
+	if out := r.exec.Execute(context.Background(), req("p", "nothing", nil), bad); out.Base().ReasonCode != normalize.ReasonInvalidEncoding {
 		t.Errorf("principal: got %s %q", out.Kind(), out.Base().ReasonCode)
 	}
 	// U+FFFD as written is an argument like any other.
@@ -230,4 +237,16 @@ func TestExecuteRefusesInvalidUTF8Arguments(t *testing.T) {
 	if out := tr.exec.Execute(context.Background(), req("t", "nothing", map[string]any{"text": "x"}), tr.ctx(executor.ProfileMinimal, nil)); out.Kind() != executor.KindDenied || tr.calls["nothing"].Load() != 0 {
 		t.Errorf("transformer: got %s %q", out.Kind(), out.Base().ReasonCode)
 	}
+}
+
+// compileDecls compiles declarations given as JSON-shaped values, by
+// policy name.
+func compileDecls(t *testing.T, policies map[string]any) *compiler.Result {
+	t.Helper()
+	dir := t.TempDir()
+	src, _ := json.Marshal(map[string]any{"policies": policies})
+	if err := os.WriteFile(filepath.Join(dir, "policies.json"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return compiler.Compile(compiler.Config{Dir: dir}, []string{"policies.json"})
 }

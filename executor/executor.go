@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"polc.dev/polc/chain"
+	"polc.dev/polc/decision"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -87,7 +89,7 @@ type Transformer struct {
 // refuses the attempt (guard:<ID>).
 type Guard struct {
 	ID    string
-	Check func(ctx context.Context, req *Normalized) error
+	Check func(ctx context.Context, req *normalize.Normalized) error
 }
 
 // Executor is the one authority that runs actions (docs/executor.md). It is safe
@@ -169,7 +171,7 @@ type policyKey struct{ id, version string }
 
 type compiledPolicy struct {
 	snap *snapshot.Snapshot
-	eval *Policy
+	eval *decision.Policy
 	// budget is nil when the policy has no budget rules: nothing is
 	// accounted for it.
 	budget *policyBudget
@@ -219,7 +221,7 @@ func New(cfg Config) (*Executor, error) {
 		if err != nil || computed != s.Digest {
 			return nil, fmt.Errorf("executor: snapshot %s@%s: digest does not recompute", s.Name, s.Version)
 		}
-		p, err := Compile(s)
+		p, err := decision.Compile(s)
 		if err != nil {
 			return nil, fmt.Errorf("executor: snapshot %s: %v", s.Name, err)
 		}
@@ -340,8 +342,8 @@ type attempt struct {
 	// size class, which the collector's cost follows. No field points to
 	// it: a pointer stored into the attempt would move the attempt to the
 	// heap.
-	normv     Normalized
-	renorm    *Normalized
+	normv     normalize.Normalized
+	renorm    *normalize.Normalized
 	backend   EffectBackend
 	lease     Lease
 	leased    bool
@@ -360,7 +362,7 @@ type attempt struct {
 	grants []ExceptionGrant
 	// usage is what the policy judges budgets on: the context's, plus
 	// the ledger's once stage 7 reserved the call (reserved, resv).
-	usage    Usage
+	usage    normalize.Usage
 	resv     BudgetReservation
 	reserved bool
 	meter    *UsageMeter // the callable's, when the call is reserved
@@ -372,19 +374,19 @@ type attempt struct {
 // given (the callable's context and token).
 type attemptOut struct {
 	opID      string
-	decision  Decision
+	decision  decision.Decision
 	preflight ActionPreflightReport
 	succeeded Succeeded
 	callCtx   attemptCtx
 	token     invocationToken
-	trailBuf  [14]TrailEntry // stages 1-14 of a call
-	gateBuf   [2]GateResult  // stage 7's decision lists, when they fit
+	trailBuf  [14]TrailEntry         // stages 1-14 of a call
+	gateBuf   [2]decision.GateResult // stage 7's decision lists, when they fit
 	strBuf    [6]string
 }
 
 // normalized is the request as the policy judges it: stage 9's when a
 // transformer changed the arguments, else stage 2's.
-func (a *attempt) normalized() *Normalized {
+func (a *attempt) normalized() *normalize.Normalized {
 	if a.renorm != nil {
 		return a.renorm
 	}
@@ -504,7 +506,7 @@ func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec Executi
 	}
 	a.en = e.cfg.Registry.lookup(ref)
 	if a.en == nil {
-		return a.deny(1, ReasonUnknownAction, "no descriptor for action %q", req.Action)
+		return a.deny(1, normalize.ReasonUnknownAction, "no descriptor for action %q", req.Action)
 	}
 	a.note(1, TrailOK, a.en.ref)
 	if a.en.fn == nil {
@@ -588,17 +590,17 @@ func (a *attempt) normalize() Outcome {
 		return a.cancelled(2)
 	}
 	args, err := cloneJSON(a.req.Arguments)
-	if ne := (*NormalizeError)(nil); errors.As(err, &ne) {
+	if ne := (*normalize.NormalizeError)(nil); errors.As(err, &ne) {
 		return a.deny(2, ne.Reason, "%s", ne.Detail)
 	} else if err != nil {
-		return a.deny(2, ReasonInvalidRequest, "arguments are not JSON values: %v", err)
+		return a.deny(2, normalize.ReasonInvalidRequest, "arguments are not JSON values: %v", err)
 	}
 	if a.req.Metadata != nil {
 		// The request digest covers the metadata: a value without a
 		// canonical form (a cycle, NaN, a func) would leave the request
 		// bound to the text of an error.
 		if _, err := digestChecked("", a.req.Metadata); err != nil {
-			return a.deny(2, ReasonInvalidRequest, "metadata has no canonical form: %v", err)
+			return a.deny(2, normalize.ReasonInvalidRequest, "metadata has no canonical form: %v", err)
 		}
 	}
 	a.args = args
@@ -612,7 +614,7 @@ func (a *attempt) normalize() Outcome {
 	detail := emptyArgsDetail // an empty object's canonical form is "{}"
 	if len(args) > 0 {
 		if detail, err = digestChecked("arguments ", args); err != nil {
-			return a.deny(2, ReasonInvalidRequest, "arguments have no canonical form: %v", err)
+			return a.deny(2, normalize.ReasonInvalidRequest, "arguments have no canonical form: %v", err)
 		}
 	}
 	a.argsDigest = detail[len("arguments "):]
@@ -627,16 +629,16 @@ var emptyArgsDetail = digestWithPrefix("arguments ", map[string]any{})
 // normalizeArgs normalizes the attempt's private arguments into out for
 // the descriptor stage 1 resolved (the one Normalizer.Normalize would
 // resolve: the same lookup of the same reference).
-func (a *attempt) normalizeArgs(args map[string]any, out *Normalized) *NormalizeError {
+func (a *attempt) normalizeArgs(args map[string]any, out *normalize.Normalized) *normalize.NormalizeError {
 	// The request's time is the attempt's start, for stage 9 too: a
 	// transformation changes the arguments, not when they were asked for.
-	if err := startInto(out, a.req.Action, a.principal, a.ec.Tenant, a.ec.Workspace, nil, a.startedAt); err != nil {
+	if err := normalize.StartInto(out, a.req.Action, a.principal, a.ec.Tenant, a.ec.Workspace, nil, a.startedAt); err != nil {
 		return err
 	}
 	out.Usage = a.usage
 	// The callable gets args as they are; only the normalizer's view has
 	// the shorthand's server and tool.
-	if mcpArgs, err := mcpShorthand(a.req.Action, args); err != nil {
+	if mcpArgs, err := normalize.MCPShorthand(a.req.Action, args); err != nil {
 		return err
 	} else if mcpArgs != nil {
 		args = mcpArgs
@@ -656,11 +658,11 @@ func (a *attempt) bind() Outcome {
 	case a.req.Scope == nil || ec.Scope == nil || !sameScope(a.req.Scope, ec.Scope):
 		return a.deny(3, "scope_mismatch", "the request's scope is not the context's")
 	case a.req.RequestID == "":
-		return a.deny(3, ReasonInvalidRequest, "no request id")
+		return a.deny(3, normalize.ReasonInvalidRequest, "no request id")
 	case a.req.Timeout < 0:
 		// invoke sets a deadline only for a positive timeout: a negative
 		// one (an unchecked subtraction, most likely) would run unbounded.
-		return a.deny(3, ReasonInvalidRequest, "negative timeout %v", a.req.Timeout)
+		return a.deny(3, normalize.ReasonInvalidRequest, "negative timeout %v", a.req.Timeout)
 	case !validScope(ec.Scope):
 		// Refused before anything runs: a durable commit after the call
 		// would fail on it, leaving an executed action with no record.
@@ -912,7 +914,7 @@ func (a *attempt) guards() Outcome {
 		// stack, and a guard cannot change what the next one or the
 		// policy sees (the slices are still shared: guards must not
 		// modify them).
-		n := new(Normalized)
+		n := new(normalize.Normalized)
 		*n = *a.normalized()
 		if err := recovered(errUserPanic, func() error { return g.Check(a.ctx, n) }); err != nil {
 			return a.deny(6, "guard:"+g.ID, "guard %s refused", g.ID)
@@ -940,14 +942,14 @@ func (a *attempt) evaluate(stage int) Outcome {
 	if stage == 7 {
 		// The first decision lives in the attempt; a recheck's gets its
 		// own lists (the first one's may be in evidence not yet written).
-		a.pol.eval.evaluateOwned(a.normalized(), &a.out.decision, a.out.gateBuf[:], a.out.strBuf[:])
+		a.pol.eval.EvaluateWith(a.normalized(), &a.out.decision, a.out.gateBuf[:], a.out.strBuf[:])
 	} else {
-		a.out.decision, _ = a.pol.eval.evaluatePooled(a.normalized())
+		a.out.decision, _ = a.pol.eval.EvaluatePooled(a.normalized())
 	}
 	d := a.out.decision
 	a.base.Decision = &a.out.decision
 	governed := a.started
-	var blocking *GateResult
+	var blocking *decision.GateResult
 	escalate := false
 	// lifts: per gate, the exception that lifts its soft denial (nil:
 	// none); fresh: taken now, to be recorded. Only when exceptions let
@@ -956,7 +958,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 	// certificate, and neither may be spent on an operation still denied.
 	var lifts []*ExceptionGrant
 	var fresh []bool
-	if d.Disposition != Allow && a.boundary != nil {
+	if d.Disposition != decision.Allow && a.boundary != nil {
 		lifts, fresh = a.exceptions(d.Gates)
 	}
 	for i := range d.Gates {
@@ -987,7 +989,7 @@ func (a *attempt) evaluate(stage int) Outcome {
 				return a.appendFailed(stage, chain.GateEvaluated, err)
 			}
 		}
-		if g.Decision != Deny || lifted || g.Level == snapshot.LevelAdvisory {
+		if g.Decision != decision.Deny || lifted || g.Level == snapshot.LevelAdvisory {
 			continue
 		}
 		if blocking == nil || (g.Level == snapshot.LevelHard && blocking.Level != snapshot.LevelHard) {
@@ -1004,9 +1006,9 @@ func (a *attempt) evaluate(stage int) Outcome {
 	}
 	// A soft denial escalates when the evaluator escalated (the only soft
 	// denials left are approval requirements with an approver).
-	escalate = blocking.Level == snapshot.LevelSoft && d.Disposition == Escalate && d.ApproverClass != nil
+	escalate = blocking.Level == snapshot.LevelSoft && d.Disposition == decision.Escalate && d.ApproverClass != nil
 	reason := blocking.ReasonCode
-	if len(d.Reasons) > 0 && d.Disposition != Allow {
+	if len(d.Reasons) > 0 && d.Disposition != decision.Allow {
 		reason = d.Reasons[0]
 	}
 	a.base.ReasonCode = reason
@@ -1038,12 +1040,12 @@ func (a *attempt) evaluate(stage int) Outcome {
 // grant is taken. A grant this attempt already recorded (stage 7) still
 // lifts its gate at the stage 10 recheck while unexpired; fresh marks the
 // grants taken now, which are recorded.
-func (a *attempt) exceptions(gates []GateResult) (lifts []*ExceptionGrant, fresh []bool) {
+func (a *attempt) exceptions(gates []decision.GateResult) (lifts []*ExceptionGrant, fresh []bool) {
 	var need []string // denying soft gates the attempt holds no grant for
 	soft := false
 	for i := range gates {
 		g := &gates[i]
-		if g.Decision != Deny {
+		if g.Decision != decision.Deny {
 			continue
 		}
 		switch g.Level {
@@ -1074,7 +1076,7 @@ func (a *attempt) exceptions(gates []GateResult) (lifts []*ExceptionGrant, fresh
 	lifts, fresh = make([]*ExceptionGrant, len(gates)), make([]bool, len(gates))
 	for i := range gates {
 		g := &gates[i]
-		if g.Decision != Deny || g.Level != snapshot.LevelSoft {
+		if g.Decision != decision.Deny || g.Level != snapshot.LevelSoft {
 			continue
 		}
 		if h := held(g.GateID); h != nil {
@@ -1148,7 +1150,7 @@ func (a *attempt) renormalize() Outcome {
 		a.note(9, TrailSkipped, "arguments digest unchanged")
 		return nil
 	}
-	n := new(Normalized)
+	n := new(normalize.Normalized)
 	if nerr := a.normalizeArgs(a.args, n); nerr != nil {
 		return a.deny(9, nerr.Reason, "%s", nerr.Detail)
 	}
@@ -1527,7 +1529,7 @@ func cloneJSON(m map[string]any) (map[string]any, error) {
 	if out, ok := cloneDirect(m); ok {
 		return out, nil // what the round trip below returns, without it
 	}
-	if err := argumentsText(m); err != nil {
+	if err := normalize.CheckArguments(m); err != nil {
 		return nil, err // the round trip would replace the bytes with U+FFFD
 	}
 	return cloneRoundTrip(m)

@@ -17,6 +17,7 @@ import (
 	"polc.dev/polc/chain"
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -412,7 +413,7 @@ func TestTransformThenRecheck(t *testing.T) {
 	}}
 	r := newRig(t, chain.NewMemStore(), func(c *executor.Config) {
 		c.Transformers = []executor.Transformer{rewrite}
-		c.Guards = []executor.Guard{{ID: "no_changed", Check: func(_ context.Context, n *executor.Normalized) error { return nil }}}
+		c.Guards = []executor.Guard{{ID: "no_changed", Check: func(_ context.Context, n *normalize.Normalized) error { return nil }}}
 	})
 	b, _ := r.exec.OpenBoundary(r.ref(), false)
 	out := r.exec.Execute(context.Background(), req("1", "nothing", map[string]any{"text": "orig"}), r.ctx(executor.ProfileGoverned, b))
@@ -678,7 +679,7 @@ func TestPanicsAreContained(t *testing.T) {
 			c.Authorize = func(context.Context, executor.ExecutionContext, executor.ActionDescriptor) error { boom(); return nil }
 		}},
 		{"guard", "guard:g", func(c *executor.Config) {
-			c.Guards = []executor.Guard{{ID: "g", Check: func(context.Context, *executor.Normalized) error { boom(); return nil }}}
+			c.Guards = []executor.Guard{{ID: "g", Check: func(context.Context, *normalize.Normalized) error { boom(); return nil }}}
 		}},
 		{"transformer", "transform_failed:t", func(c *executor.Config) {
 			c.Transformers = []executor.Transformer{{Name: "t", Transform: func(context.Context, string, map[string]any) (map[string]any, error) {

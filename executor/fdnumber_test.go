@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // bashWrites runs src under real bash in the rig's workspace (the
@@ -73,17 +74,17 @@ func TestHugeDescriptorNumberIsRefused(t *testing.T) {
 		"echo x 2147483648>out/x",
 		"cat 02147483648<victim.txt",
 	} {
-		n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+		n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
 			Action: "bash", Arguments: map[string]any{"command": src}, Principal: "agent:a", Tenant: "acme", Workspace: r.ws,
 		})
-		if nerr == nil || nerr.Reason != executor.ReasonInvalidCommand {
-			t.Errorf("%q: %v, want %s", src, nerr, executor.ReasonInvalidCommand)
+		if nerr == nil || nerr.Reason != normalize.ReasonInvalidCommand {
+			t.Errorf("%q: %v, want %s", src, nerr, normalize.ReasonInvalidCommand)
 		}
 		if nerr != nil {
 			continue // refused: nothing runs
 		}
 		for _, p := range bashWrites(t, r, src) {
-			if !slices.Contains(n.Paths, executor.PathAccess{Path: p, Access: "write"}) {
+			if !slices.Contains(n.Paths, normalize.PathAccess{Path: p, Access: "write"}) {
 				t.Errorf("%q: bash wrote %s; polc judged %v", src, p, n.Paths)
 			}
 		}
@@ -104,7 +105,7 @@ func TestHugeDescriptorNumberIsRefused(t *testing.T) {
 func TestDescriptorNumberThatFitsIsJudged(t *testing.T) {
 	r := newShellRig(t)
 	for _, src := range []string{"cat 2147483647<victim.txt", "cat 0002147483647<victim.txt", "echo 3>out/x"} {
-		n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+		n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
 			Action: "bash", Arguments: map[string]any{"command": src}, Principal: "agent:a", Tenant: "acme", Workspace: r.ws,
 		})
 		if nerr != nil {

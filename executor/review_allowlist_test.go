@@ -3,7 +3,8 @@ package executor_test
 import (
 	"testing"
 
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
+	"polc.dev/polc/normalize"
 )
 
 // allowlistReviewPolicy is the allowlist docs/policies.md calls a
@@ -21,7 +22,7 @@ const allowlistReviewPolicy = `
 	filesystem: {read: ["/ws/**"], write: ["/ws/notes/**"]}
 	network: mode: "deny"`
 
-func checkAllowed(t *testing.T, p *executor.Policy, cmds ...string) {
+func checkAllowed(t *testing.T, p *decision.Policy, cmds ...string) {
 	t.Helper()
 	for _, cmd := range cmds {
 		if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != "allowed" {
@@ -30,11 +31,11 @@ func checkAllowed(t *testing.T, p *executor.Policy, cmds ...string) {
 	}
 }
 
-func checkRefused(t *testing.T, p *executor.Policy, cmds ...string) {
+func checkRefused(t *testing.T, p *decision.Policy, cmds ...string) {
 	t.Helper()
 	for _, cmd := range cmds {
-		if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != executor.ReasonInvalidCommand {
-			t.Errorf("%q: %s, want %s", cmd, got, executor.ReasonInvalidCommand)
+		if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != normalize.ReasonInvalidCommand {
+			t.Errorf("%q: %s, want %s", cmd, got, normalize.ReasonInvalidCommand)
 		}
 	}
 }

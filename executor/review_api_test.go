@@ -9,6 +9,7 @@ import (
 
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // stage3 is the attempt's stage-3 trail entry (the zero entry if none).
@@ -118,7 +119,7 @@ func TestNegativeTimeoutRefused(t *testing.T) {
 	q := req("1", "nothing", nil)
 	q.Timeout = -time.Second
 	out := r.exec.Execute(context.Background(), q, ec)
-	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != executor.ReasonInvalidRequest || out.Base().CallExecuted ||
+	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != normalize.ReasonInvalidRequest || out.Base().CallExecuted ||
 		out.Base().Preflight != nil || !strings.Contains(stage3(out).Detail, "negative timeout") {
 		t.Fatalf("got %s %q call_executed %v, stage 3 %+v", out.Kind(), out.Base().ReasonCode, out.Base().CallExecuted, stage3(out))
 	}
@@ -249,7 +250,7 @@ func TestSchemaDetailHasNoEmptyPointer(t *testing.T) {
 				d = e.Detail
 			}
 		}
-		if out.Base().ReasonCode != executor.ReasonInvalidRequest || strings.Contains(d, ": :") || !strings.HasPrefix(d, c.want) {
+		if out.Base().ReasonCode != normalize.ReasonInvalidRequest || strings.Contains(d, ": :") || !strings.HasPrefix(d, c.want) {
 			t.Fatalf("arguments %v: got %q, stage 2 detail %q, want it to start with %q", c.args, out.Base().ReasonCode, d, c.want)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -49,7 +50,7 @@ func TestCancelledAfterStartClosesTheOperation(t *testing.T) {
 						return nil
 					}
 				case "guard":
-					c.Guards = []executor.Guard{{ID: "g", Check: func(context.Context, *executor.Normalized) error { cancel(); return nil }}}
+					c.Guards = []executor.Guard{{ID: "g", Check: func(context.Context, *normalize.Normalized) error { cancel(); return nil }}}
 				}
 			})
 			b, err := r.exec.OpenBoundary(r.ref(), true)

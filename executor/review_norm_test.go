@@ -4,13 +4,15 @@ import (
 	"strings"
 	"testing"
 
+	"polc.dev/polc/decision"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/pattern"
+	"polc.dev/polc/normalize"
 )
 
 // decide normalizes and evaluates one request against src's policy: the
 // disposition, or the normalization reason when it is refused.
-func decide(t *testing.T, p *executor.Policy, action string, args map[string]any) string {
+func decide(t *testing.T, p *decision.Policy, action string, args map[string]any) string {
 	t.Helper()
 	d, refused := evaluateReview(p, action, args)
 	if refused != "" {
@@ -22,20 +24,20 @@ func decide(t *testing.T, p *executor.Policy, action string, args map[string]any
 // evaluateReview normalizes a request of agent:a in tenant acme with
 // workspace /ws and evaluates it: the decision, or the normalization
 // refusal's reason.
-func evaluateReview(p *executor.Policy, action string, args map[string]any) (executor.Decision, string) {
-	n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+func evaluateReview(p *decision.Policy, action string, args map[string]any) (decision.Decision, string) {
+	n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
 		Action: action, Arguments: args, Principal: "agent:a", Tenant: "acme", Workspace: "/ws",
 	})
 	if nerr != nil {
-		return executor.Decision{}, nerr.Reason
+		return decision.Decision{}, nerr.Reason
 	}
 	d, _ := p.Evaluate(n)
 	return d, ""
 }
 
-func reviewPolicy(t *testing.T, body string) *executor.Policy {
+func reviewPolicy(t *testing.T, body string) *decision.Policy {
 	t.Helper()
-	p, err := executor.Compile(compilePolicy(t, `package p
+	p, err := decision.Compile(compilePolicy(t, `package p
 policies: r: {
 	version: "1"
 	principals: ["agent:*"]
@@ -75,10 +77,10 @@ func TestReviewShellHiddenCode(t *testing.T) {
 		`echo; read 'a[$(id)]' <<< x`,
 		`for ((i = x; i < 1; i++)); do echo; done`,
 	} {
-		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got == executor.Allow {
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got == decision.Allow {
 			t.Errorf("%q: allowed; it runs a command the policy never saw", cmd)
-		} else if got != executor.ReasonInvalidCommand {
-			t.Errorf("%q: %s, want %s", cmd, got, executor.ReasonInvalidCommand)
+		} else if got != normalize.ReasonInvalidCommand {
+			t.Errorf("%q: %s, want %s", cmd, got, normalize.ReasonInvalidCommand)
 		}
 	}
 	// What stays allowed: constant arithmetic, tests without arithmetic
@@ -89,7 +91,7 @@ func TestReviewShellHiddenCode(t *testing.T) {
 		`for f in a b; do echo $f; done`,
 		`echo [x] | echo`,
 	} {
-		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != executor.Allow {
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != decision.Allow {
 			t.Errorf("%q: %s, want allow", cmd, got)
 		}
 	}
@@ -113,11 +115,11 @@ func TestReviewShellAssignmentsAreEnv(t *testing.T) {
 		`export LD_PRELOAD=/ws/evil.so; git status`,
 		`export "$v"; git status`,
 	} {
-		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got == executor.Allow {
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got == decision.Allow {
 			t.Errorf("%q: allowed", cmd)
 		}
 	}
-	if got := decide(t, p, "bash", map[string]any{"command": "export GIT_DIR=x; git status"}); got != executor.Allow {
+	if got := decide(t, p, "bash", map[string]any{"command": "export GIT_DIR=x; git status"}); got != decision.Allow {
 		t.Errorf("granted export: %s", got)
 	}
 }
@@ -137,14 +139,14 @@ func TestReviewHostIsTheHostDialled(t *testing.T) {
 		"http://0177.0.0.1/", "http://127.1/", "http://0/", "http://2852039166/latest/meta-data",
 		"http://169.254.43518/",
 	} {
-		if got := decide(t, p, "http_get", map[string]any{"url": u}); got != executor.ReasonInvalidURL {
-			t.Errorf("%q: %s, want %s", u, got, executor.ReasonInvalidURL)
+		if got := decide(t, p, "http_get", map[string]any{"url": u}); got != normalize.ReasonInvalidURL {
+			t.Errorf("%q: %s, want %s", u, got, normalize.ReasonInvalidURL)
 		}
 	}
 	for u, want := range map[string]string{
-		"http://127.0.0.1/": executor.Deny, "http://LOCALHOST/": executor.Deny, "http://[::ffff:a9fe:a9fe]/": executor.Deny,
-		"https://example.com/": executor.Allow, "http://xn--bcher-kva.example/": executor.Allow, "http://1e100.net/": executor.Allow,
-		"http://10.0.0.1:8080/": executor.Allow, "http://a.0x/": executor.ReasonInvalidURL,
+		"http://127.0.0.1/": decision.Deny, "http://LOCALHOST/": decision.Deny, "http://[::ffff:a9fe:a9fe]/": decision.Deny,
+		"https://example.com/": decision.Allow, "http://xn--bcher-kva.example/": decision.Allow, "http://1e100.net/": decision.Allow,
+		"http://10.0.0.1:8080/": decision.Allow, "http://a.0x/": normalize.ReasonInvalidURL,
 	} {
 		if got := decide(t, p, "http_get", map[string]any{"url": u}); got != want {
 			t.Errorf("%q: %s, want %s", u, got, want)
@@ -164,12 +166,12 @@ func TestReviewMCPResourceServerGlob(t *testing.T) {
 	for _, c := range []struct {
 		server, resource, want string
 	}{
-		{"a", "public/x", executor.Allow},
-		{"a", "b/public/x", executor.Deny},
-		{"a", "public/x/y", executor.Deny},
+		{"a", "public/x", decision.Allow},
+		{"a", "b/public/x", decision.Deny},
+		{"a", "public/x/y", decision.Deny},
 	} {
 		ref := pattern.Match(pattern.MCPResource, "**/public/*", c.server+"/"+c.resource)
-		if ref != (c.want == executor.Allow) {
+		if ref != (c.want == decision.Allow) {
 			t.Fatalf("reference disagrees with the case %+v", c)
 		}
 		got := decide(t, p, "mcp", map[string]any{"server": c.server, "tool": "read", "resource": c.resource})
@@ -188,13 +190,13 @@ func TestNamespaceDoubleStar(t *testing.T) {
 	p := reviewPolicy(t, `
 	actions: allow: ["search"]
 	secrets: [{namespace: "ci/**", exposure: "inject"}, {namespace: "**", exposure: "reference_only"}, {namespace: "prod/**", exposure: "forbid"}]`)
-	for ns, want := range map[string]string{"ci/a": executor.Allow, "ci/prod/deploy": executor.Allow, "ci": executor.Allow,
-		"cd/a": executor.Allow, "prod": executor.Deny, "prod/db/password": executor.Deny} {
-		if ref := pattern.Match(pattern.Namespace, "prod/**", ns); ref != (want == executor.Deny) {
+	for ns, want := range map[string]string{"ci/a": decision.Allow, "ci/prod/deploy": decision.Allow, "ci": decision.Allow,
+		"cd/a": decision.Allow, "prod": decision.Deny, "prod/db/password": decision.Deny} {
+		if ref := pattern.Match(pattern.Namespace, "prod/**", ns); ref != (want == decision.Deny) {
 			t.Fatalf("reference: prod/** on %q: %v", ns, ref)
 		}
-		n := &executor.Normalized{Principal: "agent:a", Tenant: "acme", Action: "search", Workspace: "/ws",
-			Time: "2026-01-01T00:00:00.000000Z", Paths: []executor.PathAccess{}, Commands: [][]string{},
+		n := &normalize.Normalized{Principal: "agent:a", Tenant: "acme", Action: "search", Workspace: "/ws",
+			Time: "2026-01-01T00:00:00.000000Z", Paths: []normalize.PathAccess{}, Commands: [][]string{},
 			Hosts: []string{}, Env: []string{}, Secrets: []string{ns}}
 		if d, _ := p.Evaluate(n); d.Disposition != want {
 			t.Errorf("%q: %s (%s), want %s", ns, d.Disposition, strings.Join(d.Reasons, ","), want)
@@ -256,8 +258,8 @@ func TestReviewShellHiddenCodeGaps(t *testing.T) {
 		`x='a[$(id)]'; [[ ${#b[x]} -gt 1 ]]`,
 		`x='a[$(id)]'; echo $(( ${#x} + x ))`,
 	} {
-		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != executor.ReasonInvalidCommand {
-			t.Errorf("%q: %s, want %s", cmd, got, executor.ReasonInvalidCommand)
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != normalize.ReasonInvalidCommand {
+			t.Errorf("%q: %s, want %s", cmd, got, normalize.ReasonInvalidCommand)
 		}
 	}
 	// Literal names, option arguments that are not names, and constants
@@ -290,7 +292,7 @@ func TestReviewShellHiddenCodeGaps(t *testing.T) {
 		`[[ ${#x} -gt 3 ]] && echo`,
 		`echo $(( $$ + ${#a[@]} ))`,
 	} {
-		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != executor.Allow {
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got != decision.Allow {
 			t.Errorf("%q: %s, want allow", cmd, got)
 		}
 	}
@@ -314,11 +316,11 @@ func TestReviewShellBuiltinAssignmentsAreEnv(t *testing.T) {
 		`getopts a PATH; git status`,
 		`unset PATH; : ${PATH:=/ws/evil}; git status`,
 	} {
-		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got == executor.Allow {
+		if got := decide(t, p, "bash", map[string]any{"command": cmd}); got == decision.Allow {
 			t.Errorf("%q: allowed", cmd)
 		}
 	}
-	if got := decide(t, p, "bash", map[string]any{"command": "read GIT_DIR < f; git status"}); got != executor.Allow {
+	if got := decide(t, p, "bash", map[string]any{"command": "read GIT_DIR < f; git status"}); got != decision.Allow {
 		t.Errorf("granted read: %s", got)
 	}
 }

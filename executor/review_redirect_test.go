@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"polc.dev/polc/decision"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // redirectReviewPolicy: shell allowed for programs and builtins that
@@ -21,7 +23,7 @@ const redirectReviewPolicy = `
 	network: mode: "deny"
 	environment: inject: ["*"]`
 
-func checkReasons(t *testing.T, p *executor.Policy, cases map[string]string) {
+func checkReasons(t *testing.T, p *decision.Policy, cases map[string]string) {
 	t.Helper()
 	for cmd, want := range cases {
 		if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != want {
@@ -40,30 +42,30 @@ func TestReviewRedirectUnquotedBackslash(t *testing.T) {
 	p := reviewPolicy(t, redirectReviewPolicy)
 	checkReasons(t, p, map[string]string{
 		`cat < \/dev/tcp/127.0.0.1/9`:          "not_allowed:host",
-		`echo x > notes/\.\./\.\./etc/x`:       executor.ReasonPathEscape,
-		`echo x > notes/.\./.\./etc/x`:         executor.ReasonPathEscape,
-		`echo x > /ws/notes/\.\./\.\./etc/x`:   executor.ReasonPathEscape,
-		`\cd / && cat < etc/shadow`:            executor.ReasonInvalidCommand,
-		`c\d / && cat < etc/shadow`:            executor.ReasonInvalidCommand,
-		`command \cd /; cat < etc/shadow`:      executor.ReasonInvalidCommand,
-		`re\ad 'a[$(id)]' <<< 1`:               executor.ReasonInvalidCommand,
-		`command \-p read 'a[$(id)]' <<< 1`:    executor.ReasonInvalidCommand,
-		`n='a[$(id)]'; printf \-v"$n" %s x`:    executor.ReasonInvalidCommand,
-		`n='a[$(id)]'; printf $'\055v'"$n" x`:  executor.ReasonInvalidCommand,
+		`echo x > notes/\.\./\.\./etc/x`:       normalize.ReasonPathEscape,
+		`echo x > notes/.\./.\./etc/x`:         normalize.ReasonPathEscape,
+		`echo x > /ws/notes/\.\./\.\./etc/x`:   normalize.ReasonPathEscape,
+		`\cd / && cat < etc/shadow`:            normalize.ReasonInvalidCommand,
+		`c\d / && cat < etc/shadow`:            normalize.ReasonInvalidCommand,
+		`command \cd /; cat < etc/shadow`:      normalize.ReasonInvalidCommand,
+		`re\ad 'a[$(id)]' <<< 1`:               normalize.ReasonInvalidCommand,
+		`command \-p read 'a[$(id)]' <<< 1`:    normalize.ReasonInvalidCommand,
+		`n='a[$(id)]'; printf \-v"$n" %s x`:    normalize.ReasonInvalidCommand,
+		`n='a[$(id)]'; printf $'\055v'"$n" x`:  normalize.ReasonInvalidCommand,
 		`echo x > notes/it\'s`:                 "allowed",
 		`echo x > notes/a\ b 2> notes/a\\b`:    "allowed",
 		`echo x > "notes/\.\./x"`:              "allowed", // in double quotes "\." stays
 		`cat < \/ws/src/a.go > /ws/notes/a\.b`: "allowed",
 	})
 	// The facet is the file bash opens.
-	n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+	n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
 		Action: "bash", Principal: "agent:a", Tenant: "acme", Workspace: "/ws",
 		Arguments: map[string]any{"command": `echo x > notes/a\ b\\c`},
 	})
 	if nerr != nil {
 		t.Fatal(nerr)
 	}
-	if want := []executor.PathAccess{{Path: `/ws/notes/a b\c`, Access: "write"}}; !slices.Equal(n.Paths, want) {
+	if want := []normalize.PathAccess{{Path: `/ws/notes/a b\c`, Access: "write"}}; !slices.Equal(n.Paths, want) {
 		t.Errorf("paths %v, want %v", n.Paths, want)
 	}
 }
@@ -76,15 +78,15 @@ func TestReviewRedirectUnquotedBackslash(t *testing.T) {
 func TestReviewRedirectANSICEscapes(t *testing.T) {
 	p := reviewPolicy(t, redirectReviewPolicy)
 	checkReasons(t, p, map[string]string{
-		`echo x > $'/etc/x\c@/../../ws/notes/a'`:        executor.ReasonInvalidCommand,
-		`echo x > $'/etc/x\c /../../ws/notes/a'`:        executor.ReasonInvalidCommand,
-		`echo x > $'/etc/x\400/../../ws/notes/a'`:       executor.ReasonInvalidCommand,
-		`echo x > $'notes/\456\456/\456\456/etc/x'`:     executor.ReasonInvalidCommand,
-		`cat < $'\u002fdev/tcp/127.0.0.1/9'`:            executor.ReasonInvalidCommand,
+		`echo x > $'/etc/x\c@/../../ws/notes/a'`:        normalize.ReasonInvalidCommand,
+		`echo x > $'/etc/x\c /../../ws/notes/a'`:        normalize.ReasonInvalidCommand,
+		`echo x > $'/etc/x\400/../../ws/notes/a'`:       normalize.ReasonInvalidCommand,
+		`echo x > $'notes/\456\456/\456\456/etc/x'`:     normalize.ReasonInvalidCommand,
+		`cat < $'\u002fdev/tcp/127.0.0.1/9'`:            normalize.ReasonInvalidCommand,
 		`echo x > $'notes/a\tb' 2> $'notes/\x41\101\n'`: "allowed",
 		`echo x > $'notes/a\0/../../../etc/x'`:          "allowed", // bash: notes/a
 		`echo x > $'/etc/x\0/../../ws/notes/a'`:         "not_allowed:path_write",
-		`echo x > $'/ws/notes/\056\056/\056\056/etc/x'`: executor.ReasonPathEscape,
+		`echo x > $'/ws/notes/\056\056/\056\056/etc/x'`: normalize.ReasonPathEscape,
 	})
 }
 
@@ -97,10 +99,10 @@ func TestReviewRedirectLocaleTranslation(t *testing.T) {
 	p := reviewPolicy(t, redirectReviewPolicy)
 	pre := "TEXTDOMAINDIR=/ws/notes TEXTDOMAIN=d LC_ALL=C.UTF-8 LANGUAGE=xx\n"
 	checkReasons(t, p, map[string]string{
-		pre + `echo x > $"notes/a"`: executor.ReasonInvalidCommand,
-		pre + `cat < $"notes/a"`:    executor.ReasonInvalidCommand,
-		pre + `$"echo" x`:           executor.ReasonInvalidCommand,
-		pre + `echo $"hello"`:       executor.ReasonInvalidCommand, // its translation is expanded (TestReviewAllowlistTranslatedString)
+		pre + `echo x > $"notes/a"`: normalize.ReasonInvalidCommand,
+		pre + `cat < $"notes/a"`:    normalize.ReasonInvalidCommand,
+		pre + `$"echo" x`:           normalize.ReasonInvalidCommand,
+		pre + `echo $"hello"`:       normalize.ReasonInvalidCommand, // its translation is expanded (TestReviewAllowlistTranslatedString)
 	})
 }
 
@@ -158,14 +160,14 @@ func TestReviewRedirectThroughSymlink(t *testing.T) {
 	actions: allow: ["bash"]
 	subprocess: {mode: "allowlist", allow: ["echo *", "cat *", "exec *"], shell: "allow"}
 	filesystem: {read: ["**"], write: ["notes/**"]}`)
-	refused := executor.ReasonInvalidCommand + "|" + executor.ReasonPathEscape
+	refused := normalize.ReasonInvalidCommand + "|" + normalize.ReasonPathEscape
 	for cmd, want := range map[string]string{
 		`echo x > notes/l/../x`:             "not_allowed:path_write",
 		`echo x > notes/l2/../a.go`:         "not_allowed:path_write",
 		`echo x > ` + ws + `/notes/l/../x`:  "not_allowed:path_write",
 		`echo x > notes/dangling`:           "not_allowed:path_write",
 		`echo x >> notes/dangling`:          "not_allowed:path_write",
-		`echo x > notes/loop`:               executor.ReasonInvalidCommand + "|" + executor.ReasonInvalidPath,
+		`echo x > notes/loop`:               normalize.ReasonInvalidCommand + "|" + normalize.ReasonInvalidPath,
 		`echo x > notes/out`:                refused,
 		`exec 3< src/a.go; echo > notes/in`: refused,
 		`echo x > notes/sub/../x`:           "allowed",
@@ -173,7 +175,7 @@ func TestReviewRedirectThroughSymlink(t *testing.T) {
 		`echo x > notes/l2/x`:               "not_allowed:path_write", // judged where it leads
 		`echo x > notes/nosuch/../x`:        "allowed",                // bash's open fails
 	} {
-		n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+		n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
 			Action: "bash", Principal: "agent:a", Tenant: "acme", Workspace: ws,
 			Arguments: map[string]any{"command": cmd},
 		})
@@ -189,14 +191,14 @@ func TestReviewRedirectThroughSymlink(t *testing.T) {
 		}
 	}
 	// The facets: the path as written and the file it leads to.
-	n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+	n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
 		Action: "bash", Principal: "agent:a", Tenant: "acme", Workspace: ws,
 		Arguments: map[string]any{"command": `echo x > notes/dangling 2> notes/l/../y`},
 	})
 	if nerr != nil {
 		t.Fatal(nerr)
 	}
-	want := []executor.PathAccess{
+	want := []normalize.PathAccess{
 		{Path: ws + "/notes/dangling", Access: "write"}, {Path: root + "/outside/new", Access: "write"},
 		{Path: ws + "/notes/y", Access: "write"}, {Path: root + "/y", Access: "write"},
 	}
@@ -214,10 +216,10 @@ func TestReviewRedirectThroughSymlink(t *testing.T) {
 func TestReviewRedirectCoprocCommandWord(t *testing.T) {
 	p := reviewPolicy(t, redirectReviewPolicy)
 	checkReasons(t, p, map[string]string{
-		`coproc bash < /ws/notes/evil.sh`:        executor.ReasonInvalidCommand,
-		`coproc bash 2>/dev/null <<< 'rm -rf ~'`: executor.ReasonInvalidCommand,
-		`coproc bash export x=1`:                 executor.ReasonInvalidCommand,
-		`coproc $x { cat; }`:                     executor.ReasonInvalidCommand,
+		`coproc bash < /ws/notes/evil.sh`:        normalize.ReasonInvalidCommand,
+		`coproc bash 2>/dev/null <<< 'rm -rf ~'`: normalize.ReasonInvalidCommand,
+		`coproc bash export x=1`:                 normalize.ReasonInvalidCommand,
+		`coproc $x { cat; }`:                     normalize.ReasonInvalidCommand,
 		`coproc bash`:                            "not_allowed:command,not_allowed:shell",
 		`coproc N { cat; } > /ws/notes/log`:      "allowed",
 		`coproc cat`:                             "allowed",
@@ -227,7 +229,7 @@ func TestReviewRedirectCoprocCommandWord(t *testing.T) {
 		`coproc cat notes/in`: {"COPROC", "COPROC_PID"},
 		`coproc { cat; }`:     {"COPROC", "COPROC_PID"},
 	} {
-		n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+		n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
 			Action: "bash", Principal: "agent:a", Tenant: "acme", Workspace: "/ws",
 			Arguments: map[string]any{"command": cmd},
 		})
@@ -246,9 +248,9 @@ func TestReviewRedirectCoprocCommandWord(t *testing.T) {
 func TestReviewRedirectTrapChangesDir(t *testing.T) {
 	p := reviewPolicy(t, redirectReviewPolicy)
 	checkReasons(t, p, map[string]string{
-		`trap 'cd /' DEBUG; cat < etc/shadow`:       executor.ReasonInvalidCommand,
+		`trap 'cd /' DEBUG; cat < etc/shadow`:       normalize.ReasonInvalidCommand,
 		`trap 'cd /' DEBUG; cat < /ws/src/a.go`:     "allowed",
-		`command trap 'cd /' DEBUG; echo > notes/x`: executor.ReasonInvalidCommand,
+		`command trap 'cd /' DEBUG; echo > notes/x`: normalize.ReasonInvalidCommand,
 		`trap 'echo bye' EXIT; echo > /ws/notes/x`:  "allowed",
 	})
 }
@@ -265,9 +267,9 @@ func TestReviewRedirectGlobCommandWord(t *testing.T) {
 	filesystem: {read: ["/ws/**"], write: ["/ws/notes/**"]}
 	environment: inject: ["*"]`)
 	checkReasons(t, p, map[string]string{
-		`c? / && cat < etc/shadow`:   executor.ReasonInvalidCommand,
-		`{cd,/}; cat < etc/shadow`:   executor.ReasonInvalidCommand,
-		`[c]d /; cat < etc/shadow`:   executor.ReasonInvalidCommand,
+		`c? / && cat < etc/shadow`:   normalize.ReasonInvalidCommand,
+		`{cd,/}; cat < etc/shadow`:   normalize.ReasonInvalidCommand,
+		`[c]d /; cat < etc/shadow`:   normalize.ReasonInvalidCommand,
 		`ls *.go > notes/list`:       "allowed",
 		`ls ?.go; cat < src/a.go`:    "allowed",
 		`[ -f x ] && cat < src/a.go`: "allowed", // "[" alone is no glob

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -21,17 +22,17 @@ func writeDescriptor() executor.ActionDescriptor {
 		ID: "put", Version: "1", Aliases: []string{"store"},
 		Source:      executor.Source{Kind: "sdk", Ref: "example"},
 		Arguments:   json.RawMessage(`{"type":"object",` + putProps + `}`),
-		Hints:       executor.NormalizationHints{Paths: []executor.PathHint{{Arg: "path", Access: []string{"write"}}}, MCP: &executor.MCPHint{Server: "srv", Tool: "tl"}},
+		Hints:       normalize.NormalizationHints{Paths: []normalize.PathHint{{Arg: "path", Access: []string{"write"}}}, MCP: &normalize.MCPHint{Server: "srv", Tool: "tl"}},
 		Containment: []string{"filesystem"},
 	}
 }
 
 // paths normalizes a "put" of /ws/secret and returns the path accesses
 // the policy would see.
-func paths(t *testing.T, reg *executor.Registry) []executor.PathAccess {
+func paths(t *testing.T, reg *executor.Registry) []normalize.PathAccess {
 	t.Helper()
 	n := &executor.Normalizer{Registry: reg}
-	out, nerr := n.Normalize(executor.ActionRequest{
+	out, nerr := n.Normalize(normalize.ActionRequest{
 		Action: "put", Arguments: map[string]any{"path": "/ws/secret", "srv": "s", "tl": "t"},
 		Principal: "user:u", Tenant: "t", Workspace: "/ws",
 	})
@@ -131,7 +132,7 @@ func TestAuthorizerGetsItsOwnDescriptor(t *testing.T) {
 	reg := executor.NewRegistry()
 	desc := executor.ActionDescriptor{ID: "touch", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
 		Arguments: []byte(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
-		Hints:     executor.NormalizationHints{Paths: []executor.PathHint{{Arg: "path", Access: []string{"write"}}}}}
+		Hints:     normalize.NormalizationHints{Paths: []normalize.PathHint{{Arg: "path", Access: []string{"write"}}}}}
 	if err := reg.Register(desc, func(context.Context, map[string]any) (any, error) { return nil, nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -179,8 +180,8 @@ func TestRegisterRefusesUnjudgedHints(t *testing.T) {
 		return json.RawMessage(`{"type":"object","properties":{` + props + `},"required":` + string(req) + `}`)
 	}
 	str := `{"type":"string"}`
-	pathHint := func(arg string, access ...string) executor.NormalizationHints {
-		return executor.NormalizationHints{Paths: []executor.PathHint{{Arg: arg, Access: access}}}
+	pathHint := func(arg string, access ...string) normalize.NormalizationHints {
+		return normalize.NormalizationHints{Paths: []normalize.PathHint{{Arg: arg, Access: access}}}
 	}
 	for _, tc := range []struct {
 		name string
@@ -191,17 +192,17 @@ func TestRegisterRefusesUnjudgedHints(t *testing.T) {
 		{"path argument optional", executor.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":` + str), Hints: pathHint("path", "read")}, "does not require"},
 		{"path without access", executor.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":`+str, "path"), Hints: pathHint("path")}, "has no access"},
 		{"unknown access", executor.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":`+str, "path"), Hints: pathHint("path", "wrte")}, `access "wrte"`},
-		{"command undeclared", executor.ActionDescriptor{ID: "run", Arguments: obj(`"cmd":`+str, "cmd"), Hints: executor.NormalizationHints{Command: "command"}}, `"command"`},
-		{"url optional", executor.ActionDescriptor{ID: "get", Arguments: obj(`"url":` + str), Hints: executor.NormalizationHints{URL: "url"}}, "does not require"},
-		{"mcp tool undeclared", executor.ActionDescriptor{ID: "call", Arguments: obj(`"server":`+str, "server"), Hints: executor.NormalizationHints{MCP: &executor.MCPHint{Server: "server", Tool: "tool"}}}, `"tool"`},
+		{"command undeclared", executor.ActionDescriptor{ID: "run", Arguments: obj(`"cmd":`+str, "cmd"), Hints: normalize.NormalizationHints{Command: "command"}}, `"command"`},
+		{"url optional", executor.ActionDescriptor{ID: "get", Arguments: obj(`"url":` + str), Hints: normalize.NormalizationHints{URL: "url"}}, "does not require"},
+		{"mcp tool undeclared", executor.ActionDescriptor{ID: "call", Arguments: obj(`"server":`+str, "server"), Hints: normalize.NormalizationHints{MCP: &normalize.MCPHint{Server: "server", Tool: "tool"}}}, `"tool"`},
 		{"schema not an object", executor.ActionDescriptor{ID: "fetch", Arguments: json.RawMessage(`{"type":"string"}`)}, `"type": "object"`},
 		{"built-in id without hints", executor.ActionDescriptor{ID: "read_file", Arguments: obj(`"path":`+str, "path")}, "built-in action id"},
 		{"built-in id with other hints", executor.ActionDescriptor{ID: "bash", Arguments: obj(`"command":`+str+`,"cwd":`+str, "command", "cwd"),
-			Hints: executor.NormalizationHints{Command: "command", Paths: []executor.PathHint{{Arg: "cwd", Access: []string{"read"}}}}}, "built-in action id"},
+			Hints: normalize.NormalizationHints{Command: "command", Paths: []normalize.PathHint{{Arg: "cwd", Access: []string{"read"}}}}}, "built-in action id"},
 		{"custom id without hints", executor.ActionDescriptor{ID: "send_report", Arguments: obj(`"to":`+str, "to")}, ""},
 		{"built-in id with its hints", executor.ActionDescriptor{ID: "read_file", Arguments: obj(`"path":`+str+`,"encoding":`+str, "path"), Hints: pathHint("path", "read")}, ""},
 		{"optional mcp resource", executor.ActionDescriptor{ID: "call", Arguments: obj(`"server":`+str+`,"tool":`+str+`,"res":`+str, "server", "tool"),
-			Hints: executor.NormalizationHints{MCP: &executor.MCPHint{Server: "server", Tool: "tool", Resource: "res"}}}, ""},
+			Hints: normalize.NormalizationHints{MCP: &normalize.MCPHint{Server: "server", Tool: "tool", Resource: "res"}}}, ""},
 	} {
 		tc.d.Version = "1"
 		err := executor.NewRegistry().Register(tc.d, nil)

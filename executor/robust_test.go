@@ -9,6 +9,7 @@ import (
 
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -65,7 +66,7 @@ func TestValuesWithoutCanonicalFormAreRefused(t *testing.T) {
 					q.Metadata = map[string]any{"v": v}
 				}
 				out := r.exec.Execute(context.Background(), q, ec)
-				if out.Kind() != executor.KindDenied || out.Base().ReasonCode != executor.ReasonInvalidRequest || out.Base().CallExecuted {
+				if out.Kind() != executor.KindDenied || out.Base().ReasonCode != normalize.ReasonInvalidRequest || out.Base().CallExecuted {
 					t.Errorf("%s: %s in %s: %s %q", profile, name, where, out.Kind(), out.Base().ReasonCode)
 				}
 			}
@@ -94,7 +95,7 @@ func TestValuesWithoutCanonicalFormAreRefused(t *testing.T) {
 	}
 	n := executor.Normalizer{Registry: reg}
 	for name, v := range bad {
-		for _, a := range []executor.ActionRequest{
+		for _, a := range []normalize.ActionRequest{
 			{Action: "read_file", Arguments: map[string]any{"path": v}},
 			{Action: "mcp:github/create_issue", Arguments: map[string]any{"body": v}},
 			{Action: "anything", Arguments: map[string]any{"v": v}},

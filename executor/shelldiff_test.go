@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // The shell differential test checks the normalizer's reading of a bash
@@ -239,7 +240,7 @@ var envResolving = map[string]bool{"PATH": true, "BASH_CMDS": true, "EXECIGNORE"
 // shell control, through bash; it returns a description of the
 // disagreement, "" when there is none, and whether bash ran it.
 func diffCheck(r *shellRig, src string) (problem string, ran bool, err error) {
-	n, nerr := (&executor.Normalizer{}).Normalize(executor.ActionRequest{
+	n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
 		Action: "bash", Arguments: map[string]any{"command": src}, Principal: "agent:a", Tenant: "acme", Workspace: r.ws,
 	})
 	if nerr != nil || !n.ShellControl {

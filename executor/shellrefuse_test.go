@@ -2,13 +2,11 @@ package executor_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
-	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // refusal is a command the normalizer must refuse, and what real bash
@@ -29,7 +27,7 @@ func checkRefusals(t *testing.T, cases []refusal) {
 	t.Helper()
 	r := newShellRig(t)
 	for _, c := range cases {
-		if _, err := executor.ParseCommand(c.src); err == nil || err.Reason != executor.ReasonInvalidCommand {
+		if _, err := normalize.ParseCommand(c.src); err == nil || err.Reason != normalize.ReasonInvalidCommand {
 			t.Errorf("%q: %v, want invalid_command", c.src, err)
 		}
 		execd, _, err := r.run(c.src)
@@ -53,7 +51,7 @@ func checkAccepted(t *testing.T, cmds []string) {
 	t.Helper()
 	r := newShellRig(t)
 	for _, src := range cmds {
-		if _, err := executor.ParseCommand(src); err != nil {
+		if _, err := normalize.ParseCommand(src); err != nil {
 			t.Errorf("%q: %v, want accepted", src, err)
 			continue
 		}
@@ -132,45 +130,6 @@ func TestIntegerVarsRefuseCodeValues(t *testing.T) {
 		{src: "BASHPID=x"},
 	})
 	checkAccepted(t, []string{"BASHPID=1; echo", "OPTIND=1; echo", "RANDOM=42; echo", "export SRANDOM=", "BASHPID+=1; echo"})
-}
-
-// TestIntegerVarsFromBash: the integer-typed variables the normalizer
-// knows are those the bash installed gives the integer attribute ("declare
-// -pi" in a clean environment), so a bash with a new one fails this test
-// rather than evaluate its assigned values unseen.
-func TestIntegerVarsFromBash(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
-	cmd := exec.Command(bash, "--norc", "--noprofile", "-c", "declare -pi")
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	known := executor.IntegerVarNames()
-	var got []string
-	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		// declare -i NAME, declare -ir NAME="1"
-		f := strings.Fields(line)
-		if len(f) < 3 || f[0] != "declare" || !strings.Contains(f[1], "i") {
-			t.Fatalf("unexpected line %q", line)
-		}
-		name, _, _ := strings.Cut(f[2], "=")
-		got = append(got, name)
-		if !slices.Contains(known, name) {
-			t.Errorf("bash gives %s the integer attribute; the normalizer does not know it (integerVars)", name)
-		}
-	}
-	if len(got) < 5 {
-		t.Fatalf("declare -pi listed %q", got)
-	}
-	for _, name := range known {
-		if !slices.Contains(got, name) {
-			t.Errorf("integerVars lists %s, which this bash does not make an integer", name)
-		}
-	}
 }
 
 // TestHistoryFileIsNeverTouched: assigning HISTFILESIZE makes bash

@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/jcs"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -299,7 +301,7 @@ type ExecutionContext struct {
 	// Usage is budget consumption the executor does not account itself
 	// (a runtime's own meter, say), added to what Config.Budgets counted
 	// in the policy's window before the policy judges it.
-	Usage Usage
+	Usage normalize.Usage
 }
 
 // scopeForm is a scope's canonical form inside digests: {"kind", and the
@@ -385,7 +387,7 @@ type OutcomeBase struct {
 	// ReasonCode is the stable reason ("" for success).
 	ReasonCode string
 	// Decision is the policy decision, when policy was evaluated.
-	Decision *Decision
+	Decision *decision.Decision
 	// Trail is the ordered audit of the attempt's stages.
 	Trail []TrailEntry
 	// Preflight is the verified preflight report (stage 3).

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // TestUnspecifiedAddressesAreNoHost: on Linux a connection to the
@@ -26,19 +26,19 @@ func TestUnspecifiedAddressesAreNoHost(t *testing.T) {
 		"0", "00", "0x0", "0X0", "0x00000000", "0.0", "0.0.0", "0x0.0", "0.0x0.0", "000.000.000.000", "00.0.0.0",
 	} {
 		u := "http://" + host + ":8080/"
-		if hp, err := executor.URLHost(u); err == nil || err.Reason != executor.ReasonInvalidURL {
+		if hp, err := normalize.URLHost(u); err == nil || err.Reason != normalize.ReasonInvalidURL {
 			t.Errorf("URLHost(%q) = %q, %v; want invalid_url", u, hp, err)
 		}
-		if got := decideReasons(t, p, "http_get", map[string]any{"url": u}); got != executor.ReasonInvalidURL {
-			t.Errorf("http_get %s: %s, want %s", u, got, executor.ReasonInvalidURL)
+		if got := decideReasons(t, p, "http_get", map[string]any{"url": u}); got != normalize.ReasonInvalidURL {
+			t.Errorf("http_get %s: %s, want %s", u, got, normalize.ReasonInvalidURL)
 		}
 	}
 	// bash takes the host of /dev/tcp/HOST/PORT without brackets.
 	for _, host := range []string{"0.0.0.0", "::", "0:0::0", "::ffff:0.0.0.0", "0", "0x0", "0.0"} {
 		for _, dev := range []string{"tcp", "udp"} {
 			cmd := "echo > /dev/" + dev + "/" + host + "/8080"
-			if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != executor.ReasonInvalidCommand {
-				t.Errorf("%q: %s, want %s", cmd, got, executor.ReasonInvalidCommand)
+			if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != normalize.ReasonInvalidCommand {
+				t.Errorf("%q: %s, want %s", cmd, got, normalize.ReasonInvalidCommand)
 			}
 		}
 	}
@@ -77,21 +77,21 @@ func TestLoopbackAddressesOtherThanTheLoopbackHostAreNoHost(t *testing.T) {
 		"[::ffff:127.0.0.2]", "[::ffff:7f00:2]", "[0:0:0:0:0:ffff:127.9.9.9]",
 	} {
 		u := "http://" + host + ":8080/"
-		hp, err := executor.URLHost(u)
-		if err == nil || err.Reason != executor.ReasonInvalidURL {
+		hp, err := normalize.URLHost(u)
+		if err == nil || err.Reason != normalize.ReasonInvalidURL {
 			t.Errorf("URLHost(%q) = %q, %v; want invalid_url", u, hp, err)
 		} else if !strings.Contains(err.Detail, "write 127.0.0.1") {
 			t.Errorf("URLHost(%q): %q does not tell the author to write 127.0.0.1", u, err.Detail)
 		}
-		if got := decideReasons(t, p, "http_get", map[string]any{"url": u}); got != executor.ReasonInvalidURL {
-			t.Errorf("http_get %s: %s, want %s", u, got, executor.ReasonInvalidURL)
+		if got := decideReasons(t, p, "http_get", map[string]any{"url": u}); got != normalize.ReasonInvalidURL {
+			t.Errorf("http_get %s: %s, want %s", u, got, normalize.ReasonInvalidURL)
 		}
 	}
 	for _, host := range []string{"127.0.0.2", "127.1.2.3", "::ffff:127.0.0.2", "::ffff:7f00:2"} {
 		for _, dev := range []string{"tcp", "udp"} {
 			cmd := "echo > /dev/" + dev + "/" + host + "/8080"
-			if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != executor.ReasonInvalidCommand {
-				t.Errorf("%q: %s, want %s", cmd, got, executor.ReasonInvalidCommand)
+			if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != normalize.ReasonInvalidCommand {
+				t.Errorf("%q: %s, want %s", cmd, got, normalize.ReasonInvalidCommand)
 			}
 		}
 	}

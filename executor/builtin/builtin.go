@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // Options configure the built-in callables.
@@ -43,15 +44,15 @@ type Options struct {
 }
 
 // sameHostRedirects follows a redirect only to the host and port the
-// policy judged (the request's, as executor.URLHost gives it); any other
+// policy judged (the request's, as normalize.URLHost gives it); any other
 // is not followed, and the redirect response is the result: following it
 // would reach a host the policy never judged.
 func sameHostRedirects(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
 	}
-	to, err := executor.URLHost(req.URL.String())
-	from, ferr := executor.URLHost(via[0].URL.String())
+	to, err := normalize.URLHost(req.URL.String())
+	from, ferr := normalize.URLHost(via[0].URL.String())
 	if err != nil || ferr != nil || to != from {
 		return http.ErrUseLastResponse
 	}
@@ -150,7 +151,7 @@ func (o Options) path(ctx context.Context, args map[string]any) (string, error) 
 		return "", err
 	}
 	p, _ := args["path"].(string)
-	abs, nerr := executor.NormalizePath(o.Workspace, p)
+	abs, nerr := normalize.NormalizePath(o.Workspace, p)
 	if nerr != nil {
 		return "", fail(nerr.Reason, nerr)
 	}
@@ -165,7 +166,7 @@ func (o Options) path(ctx context.Context, args map[string]any) (string, error) 
 }
 
 // bash runs the command as a real subprocess in the workspace, exactly as
-// the policy judged it (executor.ParseCommand): without shell control it
+// the policy judged it (normalize.ParseCommand): without shell control it
 // is one argv, run directly with its literal assignments in the
 // environment — a glob in it stays the literal text the policy saw;
 // only with shell control (never another shell: without bash it fails, spawn_failed), which the executor has allowed
@@ -185,7 +186,7 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 		return nil, err
 	}
 	command, _ := args["command"].(string)
-	c, nerr := executor.ParseCommand(command)
+	c, nerr := normalize.ParseCommand(command)
 	if nerr != nil {
 		return nil, fail(nerr.Reason, nerr)
 	}
@@ -211,7 +212,7 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 		cmd.Env = o.Env
 		cmd.ExtraFiles = redirs.extra
 	default:
-		return nil, fail(executor.ReasonInvalidCommand, fmt.Errorf("%d commands without shell control", len(c.Argv)))
+		return nil, fail(normalize.ReasonInvalidCommand, fmt.Errorf("%d commands without shell control", len(c.Argv)))
 	}
 	cmd.Dir = o.Workspace
 	out, err := newOutput(o.MaxOutput)
@@ -339,7 +340,7 @@ func (o Options) httpGet(ctx context.Context, args map[string]any) (any, error) 
 	u, _ := args["url"].(string)
 	// The host the policy judged (a second check at the point of use):
 	// a URL the normalizer refuses is never fetched.
-	if _, nerr := executor.URLHost(u); nerr != nil {
+	if _, nerr := normalize.URLHost(u); nerr != nil {
 		return nil, fail(nerr.Reason, nerr)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

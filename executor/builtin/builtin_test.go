@@ -13,6 +13,7 @@ import (
 
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/builtin"
+	"polc.dev/polc/normalize"
 )
 
 // callables returns the built-in callables for ws (called directly here:
@@ -57,7 +58,7 @@ func TestFilesAreNotReachedThroughSymlinks(t *testing.T) {
 	fns := callables(t, ws)
 	ctx := context.Background()
 
-	if _, err := fns["read_file"](ctx, map[string]any{"path": "escape"}); class(err) != executor.ReasonPathEscape {
+	if _, err := fns["read_file"](ctx, map[string]any{"path": "escape"}); class(err) != normalize.ReasonPathEscape {
 		t.Errorf("read_file through a link out of the workspace: %v", err)
 	}
 	for name, fn := range map[string]executor.Callable{"read_file": fns["read_file"], "write_file": fns["write_file"], "edit_file": fns["edit_file"]} {
@@ -165,7 +166,7 @@ func TestBashRunsWhatThePolicyJudged(t *testing.T) {
 		return m, err
 	}
 	for _, c := range []string{"cat s*", "cat ?ecret", "cat [s]ecret", "FOO=1 cat s*"} {
-		c0, nerr := executor.ParseCommand(c)
+		c0, nerr := normalize.ParseCommand(c)
 		if nerr != nil || c0.ShellControl {
 			t.Fatalf("%q: the policy would see shell control (%v)", c, nerr)
 		}
@@ -175,7 +176,7 @@ func TestBashRunsWhatThePolicyJudged(t *testing.T) {
 		}
 	}
 	for c, want := range map[string]string{"echo *": "*\n", "echo ~": "~\n", "echo a{b,c}": "ab ac\n", "FOO=bar printenv FOO": "bar\n"} {
-		c0, _ := executor.ParseCommand(c)
+		c0, _ := normalize.ParseCommand(c)
 		res, err := run(c)
 		if err != nil || res["stdout"] != want || res["shell"] != c0.ShellControl {
 			t.Errorf("%q: %v %v (shell control %v)", c, res, err, c0.ShellControl)

@@ -14,6 +14,7 @@ import (
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/builtin"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -135,7 +136,7 @@ func TestConcurrentParseCommand(t *testing.T) {
 		case 3:
 			cmds[i] = fmt.Sprintf("rm -rf notes/\\s%d; echo done%d", i, i)
 		}
-		c, nerr := executor.ParseCommand(cmds[i])
+		c, nerr := normalize.ParseCommand(cmds[i])
 		if nerr != nil {
 			t.Fatalf("%q: %v", cmds[i], nerr)
 		}
@@ -150,7 +151,7 @@ func TestConcurrentParseCommand(t *testing.T) {
 			defer wg.Done()
 			for r := 0; r < 50; r++ {
 				i := (g*7 + r*13) % len(cmds)
-				c, nerr := executor.ParseCommand(cmds[i])
+				c, nerr := normalize.ParseCommand(cmds[i])
 				got := fmt.Sprint(c.Argv, c.Assign)
 				if nerr != nil || got != want[i] {
 					mu.Lock()

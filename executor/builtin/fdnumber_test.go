@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // TestBashHugeDescriptorNumberWritesNothing: "2147483648<victim.txt" is
@@ -26,8 +27,8 @@ func TestBashHugeDescriptorNumberWritesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := run(cmd)
-		if out.Kind() != executor.KindDenied || out.Base().ReasonCode != executor.ReasonInvalidCommand {
-			t.Errorf("%q: %s %s, want denied %s", cmd, out.Kind(), out.Base().ReasonCode, executor.ReasonInvalidCommand)
+		if out.Kind() != executor.KindDenied || out.Base().ReasonCode != normalize.ReasonInvalidCommand {
+			t.Errorf("%q: %s %s, want denied %s", cmd, out.Kind(), out.Base().ReasonCode, normalize.ReasonInvalidCommand)
 		}
 		if b, err := os.ReadFile(victim); err != nil || string(b) != "keep\n" {
 			t.Errorf("%q (%s): victim.txt, judged as a read only, is now %q (%v)", cmd, out.Kind(), b, err)

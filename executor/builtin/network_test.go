@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // TestHTTPGetUnspecifiedAddressIsRefused: connecting to 0.0.0.0 (or [::],
@@ -44,8 +45,8 @@ policies: p: {
 	for _, h := range []string{"0.0.0.0", "[::ffff:0.0.0.0]", "[::]", "0", "0x0", "0.0"} {
 		u := "http://" + h + ":" + port + "/"
 		out := get(u)
-		if out.Kind() != executor.KindDenied || out.Base().ReasonCode != executor.ReasonInvalidURL {
-			t.Errorf("%s: %s %s, want denied %s", u, out.Kind(), out.Base().ReasonCode, executor.ReasonInvalidURL)
+		if out.Kind() != executor.KindDenied || out.Base().ReasonCode != normalize.ReasonInvalidURL {
+			t.Errorf("%s: %s %s, want denied %s", u, out.Kind(), out.Base().ReasonCode, normalize.ReasonInvalidURL)
 		}
 	}
 	if hits != 0 {
@@ -86,14 +87,14 @@ policies: p: {
 `)
 	for _, u := range []string{"http://127.0.0.2:" + port + "/", "http://[::ffff:127.0.0.2]:" + port + "/"} {
 		out := run(context.Background(), "http_get", map[string]any{"url": u}, 5*time.Second)
-		if out.Kind() != executor.KindDenied || out.Base().ReasonCode != executor.ReasonInvalidURL {
-			t.Errorf("http_get %s: %s %s, want denied %s", u, out.Kind(), out.Base().ReasonCode, executor.ReasonInvalidURL)
+		if out.Kind() != executor.KindDenied || out.Base().ReasonCode != normalize.ReasonInvalidURL {
+			t.Errorf("http_get %s: %s %s, want denied %s", u, out.Kind(), out.Base().ReasonCode, normalize.ReasonInvalidURL)
 		}
 	}
 	cmd := "echo -e 'GET / HTTP/1.0\\r\\n\\r\\n' > /dev/tcp/127.0.0.2/" + port
 	out := run(context.Background(), "bash", map[string]any{"command": cmd}, 5*time.Second)
-	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != executor.ReasonInvalidCommand {
-		t.Errorf("%q: %s %s, want denied %s", cmd, out.Kind(), out.Base().ReasonCode, executor.ReasonInvalidCommand)
+	if out.Kind() != executor.KindDenied || out.Base().ReasonCode != normalize.ReasonInvalidCommand {
+		t.Errorf("%q: %s %s, want denied %s", cmd, out.Kind(), out.Base().ReasonCode, normalize.ReasonInvalidCommand)
 	}
 	// A control: the server is there, and the same request reaches it
 	// when nothing refuses it.

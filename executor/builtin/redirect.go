@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // Bash opens a redirection's file by its path when the redirection runs,
@@ -76,10 +76,10 @@ var errEscape = errors.New("it leaves the workspace")
 // not, is replaced by a path that fails as bash would (No such file or
 // directory) when the redirection runs. The caller closes the result
 // once bash has started.
-func openRedirects(ws, command string, c executor.Command) (out *redirects, err error) {
+func openRedirects(ws, command string, c normalize.Command) (out *redirects, err error) {
 	targets := map[string]*redirectTarget{}
 	var order []*redirectTarget
-	var words []executor.Redirect
+	var words []normalize.Redirect
 	for _, r := range c.Redirects {
 		if r.End == 0 || !r.JudgedAsPath() {
 			continue // a file reopened through /dev/fd/N, /dev/null, a socket
@@ -149,7 +149,7 @@ func openRedirects(ws, command string, c executor.Command) (out *redirects, err 
 		}
 	}
 	// Replace the words from the last, so earlier offsets hold.
-	slices.SortFunc(words, func(a, b executor.Redirect) int { return b.Start - a.Start })
+	slices.SortFunc(words, func(a, b normalize.Redirect) int { return b.Start - a.Start })
 	for _, w := range words {
 		out.text = out.text[:w.Start] + targets[w.Target].path + out.text[w.End:]
 	}
@@ -172,7 +172,7 @@ func redirectFailure(t *redirectTarget, err error) error {
 	case errors.Is(err, errSymlink):
 		class = "symlink_refused"
 	case errors.Is(err, errEscape):
-		class = executor.ReasonPathEscape
+		class = normalize.ReasonPathEscape
 	case errors.Is(err, errAbsentDir):
 		return fail(class, fmt.Errorf("redirection to %s: %w when the command starts (polc opens redirection files before bash runs): create it in an earlier command", t.target, err))
 	}

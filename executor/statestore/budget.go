@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // The budget ledger: one executor.BudgetAccount per key (tenant, principal,
@@ -60,7 +61,7 @@ func loadAccount(ctx context.Context, q interface {
 // row is deleted, a new or changed one written, and so is the past's.
 func saveAccount(ctx context.Context, tx *sql.Tx, key executor.BudgetKey, before, after *executor.BudgetAccount) error {
 	type wk struct{ window, start int64 }
-	was := make(map[wk]executor.Usage, len(before.Buckets))
+	was := make(map[wk]normalize.Usage, len(before.Buckets))
 	for _, b := range before.Buckets {
 		was[wk{b.Window, b.Start}] = b.Usage
 	}
@@ -82,7 +83,7 @@ func saveAccount(ctx context.Context, tx *sql.Tx, key executor.BudgetKey, before
 		}
 	}
 	if after.Past == before.Past && after.PastEndKnown == before.PastEndKnown && after.PastEnd == before.PastEnd ||
-		after.Past == (executor.Usage{}) && !after.PastEndKnown {
+		after.Past == (normalize.Usage{}) && !after.PastEndKnown {
 		return nil
 	}
 	return writeRow(ctx, tx, key, executor.BudgetBucket{Usage: after.Past}, sql.NullInt64{Int64: after.PastEnd, Valid: after.PastEndKnown})
@@ -128,26 +129,26 @@ func (s *SQLite) modify(ctx context.Context, key executor.BudgetKey, only *execu
 // Reserve implements executor.BudgetLedger: it counts one call in the
 // window now falls in and returns the usage before it, in one write
 // transaction.
-func (s *SQLite) Reserve(ctx context.Context, key executor.BudgetKey, window int64, now time.Time) (executor.BudgetReservation, executor.Usage, error) {
+func (s *SQLite) Reserve(ctx context.Context, key executor.BudgetKey, window int64, now time.Time) (executor.BudgetReservation, normalize.Usage, error) {
 	if err := checkBudgetKey(key, window); err != nil {
-		return executor.BudgetReservation{}, executor.Usage{}, err
+		return executor.BudgetReservation{}, normalize.Usage{}, err
 	}
 	var res executor.BudgetReservation
-	var before executor.Usage
+	var before normalize.Usage
 	err := s.modify(ctx, key, nil, func(a *executor.BudgetAccount) {
 		var start int64
-		start, before = a.Record(window, now, executor.Usage{Calls: 1})
+		start, before = a.Record(window, now, normalize.Usage{Calls: 1})
 		res = executor.BudgetReservation{Key: key, WindowMicroseconds: window, WindowStart: start}
 	})
 	if err != nil {
-		return executor.BudgetReservation{}, executor.Usage{}, fmt.Errorf("statestore: budget reserve: %w", err)
+		return executor.BudgetReservation{}, normalize.Usage{}, fmt.Errorf("statestore: budget reserve: %w", err)
 	}
 	return res, before, nil
 }
 
 // update applies f to the usage the reservation recorded: in its window's
 // row, or in the past's when that window has been folded into it.
-func (s *SQLite) update(ctx context.Context, op string, res executor.BudgetReservation, f func(*executor.Usage)) error {
+func (s *SQLite) update(ctx context.Context, op string, res executor.BudgetReservation, f func(*normalize.Usage)) error {
 	if err := checkBudgetKey(res.Key, res.WindowMicroseconds); err != nil {
 		return err
 	}
@@ -159,16 +160,16 @@ func (s *SQLite) update(ctx context.Context, op string, res executor.BudgetReser
 }
 
 // Settle implements executor.BudgetLedger.
-func (s *SQLite) Settle(ctx context.Context, res executor.BudgetReservation, u executor.Usage) error {
+func (s *SQLite) Settle(ctx context.Context, res executor.BudgetReservation, u normalize.Usage) error {
 	if err := executor.CheckUsage(u); err != nil {
 		return &InputError{What: "budget settlement", Reason: err.Error()}
 	}
-	return s.update(ctx, "settle", res, func(r *executor.Usage) { *r = r.Plus(u) })
+	return s.update(ctx, "settle", res, func(r *normalize.Usage) { *r = r.Plus(u) })
 }
 
 // Release implements executor.BudgetLedger.
 func (s *SQLite) Release(ctx context.Context, res executor.BudgetReservation) error {
-	return s.update(ctx, "release", res, func(r *executor.Usage) {
+	return s.update(ctx, "release", res, func(r *normalize.Usage) {
 		if r.Calls > 0 {
 			r.Calls--
 		}
@@ -176,7 +177,7 @@ func (s *SQLite) Release(ctx context.Context, res executor.BudgetReservation) er
 }
 
 // Charge implements executor.BudgetLedger.
-func (s *SQLite) Charge(ctx context.Context, key executor.BudgetKey, window int64, now time.Time, u executor.Usage) error {
+func (s *SQLite) Charge(ctx context.Context, key executor.BudgetKey, window int64, now time.Time, u normalize.Usage) error {
 	if err := checkBudgetKey(key, window); err != nil {
 		return err
 	}
@@ -190,11 +191,11 @@ func (s *SQLite) Charge(ctx context.Context, key executor.BudgetKey, window int6
 }
 
 // Usage implements executor.BudgetLedger.
-func (s *SQLite) Usage(ctx context.Context, key executor.BudgetKey, window int64, now time.Time) (executor.Usage, error) {
+func (s *SQLite) Usage(ctx context.Context, key executor.BudgetKey, window int64, now time.Time) (normalize.Usage, error) {
 	if err := checkBudgetKey(key, window); err != nil {
-		return executor.Usage{}, err
+		return normalize.Usage{}, err
 	}
-	var u executor.Usage
+	var u normalize.Usage
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		a, err := loadAccount(ctx, tx, key, nil)
 		if err == nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 var (
@@ -26,7 +27,7 @@ func TestBudgetLedgerAccounts(t *testing.T) {
 	s := open(t)
 	ctx := context.Background()
 	r1, before, err := s.Reserve(ctx, budgetKey, hour, bt0.Add(time.Minute))
-	if err != nil || before != (executor.Usage{}) {
+	if err != nil || before != (normalize.Usage{}) {
 		t.Fatalf("first reserve: %v, usage %+v", err, before)
 	}
 	r2, before, err := s.Reserve(ctx, budgetKey, hour, bt0.Add(2*time.Minute))
@@ -39,17 +40,17 @@ func TestBudgetLedgerAccounts(t *testing.T) {
 	if err := s.Release(ctx, r1); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Settle(ctx, r2, executor.Usage{Tokens: 7, WallMicroseconds: 300}); err != nil {
+	if err := s.Settle(ctx, r2, normalize.Usage{Tokens: 7, WallMicroseconds: 300}); err != nil {
 		t.Fatal(err)
 	}
-	want := executor.Usage{Calls: 1, Tokens: 7, WallMicroseconds: 300}
+	want := normalize.Usage{Calls: 1, Tokens: 7, WallMicroseconds: 300}
 	if u, err := s.Usage(ctx, budgetKey, hour, bt0.Add(59*time.Minute)); err != nil || u != want {
 		t.Fatalf("usage %+v (%v), want %+v", u, err, want)
 	}
 	// Another key: counted apart. Another window length: the same
 	// account, judged on every window that overlaps (the lifetime
 	// overlaps all).
-	if u, _ := s.Usage(ctx, executor.BudgetKey{Tenant: "acme", Principal: "agent:b", PolicyID: "p"}, hour, bt0); u != (executor.Usage{}) {
+	if u, _ := s.Usage(ctx, executor.BudgetKey{Tenant: "acme", Principal: "agent:b", PolicyID: "p"}, hour, bt0); u != (normalize.Usage{}) {
 		t.Errorf("another principal's usage %+v", u)
 	}
 	if u, _ := s.Usage(ctx, budgetKey, 0, bt0); u != want {
@@ -58,13 +59,13 @@ func TestBudgetLedgerAccounts(t *testing.T) {
 	// The next hour starts from nothing; settling the old window's
 	// reservation afterwards changes nothing in it.
 	r3, before, err := s.Reserve(ctx, budgetKey, hour, bt0.Add(time.Hour))
-	if err != nil || before != (executor.Usage{}) || r3.WindowStart != bt0.Add(time.Hour).UnixMicro() {
+	if err != nil || before != (normalize.Usage{}) || r3.WindowStart != bt0.Add(time.Hour).UnixMicro() {
 		t.Fatalf("reserve in the next window: %v, usage %+v, window %d", err, before, r3.WindowStart)
 	}
-	if err := s.Settle(ctx, r2, executor.Usage{Tokens: 1000}); err != nil {
+	if err := s.Settle(ctx, r2, normalize.Usage{Tokens: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	if u, _ := s.Usage(ctx, budgetKey, hour, bt0.Add(time.Hour)); u != (executor.Usage{Calls: 1}) {
+	if u, _ := s.Usage(ctx, budgetKey, hour, bt0.Add(time.Hour)); u != (normalize.Usage{Calls: 1}) {
 		t.Errorf("next window's usage %+v, want one call", u)
 	}
 	// A clock stepped back into the ended window counts in the later one.
@@ -73,7 +74,7 @@ func TestBudgetLedgerAccounts(t *testing.T) {
 		t.Errorf("reserve with the clock stepped back: %v, usage %+v; want the later window's", err, before)
 	}
 	var ie *InputError
-	if err := s.Settle(ctx, r3, executor.Usage{Tokens: -1}); !errors.As(err, &ie) {
+	if err := s.Settle(ctx, r3, normalize.Usage{Tokens: -1}); !errors.As(err, &ie) {
 		t.Errorf("negative settlement: %v, want InputError", err)
 	}
 	if _, _, err := s.Reserve(ctx, executor.BudgetKey{Tenant: "acme"}, hour, bt0); !errors.As(err, &ie) {
@@ -95,7 +96,7 @@ func TestBudgetLedgerSurvivesReopen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Settle(ctx, r, executor.Usage{WallMicroseconds: 10}); err != nil {
+		if err := s.Settle(ctx, r, normalize.Usage{WallMicroseconds: 10}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -105,7 +106,7 @@ func TestBudgetLedgerSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if u, err := s.Usage(ctx, budgetKey, 0, bt0.Add(1000*time.Hour)); err != nil || u != (executor.Usage{Calls: 3, WallMicroseconds: 30}) {
+	if u, err := s.Usage(ctx, budgetKey, 0, bt0.Add(1000*time.Hour)); err != nil || u != (normalize.Usage{Calls: 3, WallMicroseconds: 30}) {
 		t.Fatalf("usage after reopening %+v (%v), want 3 calls and 30 µs", u, err)
 	}
 }
@@ -231,7 +232,7 @@ func TestOpenMigratesVersion2(t *testing.T) {
 	}
 	ctx := context.Background()
 	at := bt0.Add(10 * time.Minute)
-	usage := func(key executor.BudgetKey, window int64, now time.Time) executor.Usage {
+	usage := func(key executor.BudgetKey, window int64, now time.Time) normalize.Usage {
 		t.Helper()
 		u, err := s.Usage(ctx, key, window, now)
 		if err != nil {
@@ -240,10 +241,10 @@ func TestOpenMigratesVersion2(t *testing.T) {
 		return u
 	}
 	// A 2h version of the policy: the 1h row and the undated past count.
-	if u := usage(budgetKey, 2*hour, at); u != (executor.Usage{Calls: 5, Tokens: 5}) {
+	if u := usage(budgetKey, 2*hour, at); u != (normalize.Usage{Calls: 5, Tokens: 5}) {
 		t.Errorf("2h window after migrating: %+v, want the hour's and the lifetime's", u)
 	}
-	if u := usage(other, hour, at); u != (executor.Usage{Calls: 1}) {
+	if u := usage(other, hour, at); u != (normalize.Usage{Calls: 1}) {
 		t.Errorf("another account's 1h window: %+v, want its 2h row's call", u)
 	}
 	if _, before, err := s.Reserve(ctx, budgetKey, hour, at); err != nil || before.Calls != 5 {
@@ -252,10 +253,10 @@ func TestOpenMigratesVersion2(t *testing.T) {
 	if end := count(t, check, "SELECT end_us FROM budget_usage WHERE principal = 'agent:a' AND window_us = 0"); int64(end) != at.UnixMicro()+1 {
 		t.Errorf("the past's end after a reservation: %d, want dated to it (%d)", end, at.UnixMicro()+1)
 	}
-	if u := usage(budgetKey, hour, bt0.Add(time.Hour)); u != (executor.Usage{}) {
+	if u := usage(budgetKey, hour, bt0.Add(time.Hour)); u != (normalize.Usage{}) {
 		t.Errorf("the next hour: %+v, want nothing (the past is dated before it)", u)
 	}
-	if u := usage(budgetKey, 0, bt0.Add(time.Hour)); u != (executor.Usage{Calls: 6, Tokens: 5}) {
+	if u := usage(budgetKey, 0, bt0.Add(time.Hour)); u != (normalize.Usage{Calls: 6, Tokens: 5}) {
 		t.Errorf("the lifetime: %+v, want every call", u)
 	}
 	if err := s.Close(); err != nil {

@@ -13,7 +13,8 @@ import (
 	"testing"
 
 	"polc.dev/polc/compiler"
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
+	"polc.dev/polc/normalize"
 )
 
 // kv is one argument, in the order a Python dict keeps.
@@ -163,7 +164,7 @@ func randomPolicy(r *rand.Rand) Policy {
 // randomCall draws a tool call: the legacy arguments and the request polc
 // decides (action canonical; facets random, the translation allows them
 // all).
-func randomCall(r *rand.Rand) (string, []kv, *executor.Normalized) {
+func randomCall(r *rand.Rand) (string, []kv, *normalize.Normalized) {
 	tool := tools[r.IntN(len(tools)-1)] // not "*"
 	if r.IntN(5) == 0 {
 		tool = "unknown_tool"
@@ -179,10 +180,10 @@ func randomCall(r *rand.Rand) (string, []kv, *executor.Normalized) {
 	default:
 		args = []kv{{"action", "go"}, {"q", []string{"x", "git push", "y.py"}[r.IntN(3)]}}
 	}
-	n := &executor.Normalized{Principal: "agent:" + []string{"a", "b"}[r.IntN(2)], Tenant: "t", Action: refCanonical(tool), Workspace: "/ws",
-		Time: "2026-06-01T00:00:00.000000Z", Paths: []executor.PathAccess{}, Commands: [][]string{}, Hosts: []string{}, Env: []string{}, Secrets: []string{}}
+	n := &normalize.Normalized{Principal: "agent:" + []string{"a", "b"}[r.IntN(2)], Tenant: "t", Action: refCanonical(tool), Workspace: "/ws",
+		Time: "2026-06-01T00:00:00.000000Z", Paths: []normalize.PathAccess{}, Commands: [][]string{}, Hosts: []string{}, Env: []string{}, Secrets: []string{}}
 	if r.IntN(2) == 0 {
-		n.Paths = append(n.Paths, executor.PathAccess{Path: []string{"/ws/a.py", "/etc/shadow", "/"}[r.IntN(3)], Access: []string{"read", "write", "execute"}[r.IntN(3)]})
+		n.Paths = append(n.Paths, normalize.PathAccess{Path: []string{"/ws/a.py", "/etc/shadow", "/"}[r.IntN(3)], Access: []string{"read", "write", "execute"}[r.IntN(3)]})
 	}
 	if r.IntN(2) == 0 {
 		n.Commands = append(n.Commands, strings.Fields(commands[r.IntN(len(commands))]+" z"))
@@ -197,7 +198,7 @@ func randomCall(r *rand.Rand) (string, []kv, *executor.Normalized) {
 	}
 	if r.IntN(4) == 0 {
 		res := "repo/x"
-		n.MCP = &executor.MCPTarget{Server: "github", Tool: "create_issue", Resource: &res}
+		n.MCP = &normalize.MCPTarget{Server: "github", Tool: "create_issue", Resource: &res}
 	}
 	return tool, args, n
 }
@@ -205,7 +206,7 @@ func randomCall(r *rand.Rand) (string, []kv, *executor.Normalized) {
 var testEsc = Escalation{Approver: "lead", ExpiresAfter: "1h"}
 
 // compileDecl compiles one translated declaration.
-func compileDecl(t *testing.T, decl map[string]any) *executor.Policy {
+func compileDecl(t *testing.T, decl map[string]any) *decision.Policy {
 	t.Helper()
 	decl["version"] = "1"
 	dir := t.TempDir()
@@ -215,7 +216,7 @@ func compileDecl(t *testing.T, decl map[string]any) *executor.Policy {
 	if res.Diagnostics.HasErrors() {
 		t.Fatalf("the translation does not compile: %v\n%s", res.Diagnostics, src)
 	}
-	p, err := executor.Compile(res.Snapshots[0])
+	p, err := decision.Compile(res.Snapshots[0])
 	if err != nil {
 		t.Fatal(err)
 	}

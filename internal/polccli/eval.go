@@ -9,10 +9,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"polc.dev/polc/compiler"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -88,8 +90,8 @@ cannot be read, is malformed or cannot be normalized.`,
 // action request could not be normalized.
 type request struct {
 	name       string // the input as diagnostics name it
-	normalized *executor.Normalized
-	nerr       *executor.NormalizeError
+	normalized *normalize.Normalized
+	nerr       *normalize.NormalizeError
 }
 
 func readRequest(e *env, p *evalParams) (*request, error) {
@@ -117,13 +119,13 @@ func readRequest(e *env, p *evalParams) (*request, error) {
 	_, hasPaths := shape["paths"]
 	_, hasCommands := shape["commands"]
 	if hasPaths || hasCommands {
-		n, err := executor.ParseNormalized(data)
+		n, err := normalize.ParseNormalized(data)
 		if err != nil {
 			return nil, bad(err)
 		}
 		return &request{name: name, normalized: n}, nil
 	}
-	ar, err := executor.ParseActionRequest(data)
+	ar, err := normalize.ParseActionRequest(data)
 	if err != nil {
 		return nil, bad(err)
 	}
@@ -161,11 +163,11 @@ func runEval(ctx context.Context, e *env, p *evalParams) error {
 		return err
 	}
 	if req.nerr != nil {
-		dec := executor.Decision{Disposition: executor.Deny, RuleIDs: []string{}, Reasons: []string{req.nerr.Reason}, Gates: []executor.GateResult{}}
+		dec := decision.Decision{Disposition: decision.Deny, RuleIDs: []string{}, Reasons: []string{req.nerr.Reason}, Gates: []decision.GateResult{}}
 		if p.explain {
 			// Nothing was evaluated: empty match sets, and why.
 			return printJSON(e, explained{Decision: dec, Explanation: &explanation{
-				Explanation:    executor.Explanation{DenyMatches: []string{}, NotAllowed: map[string]string{}, Grants: []string{}, Approvals: []string{}},
+				Explanation:    decision.Explanation{DenyMatches: []string{}, NotAllowed: map[string]string{}, Grants: []string{}, Approvals: []string{}},
 				NormalizeError: &normalizeError{Reason: req.nerr.Reason, Detail: req.nerr.Detail},
 			}})
 		}
@@ -179,11 +181,11 @@ func runEval(ctx context.Context, e *env, p *evalParams) error {
 		}
 		return printJSON(e, dec)
 	}
-	pol, err := executor.Compile(snap)
+	pol, err := decision.Compile(snap)
 	if err != nil {
 		return reportOne(e, diag.Pos{File: name}, diag.CodeInvalidInput, "%v", err)
 	}
-	var dec executor.Decision
+	var dec decision.Decision
 	var expl *explanation
 	switch {
 	case p.engine == "opa":
@@ -213,13 +215,13 @@ func runEval(ctx context.Context, e *env, p *evalParams) error {
 // explained is eval --explain's output, one shape whether or not the
 // request could be normalized.
 type explained struct {
-	Decision    executor.Decision    `json:"decision"`
-	Request     *executor.Normalized `json:"request"`
-	Explanation *explanation         `json:"explanation"`
+	Decision    decision.Decision     `json:"decision"`
+	Request     *normalize.Normalized `json:"request"`
+	Explanation *explanation          `json:"explanation"`
 }
 
 type explanation struct {
-	executor.Explanation
+	decision.Explanation
 	NormalizeError *normalizeError `json:"normalize_error"`
 }
 

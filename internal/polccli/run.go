@@ -24,6 +24,7 @@ import (
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/strictjson"
+	"polc.dev/polc/normalize"
 )
 
 type runParams struct {
@@ -87,9 +88,9 @@ type ScenarioAction struct {
 var reportableUsage = []string{"tokens", "cost_microunits"}
 
 // usageOf reads a usage mapping ({tokens, cost_microunits}: integers >=
-// 0, as JSON numbers) into an executor.Usage.
-func usageOf(m map[string]any) (executor.Usage, error) {
-	var u executor.Usage
+// 0, as JSON numbers) into a normalize.Usage.
+func usageOf(m map[string]any) (normalize.Usage, error) {
+	var u normalize.Usage
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		n, ok := m[k].(json.Number)
 		if !ok {

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"polc.dev/polc/compiler"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/regoeval"
@@ -74,9 +75,9 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 		prog.stop()
 		return report(e, diags, f)
 	}
-	pols := map[string]*executor.Policy{}
+	pols := map[string]*decision.Policy{}
 	for _, s := range res.Snapshots {
-		pol, err := executor.Compile(s)
+		pol, err := decision.Compile(s)
 		if err != nil {
 			return err
 		}
@@ -107,7 +108,7 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 		req, nerr := (&executor.Normalizer{Now: now}).Normalize(tc.Request)
 		var got []engineDecision
 		if nerr != nil {
-			got = []engineDecision{{"normalizer", executor.Decision{Disposition: executor.Deny, RuleIDs: []string{}, Reasons: []string{nerr.Reason}}}}
+			got = []engineDecision{{"normalizer", decision.Decision{Disposition: decision.Deny, RuleIDs: []string{}, Reasons: []string{nerr.Reason}}}}
 		} else {
 			if p.engine != "opa" {
 				d, _ := pol.Evaluate(req)
@@ -144,5 +145,5 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 
 type engineDecision struct {
 	engine string
-	d      executor.Decision
+	d      decision.Decision
 }

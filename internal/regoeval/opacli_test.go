@@ -25,8 +25,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"polc.dev/polc/compiler"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -43,8 +45,8 @@ func opaBinary(t *testing.T) string {
 
 type exampleCase struct {
 	policy string
-	req    *executor.Normalized
-	want   executor.Decision
+	req    *normalize.Normalized
+	want   decision.Decision
 }
 
 // examples compiles the shipped examples and evaluates a set of requests
@@ -55,7 +57,7 @@ func examples(t *testing.T) ([]*snapshot.Snapshot, []exampleCase) {
 		t.Fatal(res.Diagnostics)
 	}
 	n := &executor.Normalizer{Now: func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }}
-	reqs := []executor.ActionRequest{
+	reqs := []normalize.ActionRequest{
 		{Action: "bash", Arguments: map[string]any{"command": "git diff --stat"}},
 		{Action: "bash", Arguments: map[string]any{"command": "git push origin main"}},
 		{Action: "bash", Arguments: map[string]any{"command": "git push --force origin main"}},
@@ -68,7 +70,7 @@ func examples(t *testing.T) ([]*snapshot.Snapshot, []exampleCase) {
 	}
 	var cases []exampleCase
 	for _, s := range res.Snapshots {
-		pol, err := executor.Compile(s)
+		pol, err := decision.Compile(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,9 +87,9 @@ func examples(t *testing.T) ([]*snapshot.Snapshot, []exampleCase) {
 	return res.Snapshots, cases
 }
 
-func decodeDecision(t *testing.T, v any) executor.Decision {
+func decodeDecision(t *testing.T, v any) decision.Decision {
 	raw, _ := json.Marshal(v)
-	var d executor.Decision
+	var d decision.Decision
 	if err := json.Unmarshal(raw, &d); err != nil {
 		t.Fatalf("decision %s: %v", raw, err)
 	}
@@ -175,7 +177,7 @@ func startServer(t *testing.T, bin string, args ...string) *server {
 	return nil
 }
 
-func queryServer(t *testing.T, addr string, c exampleCase) executor.Decision {
+func queryServer(t *testing.T, addr string, c exampleCase) decision.Decision {
 	body, _ := json.Marshal(map[string]any{"input": map[string]any{"policy": c.policy, "request": c.req}})
 	resp, err := http.Post("http://"+addr+"/v1/data/polc/decision", "application/json", bytes.NewReader(body))
 	if err != nil {

@@ -15,8 +15,9 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/util"
 
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/strictjson"
+	"polc.dev/polc/normalize"
 )
 
 // Query is the decision query of every polc bundle.
@@ -44,9 +45,9 @@ func New(ctx context.Context, bundleBytes []byte) (*Engine, error) {
 
 // Input converts a decision input to OPA's value form once, so that
 // benchmarks can measure evaluation alone. A request holding a string that
-// is not text (executor.Normalized.CheckText) is an error: encoding/json
+// is not text (normalize.Normalized.CheckText) is an error: encoding/json
 // would hand OPA U+FFFD for bytes the native engine matches as they are.
-func Input(policy string, req *executor.Normalized) (ast.Value, error) {
+func Input(policy string, req *normalize.Normalized) (ast.Value, error) {
 	if err := req.CheckText(); err != nil {
 		return nil, err
 	}
@@ -65,17 +66,17 @@ func Input(policy string, req *executor.Normalized) (ast.Value, error) {
 }
 
 // Evaluate returns the bundle's decision for req under the named policy.
-func (e *Engine) Evaluate(ctx context.Context, policy string, req *executor.Normalized) (executor.Decision, error) {
+func (e *Engine) Evaluate(ctx context.Context, policy string, req *normalize.Normalized) (decision.Decision, error) {
 	in, err := Input(policy, req)
 	if err != nil {
-		return executor.Decision{}, err
+		return decision.Decision{}, err
 	}
 	return e.EvaluateParsed(ctx, in)
 }
 
 // EvaluateParsed evaluates an input made by Input.
-func (e *Engine) EvaluateParsed(ctx context.Context, in ast.Value) (executor.Decision, error) {
-	var d executor.Decision
+func (e *Engine) EvaluateParsed(ctx context.Context, in ast.Value) (decision.Decision, error) {
+	var d decision.Decision
 	rs, err := e.pq.Eval(ctx, rego.EvalParsedInput(in))
 	if err != nil {
 		return d, err

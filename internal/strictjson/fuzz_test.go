@@ -9,19 +9,19 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"polc.dev/polc/certificate"
-	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/strictjson"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
 // targets are struct types polc actually decodes with strictjson, chosen to
-// cover its branches: executor.Normalized (strings, bool, int64, nested
+// cover its branches: normalize.Normalized (strings, bool, int64, nested
 // struct, pointer to struct, slices of structs and of slices), a
 // certificate body (integers in a nested struct) and a snapshot expansion
 // ([]any, decoded with numbers kept as json.Number).
 var targets = []func() any{
-	func() any { return new(executor.Normalized) },
+	func() any { return new(normalize.Normalized) },
 	func() any { return new(certificate.Certificate) },
 	func() any { return new(snapshot.Expansion) },
 }
@@ -31,11 +31,11 @@ func target(sel uint8) any { return targets[int(sel)%len(targets)]() }
 func addSeeds(f *testing.F) {
 	res := "r"
 	seeds := []any{
-		&executor.Normalized{Principal: "agent:a", Tenant: "t", Action: "bash", Workspace: "/ws",
-			Time: "2026-11-30T12:00:00.000000Z", Paths: []executor.PathAccess{{Path: "/ws/a", Access: "read"}},
+		&normalize.Normalized{Principal: "agent:a", Tenant: "t", Action: "bash", Workspace: "/ws",
+			Time: "2026-11-30T12:00:00.000000Z", Paths: []normalize.PathAccess{{Path: "/ws/a", Access: "read"}},
 			Commands: [][]string{{"ls", "-la"}}, ShellControl: true, Hosts: []string{"example.com:443"},
-			Env: []string{}, Secrets: []string{}, MCP: &executor.MCPTarget{Server: "s", Tool: "t", Resource: &res},
-			Usage: executor.Usage{Calls: 1, Tokens: -2, CostMicrounits: 1 << 60}},
+			Env: []string{}, Secrets: []string{}, MCP: &normalize.MCPTarget{Server: "s", Tool: "t", Resource: &res},
+			Usage: normalize.Usage{Calls: 1, Tokens: -2, CostMicrounits: 1 << 60}},
 		&certificate.Certificate{TreeSize: 3, GateSummary: certificate.GateSummary{HardAllow: 2}},
 		&snapshot.Expansion{Path: "p", Values: []any{1, "x", false, true, map[string]any{"a": []any{1.5}}}, Authority: "a", Evidence: "e"},
 	}

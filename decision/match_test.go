@@ -1,4 +1,4 @@
-package executor
+package decision
 
 import (
 	"math/rand/v2"

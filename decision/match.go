@@ -1,4 +1,4 @@
-package executor
+package decision
 
 import (
 	"slices"
@@ -486,6 +486,7 @@ func relTo(ws, path string) (string, bool) {
 	return "", false
 }
 
+// digits reports whether s is a non-empty run of ASCII digits.
 func digits(s string) bool {
 	if s == "" {
 		return false

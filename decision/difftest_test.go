@@ -1,4 +1,4 @@
-package executor_test
+package decision_test
 
 import (
 	"context"
@@ -15,9 +15,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"polc.dev/polc/compiler"
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/pattern"
 	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -302,9 +303,9 @@ func (g gen) fromPolicy(pol map[string]any, section, field string) string {
 
 // requestFor draws a request shaped like a real one for a random action,
 // with values taken from the policy's patterns half of the time.
-func (g gen) requestFor(pol map[string]any) *executor.Normalized {
+func (g gen) requestFor(pol map[string]any) *normalize.Normalized {
 	r := g.request()
-	r.Paths, r.Commands, r.Hosts, r.MCP = []executor.PathAccess{}, [][]string{}, []string{}, nil
+	r.Paths, r.Commands, r.Hosts, r.MCP = []normalize.PathAccess{}, [][]string{}, []string{}, nil
 	r.ShellControl = g.chance(0.15)
 	r.Time = g.pick(times[1], times[1], times[0], times[2])
 	if g.chance(0.8) {
@@ -335,7 +336,7 @@ func (g gen) requestFor(pol map[string]any) *executor.Normalized {
 			path = strings.ReplaceAll(v, "//", "/")
 		}
 		access := map[string]string{"read_file": "read", "write_file": "write", "edit_file": g.pick("read", "write")}[r.Action]
-		r.Paths = append(r.Paths, executor.PathAccess{Path: path, Access: access})
+		r.Paths = append(r.Paths, normalize.PathAccess{Path: path, Access: access})
 	case "http_get":
 		h := g.host()
 		if v := g.fromPolicy(pol, "network", "allow"); v != "" && g.chance(0.6) {
@@ -346,7 +347,7 @@ func (g gen) requestFor(pol map[string]any) *executor.Normalized {
 		}
 		r.Hosts = append(r.Hosts, h)
 	case "mcp":
-		r.MCP = &executor.MCPTarget{Server: g.pick(servers...), Tool: g.pick(tools...)}
+		r.MCP = &normalize.MCPTarget{Server: g.pick(servers...), Tool: g.pick(tools...)}
 		if g.chance(0.3) {
 			res := g.pick("repo/a", "repo/a/b", "file:///x", "x")
 			r.MCP.Resource = &res
@@ -358,15 +359,15 @@ func (g gen) requestFor(pol map[string]any) *executor.Normalized {
 	return r
 }
 
-func (g gen) request() *executor.Normalized {
-	r := &executor.Normalized{
+func (g gen) request() *normalize.Normalized {
+	r := &normalize.Normalized{
 		Principal: g.pick(princ...), Tenant: g.pick(tenantsV...), Action: g.pick(actions...), Workspace: g.pick("/ws", "/ws", "/"),
-		Time: g.pick(times...), Paths: []executor.PathAccess{}, Commands: [][]string{}, Hosts: []string{},
+		Time: g.pick(times...), Paths: []normalize.PathAccess{}, Commands: [][]string{}, Hosts: []string{},
 		Env: []string{}, Secrets: []string{}, ShellControl: g.chance(0.3),
-		Usage: executor.Usage{Calls: int64(g.r.IntN(4)), Tokens: int64(g.r.IntN(120))},
+		Usage: normalize.Usage{Calls: int64(g.r.IntN(4)), Tokens: int64(g.r.IntN(120))},
 	}
 	for range g.r.IntN(2) {
-		r.Paths = append(r.Paths, executor.PathAccess{Path: g.path(true), Access: g.pick("read", "write", "execute")})
+		r.Paths = append(r.Paths, normalize.PathAccess{Path: g.path(true), Access: g.pick("read", "write", "execute")})
 	}
 	for range g.r.IntN(2) {
 		r.Commands = append(r.Commands, g.argv())
@@ -381,7 +382,7 @@ func (g gen) request() *executor.Normalized {
 		r.Secrets = append(r.Secrets, g.pick(slices.Concat(ns, nsDeep[3:])...))
 	}
 	if g.chance(0.4) {
-		m := &executor.MCPTarget{Server: g.pick(servers...), Tool: g.pick(tools...)}
+		m := &normalize.MCPTarget{Server: g.pick(servers...), Tool: g.pick(tools...)}
 		if g.chance(0.5) {
 			res := g.pick("repo/a", "repo/a/b", "file:///x", "x")
 			m.Resource = &res
@@ -438,7 +439,7 @@ func differential(t *testing.T, seed uint64, nPolicies, nRequests int) {
 	pairs, failures, noText, fffd := 0, 0, 0, 0
 	counts, reasons, fffdCounts := map[string]int{}, map[string]int{}, map[string]int{}
 	for i, s := range res.Snapshots {
-		pol, err := executor.Compile(s)
+		pol, err := decision.Compile(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -484,12 +485,12 @@ func differential(t *testing.T, seed uint64, nPolicies, nRequests int) {
 	if failures > 0 {
 		t.Fatalf("%d of %d pairs disagree", failures, pairs)
 	}
-	for _, d := range []string{executor.Allow, executor.Deny, executor.Escalate} {
+	for _, d := range []string{decision.Allow, decision.Deny, decision.Escalate} {
 		if counts[d] == 0 {
 			t.Errorf("the generator produced no %s decision", d)
 		}
 	}
-	if fffdCounts[executor.Allow] == 0 || fffdCounts[executor.Deny] == 0 {
+	if fffdCounts[decision.Allow] == 0 || fffdCounts[decision.Deny] == 0 {
 		t.Errorf("the generator produced no allow or no deny of a request holding U+FFFD: %v", fffdCounts)
 	}
 }
@@ -500,7 +501,7 @@ func TestDifferential(t *testing.T) {
 }
 
 // TestDifferentialLong checks ≥ 100,000 pairs. It runs only when POLC_LONG
-// is set: POLC_LONG=1 go test -run TestDifferentialLong ./executor
+// is set: POLC_LONG=1 go test -run TestDifferentialLong ./decision
 func TestDifferentialLong(t *testing.T) {
 	if os.Getenv("POLC_LONG") == "" {
 		t.Skip("set POLC_LONG=1 to run the 100,000-pair differential test")

@@ -1,4 +1,4 @@
-package executor_test
+package decision_test
 
 import (
 	"context"
@@ -11,15 +11,16 @@ import (
 	"time"
 
 	"polc.dev/polc/compiler"
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
 // benchPolicy generates a policy of about n rules spread over every facet,
 // shaped like real policies (literal ids, directory roots, command
 // prefixes, host suffixes), and compiles it with the real compiler.
-func benchPolicy(b *testing.B, n int) *snapshot.Snapshot {
+func benchPolicy(b testing.TB, n int) *snapshot.Snapshot {
 	k := max(n/20, 1)
 	list := func(count int, f func(i int) string) []string {
 		out := make([]string, count)
@@ -70,12 +71,12 @@ func benchPolicy(b *testing.B, n int) *snapshot.Snapshot {
 
 func benchRequests(k int) []struct {
 	class string
-	req   *executor.Normalized
+	req   *normalize.Normalized
 	want  string
 } {
-	base := func(action string) *executor.Normalized {
-		return &executor.Normalized{Principal: "agent:a", Tenant: "acme", Action: action, Workspace: "/repo",
-			Time: "2026-11-30T12:00:00.000000Z", Paths: []executor.PathAccess{}, Commands: [][]string{},
+	base := func(action string) *normalize.Normalized {
+		return &normalize.Normalized{Principal: "agent:a", Tenant: "acme", Action: action, Workspace: "/repo",
+			Time: "2026-11-30T12:00:00.000000Z", Paths: []normalize.PathAccess{}, Commands: [][]string{},
 			Hosts: []string{}, Env: []string{}, Secrets: []string{}}
 	}
 	mid := k / 2
@@ -83,23 +84,23 @@ func benchRequests(k int) []struct {
 	command := base("bash")
 	command.Commands = [][]string{{fmt.Sprintf("tool%d", mid), "build", "./..."}}
 	read := base("read_file")
-	read.Paths = []executor.PathAccess{{Path: fmt.Sprintf("/repo/mod%d/src/pkg/file.go", mid), Access: "read"}}
+	read.Paths = []normalize.PathAccess{{Path: fmt.Sprintf("/repo/mod%d/src/pkg/file.go", mid), Access: "read"}}
 	write := base("write_file")
-	write.Paths = []executor.PathAccess{{Path: fmt.Sprintf("/repo/mod%d/out/bin/app", mid), Access: "write"}}
+	write.Paths = []normalize.PathAccess{{Path: fmt.Sprintf("/repo/mod%d/out/bin/app", mid), Access: "write"}}
 	host := base("http_get")
 	host.Hosts = []string{fmt.Sprintf("api.svc%d.internal:443", mid)}
 	mcp := base("mcp")
-	mcp.MCP = &executor.MCPTarget{Server: "github", Tool: fmt.Sprintf("op%d_list", mid)}
+	mcp.MCP = &normalize.MCPTarget{Server: "github", Tool: fmt.Sprintf("op%d_list", mid)}
 	deny := base("bash")
 	deny.Commands = [][]string{{fmt.Sprintf("tool%d", mid), "danger", "now"}}
 	return []struct {
 		class string
-		req   *executor.Normalized
+		req   *normalize.Normalized
 		want  string
 	}{
-		{"tool", tool, executor.Allow}, {"command", command, executor.Allow}, {"path_read", read, executor.Allow},
-		{"path_write", write, executor.Allow}, {"host", host, executor.Allow}, {"mcp", mcp, executor.Allow},
-		{"deny_hit", deny, executor.Deny},
+		{"tool", tool, decision.Allow}, {"command", command, decision.Allow}, {"path_read", read, decision.Allow},
+		{"path_write", write, decision.Allow}, {"host", host, decision.Allow}, {"mcp", mcp, decision.Allow},
+		{"deny_hit", deny, decision.Deny},
 	}
 }
 
@@ -111,7 +112,7 @@ func BenchmarkDecision(b *testing.B) {
 	ctx := context.Background()
 	for _, size := range []int{50, 2000} {
 		snap := benchPolicy(b, size)
-		pol, err := executor.Compile(snap)
+		pol, err := decision.Compile(snap)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -135,7 +136,7 @@ func BenchmarkDecision(b *testing.B) {
 		for _, r := range reqs {
 			b.Run("native/"+sizeName+"/"+r.class, func(b *testing.B) {
 				s := pol.NewScratch()
-				var d executor.Decision
+				var d decision.Decision
 				pol.EvaluateInto(r.req, s, &d)
 				b.ReportAllocs()
 				for b.Loop() {

@@ -1,4 +1,4 @@
-package executor_test
+package decision_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"polc.dev/polc/compiler"
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/pattern"
 	"polc.dev/polc/internal/regoeval"
@@ -232,7 +232,7 @@ func TestGateLevelsNeverWiden(t *testing.T) {
 			continue
 		}
 		compiled++
-		pols := map[string]*executor.Policy{}
+		pols := map[string]*decision.Policy{}
 		for _, s := range res.Snapshots {
 			pols[s.Name] = mustPolicy(t, s)
 		}
@@ -258,7 +258,7 @@ func TestGateLevelsNeverWiden(t *testing.T) {
 			dc, _ := pols["child"].Evaluate(req)
 			pairs++
 			if eng != nil {
-				for name, nat := range map[string]executor.Decision{"parent": dp, "child": dc} {
+				for name, nat := range map[string]decision.Decision{"parent": dp, "child": dc} {
 					opa, err := eng.Evaluate(ctx, name, req)
 					if err != nil {
 						t.Fatalf("opa: %v", err)

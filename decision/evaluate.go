@@ -1,4 +1,4 @@
-package executor
+package decision
 
 import (
 	mbits "math/bits"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -29,7 +30,7 @@ type Scratch struct {
 	mcpBuf, resBuf    []byte
 	gDeny, gAppr      []bool
 	gNA               []int
-	dec               Decision // warm result buffers of evaluatePooled
+	dec               Decision // warm result buffers of EvaluatePooled
 }
 
 // NewScratch returns buffers sized for p.
@@ -40,9 +41,20 @@ func (p *Policy) NewScratch() *Scratch {
 		gDeny: make([]bool, g), gAppr: make([]bool, g), gNA: make([]int, g)}
 }
 
+// Decide decides r under p: the entry point a runtime embeds
+// (decision.Compile(snap), then p.Decide(req)). It is EvaluatePooled
+// without the diagnostics, which never change a decision (problems deny):
+// a pooled Scratch, and a returned decision that shares nothing (two
+// allocations whatever its size). A caller that decides in a loop keeps a
+// Scratch per goroutine and calls EvaluateInto, which allocates nothing.
+func (p *Policy) Decide(r *normalize.Normalized) Decision {
+	d, _ := p.EvaluatePooled(r)
+	return d
+}
+
 // Evaluate evaluates r against p (docs/decisions.md). It evaluates every
 // rule and never fails: problems with the request deny.
-func (p *Policy) Evaluate(r *Normalized) (Decision, Diagnostics) {
+func (p *Policy) Evaluate(r *normalize.Normalized) (Decision, Diagnostics) {
 	d := Decision{RuleIDs: []string{}, Reasons: []string{}}
 	diags := p.EvaluateInto(r, p.NewScratch(), &d)
 	d.fillEmpty()
@@ -77,8 +89,9 @@ func (d *Decision) Digest() string {
 	return digestOf(&c)
 }
 
-// evaluatePooled is Evaluate with a pooled Scratch.
-func (p *Policy) evaluatePooled(r *Normalized) (Decision, Diagnostics) {
+// EvaluatePooled is Evaluate with a pooled Scratch: the decision it
+// returns is detached from the pool (two allocations whatever its size).
+func (p *Policy) EvaluatePooled(r *normalize.Normalized) (Decision, Diagnostics) {
 	s, _ := p.scratch.Get().(*Scratch)
 	if s == nil {
 		s = p.NewScratch()
@@ -89,11 +102,12 @@ func (p *Policy) evaluatePooled(r *Normalized) (Decision, Diagnostics) {
 	return d, diags
 }
 
-// evaluateOwned is evaluatePooled writing the decision into d, whose lists
+// EvaluateWith is EvaluatePooled writing the decision into d, whose lists
 // start in gateBuf and strBuf (which d then owns) and grow out of them when
 // they do not fit: no copy, and no allocation for the usual decision. The
-// result equals evaluatePooled's, every list non-nil.
-func (p *Policy) evaluateOwned(r *Normalized, d *Decision, gateBuf []GateResult, strBuf []string) Diagnostics {
+// result equals EvaluatePooled's, every list non-nil. The executor's
+// stage 7 evaluates with it, into buffers its attempt holds.
+func (p *Policy) EvaluateWith(r *normalize.Normalized, d *Decision, gateBuf []GateResult, strBuf []string) Diagnostics {
 	// Carve one list per gate (two strings each) and the rule ids and
 	// reasons (the rest, halved) from strBuf, each unable to grow into
 	// its neighbour.
@@ -149,7 +163,7 @@ func (d *Decision) detach() Decision {
 // EvaluateInto is Evaluate with caller-owned buffers: the slices of d are
 // reused, and with a warm Scratch and d it does not allocate (for requests
 // whose deny-matched values are already lowercase).
-func (p *Policy) EvaluateInto(r *Normalized, s *Scratch, d *Decision) Diagnostics {
+func (p *Policy) EvaluateInto(r *normalize.Normalized, s *Scratch, d *Decision) Diagnostics {
 	var diags Diagnostics
 	s.deny.clear()
 	s.allow.clear()
@@ -424,7 +438,7 @@ type Explanation struct {
 }
 
 // Explain evaluates r and also returns the intermediate match sets.
-func (p *Policy) Explain(r *Normalized) (Decision, Explanation, Diagnostics) {
+func (p *Policy) Explain(r *normalize.Normalized) (Decision, Explanation, Diagnostics) {
 	s := p.NewScratch()
 	var d Decision
 	diags := p.EvaluateInto(r, s, &d)

@@ -1,21 +1,71 @@
-package executor
+package normalize
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"path"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"polc.dev/polc/chain"
 	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/strictjson"
 )
+
+// Plus is u + v member by member, saturating at the largest int64 rather
+// than wrapping: a sum past any limit stays past it.
+func (u Usage) Plus(v Usage) Usage {
+	return Usage{Calls: satAdd(u.Calls, v.Calls), Tokens: satAdd(u.Tokens, v.Tokens),
+		CostMicrounits: satAdd(u.CostMicrounits, v.CostMicrounits), WallMicroseconds: satAdd(u.WallMicroseconds, v.WallMicroseconds)}
+}
+
+// StartInto begins a normalized request in out (which it overwrites
+// whole): identity, time and workspace, with the request's members as
+// arguments. The executor's Normalizer and its attempt (stage 2) call it;
+// the attempt holds out, and nothing here makes the strings escape further
+// than out. at is the request's time unless reqTime gives it.
+func StartInto(out *Normalized, action, principal, tenant, ws string, reqTime *string, at time.Time) *NormalizeError {
+	*out = Normalized{
+		Principal: principal, Tenant: tenant, Action: action,
+		Paths: []PathAccess{}, Commands: [][]string{}, Hosts: []string{}, Env: []string{}, Secrets: []string{},
+	}
+	if reqTime != nil {
+		t, err := time.Parse(time.RFC3339Nano, *reqTime)
+		if err != nil {
+			return Errorf(ReasonInvalidRequest, "time %q is not RFC 3339", *reqTime)
+		}
+		out.Time = chain.FormatTime(t) // TimeLayout is chain.TimeFormat
+	} else {
+		out.Time = chain.FormatTime(at)
+	}
+	if c := lastWorkspace.Load(); c != nil && c.raw == ws {
+		out.Workspace = c.clean // checked and cleaned before
+		return nil
+	}
+	if !filepath.IsAbs(ws) || strings.ContainsRune(ws, 0) {
+		return Errorf(ReasonInvalidRequest, "workspace %q must be an absolute path", ws)
+	}
+	out.Workspace = filepath.Clean(ws)
+	lastWorkspace.Store(&checkedWorkspace{ws, out.Workspace})
+	return nil
+}
+
+// checkedWorkspace is a workspace that passed StartInto's check, and its
+// clean form.
+type checkedWorkspace struct{ raw, clean string }
+
+// lastWorkspace caches the last workspace checked: an executor's requests
+// normally share one.
+var lastWorkspace atomic.Pointer[checkedWorkspace]
 
 // ActionRequest is what a caller asks to run: an action id, its arguments
 // and who asks. Time and Usage are optional: the evaluation time (default:
@@ -171,7 +221,7 @@ func (n *Normalized) Validate() error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("normalized request: "+format, args...)
 	}
-	if err := n.textProblem(); err != nil {
+	if err := n.TextProblem(); err != nil {
 		return fail("%s", err.Detail)
 	}
 	if _, err := time.Parse(TimeLayout, n.Time); err != nil || len(n.Time) != len(TimeLayout) {
@@ -214,15 +264,15 @@ func (n *Normalized) Validate() error {
 // takes a NUL in an argument, a path or a name either. The normalizer
 // refuses such a request (docs/decisions.md), so no engine evaluates one.
 func (n *Normalized) CheckText() error {
-	if err := n.textProblem(); err != nil {
+	if err := n.TextProblem(); err != nil {
 		return err
 	}
 	return nil
 }
 
-// textProblem is CheckText's check; the detail names the member by its
+// TextProblem is CheckText's check, as a *NormalizeError; the detail names the member by its
 // JSON path ("commands[0][1]") and never repeats the value.
-func (n *Normalized) textProblem() *NormalizeError {
+func (n *Normalized) TextProblem() *NormalizeError {
 	for _, f := range [...]struct{ name, s string }{
 		{"principal", n.Principal}, {"tenant", n.Tenant}, {"action", n.Action},
 		{"workspace", n.Workspace}, {"time", n.Time},
@@ -286,7 +336,7 @@ func textError(where string, i, j int, s string) *NormalizeError {
 	case i >= 0:
 		where = fmt.Sprintf(where, i)
 	}
-	return nerr(ReasonInvalidEncoding, "%s: %s at byte %d", where, problem, off)
+	return Errorf(ReasonInvalidEncoding, "%s: %s at byte %d", where, problem, off)
 }
 
 // badText returns the offset of the first byte of s that makes it no
@@ -313,7 +363,7 @@ func badText(s string) (int, string) {
 	return 0, ""
 }
 
-// argumentsText reports the first string of args, a member name or a
+// CheckArguments reports the first string of args, a member name or a
 // value at any depth, that is not valid UTF-8, as an invalid_encoding
 // error naming it by its path ("arguments.files[2]"). encoding/json would
 // replace such bytes with U+FFFD, so the schema, the digest and the
@@ -323,7 +373,7 @@ func badText(s string) (int, string) {
 // of the JSON shapes without looking further than their strings; other
 // Go values are walked by reflection, up to jcs.MaxDepth (deeper values
 // have no canonical form and are refused as such).
-func argumentsText(args map[string]any) *NormalizeError {
+func CheckArguments(args map[string]any) *NormalizeError {
 	if textValue(args, 0) {
 		return nil
 	}
@@ -333,11 +383,11 @@ func argumentsText(args map[string]any) *NormalizeError {
 	if ok {
 		return nil
 	}
-	return nerr(ReasonInvalidEncoding, "%s: invalid UTF-8 (0x%02x) at byte %d", path, c, off)
+	return Errorf(ReasonInvalidEncoding, "%s: invalid UTF-8 (0x%02x) at byte %d", path, c, off)
 }
 
 // textValue reports whether every string of v is valid UTF-8: the check
-// of argumentsText for every request, without a path or an allocation for
+// of CheckArguments for every request, without a path or an allocation for
 // JSON-shaped values.
 func textValue(v any, depth int) bool {
 	if depth > jcs.MaxDepth {
@@ -367,7 +417,7 @@ func textValue(v any, depth int) bool {
 	return ok
 }
 
-// badValue is argumentsText's walk: the path of the first string of v
+// badValue is CheckArguments's walk: the path of the first string of v
 // that is not UTF-8, the offset and value of its first bad byte, and
 // ok=false; or ok=true.
 func badValue(v reflect.Value, at string, depth int) (path string, off int, c byte, ok bool) {
@@ -425,4 +475,16 @@ func badValue(v reflect.Value, at string, depth int) (path string, off int, c by
 		}
 	}
 	return "", 0, 0, true
+}
+
+// satAdd adds two int64 values, saturating at either end.
+func satAdd(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
 }

@@ -1,4 +1,4 @@
-package executor_test
+package decision_test
 
 import (
 	"bytes"
@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -44,9 +46,9 @@ func (g gen) insertBad(s, bad string) string {
 }
 
 // corrupt returns a copy of req with one of its strings made no text.
-func (g gen) corrupt(req *executor.Normalized) *executor.Normalized {
+func (g gen) corrupt(req *normalize.Normalized) *normalize.Normalized {
 	c := *req
-	c.Paths = append([]executor.PathAccess(nil), req.Paths...)
+	c.Paths = append([]normalize.PathAccess(nil), req.Paths...)
 	c.Commands = nil
 	for _, argv := range req.Commands {
 		c.Commands = append(c.Commands, append([]string(nil), argv...))
@@ -84,7 +86,7 @@ func (g gen) corrupt(req *executor.Normalized) *executor.Normalized {
 }
 
 // holdsFFFD reports whether a command word or a path of req holds U+FFFD.
-func holdsFFFD(req *executor.Normalized) bool {
+func holdsFFFD(req *normalize.Normalized) bool {
 	for _, argv := range req.Commands {
 		for _, w := range argv {
 			if strings.ContainsRune(w, utf8.RuneError) {
@@ -121,9 +123,9 @@ func ansiC(word string) string {
 // no text to the normalizer: as raw bytes in an argument or an identity
 // member, or encoded so that only decoding makes it (a $'\xHH' escape in a
 // command, a %HH escape in an MCP resource), with the words of argv.
-func (g gen) corruptAction(argv []string) (executor.ActionRequest, string) {
+func (g gen) corruptAction(argv []string) (normalize.ActionRequest, string) {
 	bad := badTexts[g.r.IntN(len(badTexts))]
-	req := executor.ActionRequest{Action: "bash", Principal: "agent:a", Tenant: "t1", Workspace: "/ws"}
+	req := normalize.ActionRequest{Action: "bash", Principal: "agent:a", Tenant: "t1", Workspace: "/ws"}
 	words := append([]string(nil), argv...)
 	switch g.r.IntN(5) {
 	case 0:
@@ -164,7 +166,7 @@ func (g gen) corruptAction(argv []string) (executor.ActionRequest, string) {
 
 // checkTextRefused checks that req, a valid generated request, and what
 // corrupt and corruptAction make of it are treated as described above.
-func checkTextRefused(t *testing.T, g gen, eng *regoeval.Engine, policy string, req *executor.Normalized) {
+func checkTextRefused(t *testing.T, g gen, eng *regoeval.Engine, policy string, req *normalize.Normalized) {
 	t.Helper()
 	if err := req.CheckText(); err != nil {
 		t.Fatalf("a generated request is no text: %v", err)
@@ -182,9 +184,9 @@ func checkTextRefused(t *testing.T, g gen, eng *regoeval.Engine, policy string, 
 		argv = req.Commands[0]
 	}
 	ar, how := g.corruptAction(argv)
-	n := executor.Normalizer{Now: encodingNow}
-	if got, nerr := n.Normalize(ar); nerr == nil || nerr.Reason != executor.ReasonInvalidEncoding {
-		t.Fatalf("%s: %q normalizes to %+v, %v; want %s", how, ar.Arguments, got, nerr, executor.ReasonInvalidEncoding)
+	n := executor.Normalizer{Now: difftextNow}
+	if got, nerr := n.Normalize(ar); nerr == nil || nerr.Reason != normalize.ReasonInvalidEncoding {
+		t.Fatalf("%s: %q normalizes to %+v, %v; want %s", how, ar.Arguments, got, nerr, normalize.ReasonInvalidEncoding)
 	}
 }
 
@@ -277,3 +279,6 @@ func checkSnapshotTextRefused(t *testing.T, g gen, s *snapshot.Snapshot) {
 		t.Fatalf("a snapshot with pattern %q: %v", *p, err)
 	}
 }
+
+// difftextNow is the normalizer's clock in these tests.
+func difftextNow() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }

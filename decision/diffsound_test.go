@@ -1,4 +1,4 @@
-package executor_test
+package decision_test
 
 import (
 	"encoding/json"
@@ -9,13 +9,13 @@ import (
 	"testing"
 
 	"polc.dev/polc/compiler"
-	"polc.dev/polc/executor"
+	"polc.dev/polc/decision"
 	"polc.dev/polc/snapshot"
 )
 
 // permissiveness ranks dispositions: a change of version that moves a
 // request up this order widened what the policy permits.
-var permissiveness = map[string]int{executor.Deny: 0, executor.Escalate: 1, executor.Allow: 2}
+var permissiveness = map[string]int{decision.Deny: 0, decision.Escalate: 1, decision.Allow: 2}
 
 // mutate returns a copy of pol with one small change drawn from donor (a
 // policy from the same generator): one section's field replaced, one list
@@ -66,9 +66,9 @@ func (g gen) mutate(pol, donor map[string]any) map[string]any {
 }
 
 // mustPolicy is the evaluator of a compiled snapshot.
-func mustPolicy(t *testing.T, s *snapshot.Snapshot) *executor.Policy {
+func mustPolicy(t *testing.T, s *snapshot.Snapshot) *decision.Policy {
 	t.Helper()
-	p, err := executor.Compile(s)
+	p, err := decision.Compile(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestInheritanceNeverWidens(t *testing.T) {
 			continue // a widening needs an expansion: refused, as it should be
 		}
 		compiled++
-		snaps := map[string]*executor.Policy{}
+		snaps := map[string]*decision.Policy{}
 		for _, s := range res.Snapshots {
 			snaps[s.Name] = mustPolicy(t, s)
 		}
