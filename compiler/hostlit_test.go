@@ -3,7 +3,7 @@ package compiler
 import (
 	"testing"
 
-	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // TestHostNeverRequestedAgreesWithTheNormalizer: a host pattern without
@@ -24,7 +24,7 @@ func TestHostNeverRequestedAgreesWithTheNormalizer(t *testing.T) {
 			if h == p {
 				u = "http://" + h + ":80/"
 			}
-			got, err := executor.URLHost(u)
+			got, err := normalize.URLHost(u)
 			want := p
 			if h == p {
 				want = h + ":80"
