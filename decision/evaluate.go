@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"polc.dev/polc/internal/digest"
 	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
@@ -86,7 +87,7 @@ func (d *Decision) Digest() string {
 	c := *d
 	c.Gates = slices.Clone(d.Gates)
 	c.fillEmpty()
-	return digestOf(&c)
+	return digest.Of(&c)
 }
 
 // EvaluatePooled is Evaluate with a pooled Scratch: the decision it

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"polc.dev/polc/internal/digest"
 )
 
 // Containment classes an effect backend may enforce on a callable.
@@ -30,7 +32,7 @@ type BackendCapabilityReport struct {
 const BackendCapabilityFormat = "polc.backend-capabilities/v1"
 
 // Digest is the sha256-v1 digest of the report's canonical JSON.
-func (r BackendCapabilityReport) Digest() string { return digestOf(r) }
+func (r BackendCapabilityReport) Digest() string { return digest.Of(r) }
 
 // Enforces reports whether the backend enforces a containment class.
 func (r BackendCapabilityReport) Enforces(class string) bool {
@@ -122,7 +124,7 @@ func (r *ActionPreflightReport) MarshalJSON() ([]byte, error) {
 }
 
 // Digest covers the whole report, its request digest included.
-func (r *ActionPreflightReport) Digest() string { return digestOf(r) }
+func (r *ActionPreflightReport) Digest() string { return digest.Of(r) }
 
 // missingContainment returns the classes required but not enforced.
 func missingContainment(required []string, rep BackendCapabilityReport) []string {

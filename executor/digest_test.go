@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"polc.dev/polc/internal/digest"
 	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/normalize"
 )
@@ -59,7 +60,7 @@ func TestRequestDigestMatchesReference(t *testing.T) {
 		}
 		// Digest encodes the form without jcs.Append's interface: the
 		// same bytes, so the same digest as the reference's.
-		if d, ref := r.Digest(), digestOf(json.RawMessage(want)); d != ref {
+		if d, ref := r.Digest(), digest.Of(json.RawMessage(want)); d != ref {
 			t.Errorf("%d: Digest %s, the reference encoding digests to %s", i, d, ref)
 		}
 	}
@@ -67,7 +68,7 @@ func TestRequestDigestMatchesReference(t *testing.T) {
 	if _, err := jcs.Marshal(bad.digestForm()); err == nil {
 		t.Error("invalid UTF-8 in a request id encoded without error")
 	}
-	if bad.Digest() != digestOf(bad.digestForm()) {
+	if bad.Digest() != digest.Of(bad.digestForm()) {
 		t.Error("Digest of an unencodable request differs from digestOf its form")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"polc.dev/polc/chain"
 	"polc.dev/polc/decision"
+	"polc.dev/polc/internal/digest"
 	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
@@ -599,7 +600,7 @@ func (a *attempt) normalize() Outcome {
 		// The request digest covers the metadata: a value without a
 		// canonical form (a cycle, NaN, a func) would leave the request
 		// bound to the text of an error.
-		if _, err := digestChecked("", a.req.Metadata); err != nil {
+		if _, err := digest.Checked("", a.req.Metadata); err != nil {
 			return a.deny(2, normalize.ReasonInvalidRequest, "metadata has no canonical form: %v", err)
 		}
 	}
@@ -613,7 +614,7 @@ func (a *attempt) normalize() Outcome {
 	a.argsOK = true
 	detail := emptyArgsDetail // an empty object's canonical form is "{}"
 	if len(args) > 0 {
-		if detail, err = digestChecked("arguments ", args); err != nil {
+		if detail, err = digest.Checked("arguments ", args); err != nil {
 			return a.deny(2, normalize.ReasonInvalidRequest, "arguments have no canonical form: %v", err)
 		}
 	}
@@ -624,7 +625,7 @@ func (a *attempt) normalize() Outcome {
 
 // emptyArgsDetail is stage 2's detail for arguments {} (most actions'
 // arguments in the benchmarks, and of any action without any).
-var emptyArgsDetail = digestWithPrefix("arguments ", map[string]any{})
+var emptyArgsDetail = digest.WithPrefix("arguments ", map[string]any{})
 
 // normalizeArgs normalizes the attempt's private arguments into out for
 // the descriptor stage 1 resolved (the one Normalizer.Normalize would
@@ -1134,7 +1135,7 @@ func (a *attempt) transform() Outcome {
 		}
 		a.args = out
 	}
-	if d := digestOf(a.args); d != a.argsDigest {
+	if d := digest.Of(a.args); d != a.argsDigest {
 		a.changed = true
 		a.argsDigest = d
 		a.trail(8, TrailChanged, "arguments %s", d)
@@ -1368,7 +1369,7 @@ func (a *attempt) invoke() Outcome {
 	case err == nil:
 		rd := nullDigest
 		if res != nil {
-			rd = digestOf(res)
+			rd = digest.Of(res)
 		}
 		a.out.succeeded = Succeeded{OutcomeBase: a.base, Result: res, ResultDigest: rd}
 		out = &a.out.succeeded
@@ -1461,7 +1462,7 @@ func terminalPayload(out Outcome, dur int64) chain.Payload {
 }
 
 // nullDigest is the digest of a nil result (canonical "null").
-var nullDigest = digestOf(nil)
+var nullDigest = digest.Of(nil)
 
 func validClass(c string) bool {
 	if c == "" || len(c) > 64 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
+	"polc.dev/polc/internal/digest"
 	"polc.dev/polc/normalize"
 )
 
@@ -61,7 +62,7 @@ func (n *Normalizer) normalize(req normalize.ActionRequest, jsonArgs bool) (*nor
 	}
 	// What the executor refuses at stage 2: arguments that validate but
 	// have no canonical form (nesting deeper than jcs.MaxDepth).
-	if _, err := digestChecked("", args); err != nil {
+	if _, err := digest.Checked("", args); err != nil {
 		return nil, normalize.Errorf(normalize.ReasonInvalidRequest, "arguments have no canonical form: %v", err)
 	}
 	return out, nil

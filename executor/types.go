@@ -2,16 +2,14 @@ package executor
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"polc.dev/polc/decision"
+	"polc.dev/polc/internal/digest"
 	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
@@ -102,9 +100,9 @@ func (f *requestDigestForm) digest() string {
 	// f.AppendCanonical called directly, not through jcs.Append's
 	// interface: a form on the caller's stack stays there. It is exactly
 	// what jcs.Append does with an Appender.
-	bp := digestBufs.Get().(*[]byte)
+	bp := digest.Buffer()
 	b, err := f.AppendCanonical((*bp)[:0])
-	return sumHex(bp, b, err, "")
+	return digest.Finish(bp, b, err, "")
 }
 
 func (r *ExecutionRequest) digestForm() *requestDigestForm {
@@ -177,66 +175,6 @@ func appendStrMember(b []byte, key, v string) ([]byte, error) {
 		return nil, fmt.Errorf("jcs: invalid UTF-8 in %s", strings.Trim(key, `{,":`))
 	}
 	return b, nil
-}
-
-// digestBufs recycles the canonical-encoding buffers of digestOf: every
-// request, argument set and result is digested on the hot path.
-var digestBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
-// digestOf is the sha256-v1 digest (lowercase hex) of v's canonical JSON.
-func digestOf(v any) string {
-	return digestWithPrefix("", v)
-}
-
-// digestWithPrefix is prefix followed by digestOf(v), in one allocation:
-// a trail detail that names a digest can share the digest's bytes.
-func digestWithPrefix(prefix string, v any) string {
-	bp := digestBufs.Get().(*[]byte)
-	b, err := jcs.Append((*bp)[:0], v)
-	return sumHex(bp, b, err, prefix)
-}
-
-// digestChecked is digestWithPrefix for values that must have a canonical
-// form: it returns jcs's error (a cycle, nesting deeper than
-// jcs.MaxDepth, NaN, a func) instead of a digest of the error's text.
-func digestChecked(prefix string, v any) (string, error) {
-	bp := digestBufs.Get().(*[]byte)
-	b, err := jcs.Append((*bp)[:0], v)
-	if err != nil {
-		digestBufs.Put(bp)
-		return "", err
-	}
-	return sumHex(bp, b, nil, prefix), nil
-}
-
-// sumHex hashes b, the canonical encoding appended to the pooled buffer
-// *bp (or, when err is set, the error text in its place), returns the
-// buffer to the pool and returns prefix followed by the hex digest.
-func sumHex(bp *[]byte, b []byte, err error, prefix string) string {
-	if err != nil {
-		// A value without a canonical form (results, which nothing
-		// refuses; requests are refused at stage 2, digestChecked): the
-		// digest of the error text keeps the function total.
-		b = fmt.Appendf((*bp)[:0], "unencodable: %v", err)
-	}
-	s := sha256.Sum256(b)
-	if cap(b) <= 64<<10 {
-		*bp = b[:0]
-		digestBufs.Put(bp)
-	}
-	var h [128]byte
-	if len(prefix) > len(h)-64 {
-		return prefix + digestHex(s)
-	}
-	n := copy(h[:], prefix)
-	hex.Encode(h[n:n+64], s[:])
-	return string(h[:n+64])
-}
-
-func digestHex(s [32]byte) string {
-	var h [64]byte
-	hex.Encode(h[:], s[:])
-	return string(h[:])
 }
 
 // Principal is an authenticated actor.
@@ -345,7 +283,7 @@ func (ec *ExecutionContext) Digest() string {
 	if ec.Boundary != nil {
 		boundary = &ec.Boundary.id
 	}
-	return digestOf(map[string]any{
+	return digest.Of(map[string]any{
 		"context_id": ec.ContextID, "scope": scopeForm{ec.Scope}, "principal": ec.Principal.String(),
 		"tenant": ec.Tenant, "workspace": ec.Workspace,
 		"policy":  map[string]any{"policy_id": ec.Policy.PolicyID, "version": ec.Policy.Version, "digest": ec.Policy.Digest},
