@@ -420,7 +420,7 @@ func (h *hostSet) match(v string, hits bits) bool {
 	}
 	set(h.any)
 	i := strings.LastIndexByte(v, ':')
-	if i < 0 || !digits(v[i+1:]) {
+	if i < 0 || !pattern.Digits(v[i+1:]) {
 		return any // not host:port: only "*" matches
 	}
 	host, port := v[:i], v[i+1:]
@@ -486,15 +486,3 @@ func relTo(ws, path string) (string, bool) {
 	return "", false
 }
 
-// digits reports whether s is a non-empty run of ASCII digits.
-func digits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}

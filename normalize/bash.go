@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
+
+	"polc.dev/polc/internal/pattern"
 )
 
 // bashFacets puts the command's facets (ParseCommand) in out: its argvs
@@ -62,7 +64,7 @@ func redirectFacets(r Redirect, changesDir bool, ws string, out *Normalized) *No
 		// getaddrinfo: a service name, a percent sign or a second '/'
 		// would be read differently here than there.
 		host, port, _ := strings.Cut(rest, "/")
-		if host == "" || !digits(port) || strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:") != "" {
+		if host == "" || !pattern.Digits(port) || strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:") != "" {
 			return Errorf(ReasonInvalidCommand, "%s: bash connects to %q: the host must be a name or address and the port a number", r.Pos, t)
 		}
 		if strings.Contains(host, ":") {
@@ -173,7 +175,7 @@ func descriptorFile(t string) (fd int, ok bool) {
 	case "/dev/stderr":
 		return 2, true
 	}
-	if n, ok := strings.CutPrefix(t, "/dev/fd/"); ok && digits(n) {
+	if n, ok := strings.CutPrefix(t, "/dev/fd/"); ok && pattern.Digits(n) {
 		fd, err := strconv.Atoi(n)
 		if err != nil || fd > 1<<30 {
 			fd = 1 << 30
@@ -295,7 +297,7 @@ func redirFDs(n *syntax.Redirect) []int {
 	case syntax.RdrAll, syntax.AppAll:
 		return []int{1, 2}
 	case syntax.DplOut:
-		if !literalWord(n.Word) || !digits(strings.TrimSuffix(wordText(n.Word), "-")) {
+		if !literalWord(n.Word) || !pattern.Digits(strings.TrimSuffix(wordText(n.Word), "-")) {
 			return []int{1, 2} // >&file is &>file
 		}
 	}
@@ -392,7 +394,7 @@ func redirection(n *syntax.Redirect) (r *Redirect, ok bool) {
 			return nil, false
 		}
 		v := wordText(n.Word)
-		if digits(strings.TrimSuffix(v, "-")) || v == "-" {
+		if pattern.Digits(strings.TrimSuffix(v, "-")) || v == "-" {
 			return nil, true
 		}
 		read, write = n.Op == syntax.DplIn, n.Op == syntax.DplOut

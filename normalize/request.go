@@ -18,6 +18,7 @@ import (
 
 	"polc.dev/polc/chain"
 	"polc.dev/polc/internal/jcs"
+	"polc.dev/polc/internal/pattern"
 	"polc.dev/polc/internal/strictjson"
 )
 
@@ -245,7 +246,7 @@ func (n *Normalized) Validate() error {
 	}
 	for _, h := range n.Hosts {
 		host, port, err := net.SplitHostPort(h)
-		if err != nil || host == "" || !digits(port) {
+		if err != nil || host == "" || !pattern.Digits(port) {
 			return fail("host %q: want host:port", h)
 		}
 	}

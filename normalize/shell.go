@@ -8,6 +8,8 @@ import (
 
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
+
+	"polc.dev/polc/internal/pattern"
 )
 
 // ParseCommand parses src with a real shell parser (bash) into the
@@ -607,7 +609,7 @@ func constArithm(x syntax.ArithmExpr) bool {
 // octal, 0x hexadecimal or base#digits.
 func numericConst(s string) bool {
 	if base, ds, ok := strings.Cut(s, "#"); ok {
-		if !digits(base) || ds == "" {
+		if !pattern.Digits(base) || ds == "" {
 			return false
 		}
 		for _, r := range ds {
@@ -628,7 +630,7 @@ func numericConst(s string) bool {
 		}
 		return true
 	}
-	return digits(s)
+	return pattern.Digits(s)
 }
 
 // testConst reports whether a [[ ]] arithmetic operand is a numeric
@@ -669,7 +671,7 @@ func safeName(v string) bool {
 	name, sub, hasSub := strings.Cut(v, "[")
 	if hasSub {
 		sub, ok := strings.CutSuffix(sub, "]")
-		if !ok || !(digits(sub) || sub == "@" || sub == "*") {
+		if !ok || !(pattern.Digits(sub) || sub == "@" || sub == "*") {
 			return false
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
+
+	"polc.dev/polc/internal/pattern"
 )
 
 // Places where bash 5.2 reads the source otherwise than the parser
@@ -436,7 +438,7 @@ func dupWordMisread(n *syntax.Redirect) *NormalizeError {
 	}
 	v := wordText(n.Word)
 	switch {
-	case v == "-" || digits(strings.TrimSuffix(v, "-")):
+	case v == "-" || pattern.Digits(strings.TrimSuffix(v, "-")):
 		return nil
 	case strings.HasPrefix(v, "-"):
 		return Errorf(ReasonInvalidCommand, "%s: %s%s: bash reads %s- as closing the descriptor and the rest as the next word", n.Pos(), n.Op, nodeSource(n.Word), n.Op)

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"polc.dev/polc/internal/pattern"
 )
 
 var defaultPorts = map[string]string{"http": "80", "https": "443", "ws": "80", "wss": "443", "ftp": "21"}
@@ -105,5 +107,5 @@ func numericLabel(l string) bool {
 		}
 		return true
 	}
-	return digits(l)
+	return pattern.Digits(l)
 }

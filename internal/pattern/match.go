@@ -95,7 +95,7 @@ func matchHost(p, s string) bool {
 		return true
 	}
 	i := strings.LastIndexByte(s, ':')
-	if i < 0 || !allDigits(s[i+1:]) {
+	if i < 0 || !Digits(s[i+1:]) {
 		return false
 	}
 	sh, sp := s[:i], s[i+1:]
@@ -119,7 +119,8 @@ func ValidLabels(s string) bool {
 	return !strings.ContainsAny(s, ":[]")
 }
 
-func allDigits(s string) bool {
+// Digits reports whether s is a non-empty run of ASCII digits.
+func Digits(s string) bool {
 	if s == "" {
 		return false
 	}
