@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"polc.dev/polc/internal/satint"
 	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
@@ -85,7 +85,7 @@ type BudgetBucket struct {
 }
 
 // end is the bucket's window's end (exclusive).
-func (b BudgetBucket) end() int64 { return satAdd(b.Start, b.Window) }
+func (b BudgetBucket) end() int64 { return satint.Add(b.Start, b.Window) }
 
 // BudgetAccount is what a ledger keeps for one BudgetKey, and the rules it
 // judges by; MemoryLedger and statestore.SQLite both use it, so that they
@@ -143,7 +143,7 @@ func (a *BudgetAccount) clock(now time.Time) int64 {
 		c = max(c, b.Start)
 	}
 	if a.PastEndKnown {
-		c = max(c, satAdd(a.PastEnd, -1))
+		c = max(c, satint.Add(a.PastEnd, -1))
 	}
 	return c
 }
@@ -155,7 +155,7 @@ func (a *BudgetAccount) usageIn(window, start int64) normalize.Usage {
 	if window == 0 || !a.PastEndKnown || a.PastEnd > start {
 		u = a.Past
 	}
-	end := satAdd(start, window)
+	end := satint.Add(start, window)
 	for _, b := range a.Buckets {
 		if window == 0 || (b.Start < end && b.end() > start) {
 			u = u.Plus(b.Usage)
@@ -180,7 +180,7 @@ func (a *BudgetAccount) Record(window int64, now time.Time, u normalize.Usage) (
 	c := a.clock(now)
 	if !a.PastEndKnown && a.Past != (normalize.Usage{}) {
 		// The usage was recorded before now: from here on it is dated.
-		a.PastEnd, a.PastEndKnown = satAdd(c, 1), true
+		a.PastEnd, a.PastEndKnown = satint.Add(c, 1), true
 	}
 	start = windowStart(c, window)
 	if window > 0 {
@@ -189,7 +189,7 @@ func (a *BudgetAccount) Record(window int64, now time.Time, u normalize.Usage) (
 	before = a.usageIn(window, start)
 	if window == 0 {
 		a.Past = a.Past.Plus(u)
-		if end := satAdd(c, 1); !a.PastEndKnown || end > a.PastEnd {
+		if end := satint.Add(c, 1); !a.PastEndKnown || end > a.PastEnd {
 			a.PastEnd, a.PastEndKnown = end, true
 		}
 		return start, before
@@ -311,18 +311,6 @@ func CheckUsage(u normalize.Usage) error {
 		}
 	}
 	return nil
-}
-
-// satAdd adds two int64 values, saturating at either end.
-func satAdd(a, b int64) int64 {
-	s := a + b
-	switch {
-	case a > 0 && b > 0 && s < 0:
-		return math.MaxInt64
-	case a < 0 && b < 0 && s >= 0:
-		return math.MinInt64
-	}
-	return s
 }
 
 // MemoryLedger is the default BudgetLedger: usage in the process's memory,

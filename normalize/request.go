@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"net"
 	"path"
 	"path/filepath"
@@ -19,14 +18,15 @@ import (
 	"polc.dev/polc/chain"
 	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/pattern"
+	"polc.dev/polc/internal/satint"
 	"polc.dev/polc/internal/strictjson"
 )
 
 // Plus is u + v member by member, saturating at the largest int64 rather
 // than wrapping: a sum past any limit stays past it.
 func (u Usage) Plus(v Usage) Usage {
-	return Usage{Calls: satAdd(u.Calls, v.Calls), Tokens: satAdd(u.Tokens, v.Tokens),
-		CostMicrounits: satAdd(u.CostMicrounits, v.CostMicrounits), WallMicroseconds: satAdd(u.WallMicroseconds, v.WallMicroseconds)}
+	return Usage{Calls: satint.Add(u.Calls, v.Calls), Tokens: satint.Add(u.Tokens, v.Tokens),
+		CostMicrounits: satint.Add(u.CostMicrounits, v.CostMicrounits), WallMicroseconds: satint.Add(u.WallMicroseconds, v.WallMicroseconds)}
 }
 
 // StartInto begins a normalized request in out (which it overwrites
@@ -476,16 +476,4 @@ func badValue(v reflect.Value, at string, depth int) (path string, off int, c by
 		}
 	}
 	return "", 0, 0, true
-}
-
-// satAdd adds two int64 values, saturating at either end.
-func satAdd(a, b int64) int64 {
-	s := a + b
-	switch {
-	case a > 0 && b > 0 && s < 0:
-		return math.MaxInt64
-	case a < 0 && b < 0 && s >= 0:
-		return math.MinInt64
-	}
-	return s
 }
