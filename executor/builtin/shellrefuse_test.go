@@ -9,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"polc.dev/polc/compiler"
 	"polc.dev/polc/executor"
-	"polc.dev/polc/executor/builtin"
-	"polc.dev/polc/snapshot"
 )
 
 // refusalPolicy is a tight allowlist: echo, cat and ls (and more, CUE list
@@ -32,48 +29,22 @@ policies: p: {
 }
 `
 
-// refusalRig compiles the policy src, lays out a workspace (out/,
-// secrets/key) and returns a function running one bash command through
-// Execute with the real built-in callables.
+// refusalRig is rig (proc_test.go) with a secrets/key in the workspace,
+// returning a function running one bash command through Execute.
 func refusalRig(t *testing.T, src string) (ws string, run func(command string) executor.Outcome) {
 	t.Helper()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.cue"), []byte(src), 0o644); err != nil {
+	ws, execute := rig(t, src)
+	if err := os.MkdirAll(filepath.Join(ws, "secrets"), 0o755); err != nil {
 		t.Fatal(err)
-	}
-	res := compiler.Compile(compiler.Config{Dir: dir}, []string{"p.cue"})
-	if res.Diagnostics.HasErrors() {
-		t.Fatal(res.Diagnostics)
-	}
-	snap := res.Snapshots[0]
-	ws = filepath.Join(dir, "ws")
-	for _, d := range []string{"out", "secrets"} {
-		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
 	}
 	if err := os.WriteFile(filepath.Join(ws, "secrets", "key"), []byte("TOPSECRET\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	reg := executor.NewRegistry()
-	if err := builtin.Register(reg, builtin.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	e, err := executor.New(executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{snap}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec := executor.ExecutionContext{ContextID: "c", Scope: executor.EphemeralScope{ID: "s"}, Principal: executor.Principal{Kind: "agent", ID: "a"},
-		Tenant: "t", Workspace: ws, Backend: executor.InProcessBackendName, Profile: executor.ProfileMinimal,
-		Policy: executor.SnapshotRefOf(snap)}
-	n := 0
 	return ws, func(command string) executor.Outcome {
-		n++
-		return e.Execute(context.Background(), executor.ExecutionRequest{RequestID: fmt.Sprintf("r%d", n), Action: "bash",
-			Arguments: map[string]any{"command": command}, Scope: ec.Scope, Timeout: 10 * time.Second}, ec)
+		return execute(context.Background(), "bash", map[string]any{"command": command}, 10*time.Second)
 	}
 }
 
