@@ -10,6 +10,7 @@ import (
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
+	"polc.dev/polc/internal/compiletest"
 	"polc.dev/polc/snapshot"
 )
 
@@ -106,7 +107,7 @@ func TestDiffIsSound(t *testing.T) {
 	for round := range rounds {
 		old := g.policy()
 		newer := g.mutate(old, g.policy())
-		ro, rn := compileDecls(t, map[string]any{"p": old}), compileDecls(t, map[string]any{"p": newer})
+		ro, rn := compiletest.Decls(t, map[string]any{"p": old}), compiletest.Decls(t, map[string]any{"p": newer})
 		if ro.Diagnostics.HasErrors() || rn.Diagnostics.HasErrors() {
 			continue // an edit can make a policy invalid (e.g. a gate naming no rule)
 		}
@@ -165,7 +166,7 @@ func TestInheritanceNeverWidens(t *testing.T) {
 		parent := g.policy()
 		child := g.mutate(parent, g.policy())
 		child["extends"] = "parent"
-		res := compileDecls(t, map[string]any{"parent": parent, "child": child})
+		res := compiletest.Decls(t, map[string]any{"parent": parent, "child": child})
 		if res.Diagnostics.HasErrors() {
 			continue // a widening needs an expansion: refused, as it should be
 		}

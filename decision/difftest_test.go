@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
+	"polc.dev/polc/internal/compiletest"
 	"polc.dev/polc/internal/pattern"
 	"polc.dev/polc/internal/regoeval"
 	"polc.dev/polc/normalize"
@@ -403,23 +403,11 @@ func compileRandom(t *testing.T, g gen, n int) (map[string]map[string]any, *comp
 		decls[name] = g.policy()
 		policies[name] = decls[name]
 	}
-	res := compileDecls(t, policies)
+	res := compiletest.Decls(t, policies)
 	if res.Diagnostics.HasErrors() {
 		t.Fatalf("generated policies do not compile: %v", res.Diagnostics[:min(5, len(res.Diagnostics))])
 	}
 	return decls, res
-}
-
-// compileDecls compiles declarations given as JSON-shaped values, by
-// policy name.
-func compileDecls(t *testing.T, policies map[string]any) *compiler.Result {
-	t.Helper()
-	dir := t.TempDir()
-	src, _ := json.Marshal(map[string]any{"policies": policies})
-	if err := os.WriteFile(filepath.Join(dir, "policies.json"), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return compiler.Compile(compiler.Config{Dir: dir}, []string{"policies.json"})
 }
 
 // differential compiles nPolicies random policies and checks nRequests

@@ -14,6 +14,7 @@ import (
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
+	"polc.dev/polc/internal/compiletest"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/pattern"
 	"polc.dev/polc/internal/regoeval"
@@ -221,7 +222,7 @@ func TestGateLevelsNeverWiden(t *testing.T) {
 				delete(child, "gates")
 			}
 		}
-		res := compileDecls(t, map[string]any{"parent": parent, "child": child})
+		res := compiletest.Decls(t, map[string]any{"parent": parent, "child": child})
 		if res.Diagnostics.HasErrors() {
 			for _, d := range res.Diagnostics {
 				if d.Code == diag.CodeExpansionUnauth && strings.Contains(d.Message, "gates") {

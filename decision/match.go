@@ -485,4 +485,3 @@ func relTo(ws, path string) (string, bool) {
 	}
 	return "", false
 }
-

@@ -2,10 +2,7 @@ package executor_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/internal/compiletest"
 	"polc.dev/polc/internal/regoeval"
 	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
@@ -27,7 +25,7 @@ func encodingNow() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.
 // it.
 func fffdPolicy(t *testing.T) (*snapshot.Snapshot, *regoeval.Engine) {
 	t.Helper()
-	res := compileDecls(t, map[string]any{"p": map[string]any{
+	res := compiletest.Decls(t, map[string]any{"p": map[string]any{
 		"version": "1", "principals": []string{"*"}, "tenants": []string{"*"},
 		"actions":    map[string]any{"allow": []string{"bash", "mcp"}},
 		"subprocess": map[string]any{"mode": "allowlist", "shell": "allow", "allow": []string{"cat \ufffd"}},
@@ -237,16 +235,4 @@ func TestExecuteRefusesInvalidUTF8Arguments(t *testing.T) {
 	if out := tr.exec.Execute(context.Background(), req("t", "nothing", map[string]any{"text": "x"}), tr.ctx(executor.ProfileMinimal, nil)); out.Kind() != executor.KindDenied || tr.calls["nothing"].Load() != 0 {
 		t.Errorf("transformer: got %s %q", out.Kind(), out.Base().ReasonCode)
 	}
-}
-
-// compileDecls compiles declarations given as JSON-shaped values, by
-// policy name.
-func compileDecls(t *testing.T, policies map[string]any) *compiler.Result {
-	t.Helper()
-	dir := t.TempDir()
-	src, _ := json.Marshal(map[string]any{"policies": policies})
-	if err := os.WriteFile(filepath.Join(dir, "policies.json"), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return compiler.Compile(compiler.Config{Dir: dir}, []string{"policies.json"})
 }

@@ -1,9 +1,6 @@
 package polccli
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"io"
 	"net"
@@ -14,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"polc.dev/polc/internal/testutil"
 )
 
 // TestOPAVerifiesKeygenBundle runs what docs/bundle.md tells a user to
@@ -123,39 +122,12 @@ func runOPA(t *testing.T, bin, normalized string, args ...string) (string, int) 
 	return "", 0
 }
 
-// tamperBundle rewrites the bundle's data.json (every action allowed) and
-// keeps the signature.
+// tamperBundle is testutil.TamperBundle, failing t on error.
 func tamperBundle(t *testing.T, bundle []byte) []byte {
-	zr, err := gzip.NewReader(bytes.NewReader(bundle))
+	t.Helper()
+	b, err := testutil.TamperBundle(bundle)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(zr)
-	var out bytes.Buffer
-	zw := gzip.NewWriter(&out)
-	tw := tar.NewWriter(zw)
-	changed := false
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(tr)
-		if strings.HasSuffix(h.Name, "data.json") {
-			data = bytes.Replace(data, []byte(`"level":"hard"`), []byte(`"level":"advisory"`), 1)
-			changed = true
-		}
-		h.Size = int64(len(data))
-		tw.WriteHeader(h)
-		tw.Write(data)
-	}
-	tw.Close()
-	zw.Close()
-	if !changed {
-		t.Fatal("no data.json in the bundle")
-	}
-	return out.Bytes()
+	return b
 }

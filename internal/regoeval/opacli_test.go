@@ -1,9 +1,7 @@
 package regoeval_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -28,6 +26,7 @@ import (
 	"polc.dev/polc/decision"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/internal/testutil"
 	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
@@ -264,42 +263,14 @@ func TestOPAServerBundles(t *testing.T) {
 	})
 }
 
-// tamper rewrites the bundle's data.json (a policy now allows everything)
-// and keeps the original signature.
+// tamper is testutil.TamperBundle, failing t on error.
 func tamper(t *testing.T, bundle []byte) []byte {
-	zr, err := gzip.NewReader(bytes.NewReader(bundle))
+	t.Helper()
+	b, err := testutil.TamperBundle(bundle)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(zr)
-	var out bytes.Buffer
-	zw := gzip.NewWriter(&out)
-	tw := tar.NewWriter(zw)
-	changed := false
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(tr)
-		if strings.HasSuffix(h.Name, "data.json") {
-			data = bytes.Replace(data, []byte(`"allow":[]`), []byte(`"allow":["*"]`), 1)
-			data = bytes.Replace(data, []byte(`"level":"hard"`), []byte(`"level":"advisory"`), 1)
-			changed = true
-		}
-		h.Size = int64(len(data))
-		tw.WriteHeader(h)
-		tw.Write(data)
-	}
-	tw.Close()
-	zw.Close()
-	if !changed {
-		t.Fatal("no data.json in bundle")
-	}
-	return out.Bytes()
+	return b
 }
 
 var _ = regoeval.Query
