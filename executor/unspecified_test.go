@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"polc.dev/polc/decision"
 	"polc.dev/polc/normalize"
 )
 
@@ -25,22 +26,11 @@ func TestUnspecifiedAddressesAreNoHost(t *testing.T) {
 		"[::ffff:0.0.0.0]", "[::ffff:0:0]", "[0:0:0:0:0:ffff:0:0]", "[::0.0.0.0]",
 		"0", "00", "0x0", "0X0", "0x00000000", "0.0", "0.0.0", "0x0.0", "0.0x0.0", "000.000.000.000", "00.0.0.0",
 	} {
-		u := "http://" + host + ":8080/"
-		if hp, err := normalize.URLHost(u); err == nil || err.Reason != normalize.ReasonInvalidURL {
-			t.Errorf("URLHost(%q) = %q, %v; want invalid_url", u, hp, err)
-		}
-		if got := decideReasons(t, p, "http_get", map[string]any{"url": u}); got != normalize.ReasonInvalidURL {
-			t.Errorf("http_get %s: %s, want %s", u, got, normalize.ReasonInvalidURL)
-		}
+		checkHostRefused(t, p, host, "")
 	}
 	// bash takes the host of /dev/tcp/HOST/PORT without brackets.
 	for _, host := range []string{"0.0.0.0", "::", "0:0::0", "::ffff:0.0.0.0", "0", "0x0", "0.0"} {
-		for _, dev := range []string{"tcp", "udp"} {
-			cmd := "echo > /dev/" + dev + "/" + host + "/8080"
-			if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != normalize.ReasonInvalidCommand {
-				t.Errorf("%q: %s, want %s", cmd, got, normalize.ReasonInvalidCommand)
-			}
-		}
+		checkDevHostRefused(t, p, host)
 	}
 	// Other addresses keep their canonical text, and the deny list judges
 	// them.
@@ -76,24 +66,10 @@ func TestLoopbackAddressesOtherThanTheLoopbackHostAreNoHost(t *testing.T) {
 		"127.0.0.2", "127.1.2.3", "127.255.255.255", "127.0.0.0", "127.0.1.1",
 		"[::ffff:127.0.0.2]", "[::ffff:7f00:2]", "[0:0:0:0:0:ffff:127.9.9.9]",
 	} {
-		u := "http://" + host + ":8080/"
-		hp, err := normalize.URLHost(u)
-		if err == nil || err.Reason != normalize.ReasonInvalidURL {
-			t.Errorf("URLHost(%q) = %q, %v; want invalid_url", u, hp, err)
-		} else if !strings.Contains(err.Detail, "write 127.0.0.1") {
-			t.Errorf("URLHost(%q): %q does not tell the author to write 127.0.0.1", u, err.Detail)
-		}
-		if got := decideReasons(t, p, "http_get", map[string]any{"url": u}); got != normalize.ReasonInvalidURL {
-			t.Errorf("http_get %s: %s, want %s", u, got, normalize.ReasonInvalidURL)
-		}
+		checkHostRefused(t, p, host, "write 127.0.0.1")
 	}
 	for _, host := range []string{"127.0.0.2", "127.1.2.3", "::ffff:127.0.0.2", "::ffff:7f00:2"} {
-		for _, dev := range []string{"tcp", "udp"} {
-			cmd := "echo > /dev/" + dev + "/" + host + "/8080"
-			if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != normalize.ReasonInvalidCommand {
-				t.Errorf("%q: %s, want %s", cmd, got, normalize.ReasonInvalidCommand)
-			}
-		}
+		checkDevHostRefused(t, p, host)
 	}
 	for u, want := range map[string]string{
 		"http://127.0.0.1:8080/":                  "deny",
@@ -108,6 +84,33 @@ func TestLoopbackAddressesOtherThanTheLoopbackHostAreNoHost(t *testing.T) {
 		d, refused := evaluateReview(p, "http_get", map[string]any{"url": u})
 		if refused != "" || d.Disposition != want {
 			t.Errorf("http_get %s: %s%s, want %s", u, refused, d.Disposition, want)
+		}
+	}
+}
+
+// checkHostRefused checks that URLHost refuses host (with a message
+// holding detail) and that p denies an http_get to it as invalid_url.
+func checkHostRefused(t *testing.T, p *decision.Policy, host, detail string) {
+	t.Helper()
+	u := "http://" + host + ":8080/"
+	if hp, err := normalize.URLHost(u); err == nil || err.Reason != normalize.ReasonInvalidURL {
+		t.Errorf("URLHost(%q) = %q, %v; want invalid_url", u, hp, err)
+	} else if !strings.Contains(err.Detail, detail) {
+		t.Errorf("URLHost(%q): %q does not say %q", u, err.Detail, detail)
+	}
+	if got := decideReasons(t, p, "http_get", map[string]any{"url": u}); got != normalize.ReasonInvalidURL {
+		t.Errorf("http_get %s: %s, want %s", u, got, normalize.ReasonInvalidURL)
+	}
+}
+
+// checkDevHostRefused checks that p denies a bash redirection to host's
+// /dev/tcp and /dev/udp as invalid_command.
+func checkDevHostRefused(t *testing.T, p *decision.Policy, host string) {
+	t.Helper()
+	for _, dev := range []string{"tcp", "udp"} {
+		cmd := "echo > /dev/" + dev + "/" + host + "/8080"
+		if got := decideReasons(t, p, "bash", map[string]any{"command": cmd}); got != normalize.ReasonInvalidCommand {
+			t.Errorf("%q: %s, want %s", cmd, got, normalize.ReasonInvalidCommand)
 		}
 	}
 }
