@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/pattern"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -178,7 +178,7 @@ func codeChoosingEnv(p string) []string {
 // builtinActions are the built-in action ids.
 var builtinActions = sync.OnceValue(func() []string {
 	var ids []string
-	for _, d := range executor.BuiltinDescriptors() {
+	for _, d := range normalize.BuiltinDescriptors() {
 		ids = append(ids, d.ID)
 	}
 	return ids

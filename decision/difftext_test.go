@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"polc.dev/polc/compiler"
-	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/regoeval"
 	"polc.dev/polc/normalize"
@@ -184,7 +183,7 @@ func checkTextRefused(t *testing.T, g gen, eng *regoeval.Engine, policy string, 
 		argv = req.Commands[0]
 	}
 	ar, how := g.corruptAction(argv)
-	n := executor.Normalizer{Now: difftextNow}
+	n := normalize.Normalizer{Now: difftextNow}
 	if got, nerr := n.Normalize(ar); nerr == nil || nerr.Reason != normalize.ReasonInvalidEncoding {
 		t.Fatalf("%s: %q normalizes to %+v, %v; want %s", how, ar.Arguments, got, nerr, normalize.ReasonInvalidEncoding)
 	}

@@ -84,7 +84,7 @@ func newBudgetRig(t testing.TB, snap *snapshot.Snapshot, fn executor.Callable, m
 	r := &budgetRig{snap: snap, clock: &budgetClock{t: budgetT0}}
 	reg := executor.NewRegistry()
 	for _, id := range []string{"work", "other"} {
-		if err := reg.Register(executor.ActionDescriptor{ID: id, Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+		if err := reg.Register(normalize.ActionDescriptor{ID: id, Version: "1", Source: normalize.Source{Kind: "sdk", Ref: "test"},
 			Arguments: []byte(`{"type":"object"}`)}, func(ctx context.Context, args map[string]any) (any, error) {
 			r.calls.Add(1)
 			if fn == nil {

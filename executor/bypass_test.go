@@ -14,6 +14,7 @@ import (
 
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // TestNoExportedPathToACallable is the static half of the bypass matrix:
@@ -118,7 +119,7 @@ func TestEveryRouteEntersExecuteOnce(t *testing.T) {
 	seen := map[string]int{}
 	r := newRig(t, chain.NewMemStore(), func(c *executor.Config) {
 		c.IDs = executor.NewUUID
-		c.Registry.Register(executor.ActionDescriptor{ID: "probe", Version: "1", Arguments: []byte(`{"type":"object"}`)},
+		c.Registry.Register(normalize.ActionDescriptor{ID: "probe", Version: "1", Arguments: []byte(`{"type":"object"}`)},
 			func(ctx context.Context, _ map[string]any) (any, error) {
 				id, ok := executor.AttemptFromContext(ctx)
 				if !ok {

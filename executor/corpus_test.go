@@ -9,8 +9,8 @@ import (
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
-	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/normalize"
 )
 
 // TestDecisionCorpus runs testdata/decisions/*.cue on both engines.
@@ -44,7 +44,7 @@ func TestDecisionCorpus(t *testing.T) {
 				if tc.Note == "" {
 					t.Errorf("%s: tests[%d] has no note", tc.Pos, tc.Index)
 				}
-				req, nerr := (&executor.Normalizer{}).Normalize(tc.Request)
+				req, nerr := (&normalize.Normalizer{}).Normalize(tc.Request)
 				decisions := map[string]decision.Decision{}
 				if nerr != nil {
 					decisions["normalizer"] = decision.Decision{Disposition: decision.Deny, Reasons: []string{nerr.Reason}}

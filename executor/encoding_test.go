@@ -58,7 +58,7 @@ func TestInvalidUTF8NeverReachesAnEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &executor.Normalizer{Now: encodingNow}
+	n := &normalize.Normalizer{Now: encodingNow}
 	request := func(action string, args map[string]any) normalize.ActionRequest {
 		return normalize.ActionRequest{Action: action, Arguments: args, Principal: "agent:a", Tenant: "t", Workspace: "/ws"}
 	}
@@ -129,7 +129,7 @@ func TestShellEscapesDecodeAsBashDoes(t *testing.T) {
 	if err != nil {
 		t.Skip("no bash")
 	}
-	n := &executor.Normalizer{Now: encodingNow}
+	n := &normalize.Normalizer{Now: encodingNow}
 	for _, word := range []string{`$'\xff'`, `$'\377'`, `$'\xc3'`, `$'\xed\xa0\x80'`, `$'\xc3'$'\xa9'`, `$'\xef\xbf\xbd'`, `$'a\x00b'`, `x$'\xe2\x82'$'\xac'`} {
 		out, err := exec.Command(bash, "-c", "printf %s "+word).Output()
 		if err != nil {

@@ -71,7 +71,7 @@ type Config struct {
 	// Authorize is the principal/tenant authorization of stage 5 (beyond
 	// the policy's scopes, which stage 7 evaluates); an error denies. It
 	// gets a copy of the descriptor: what it changes reaches nothing.
-	Authorize func(ctx context.Context, ec ExecutionContext, d ActionDescriptor) error
+	Authorize func(ctx context.Context, ec ExecutionContext, d normalize.ActionDescriptor) error
 	// Now and IDs make runs deterministic in tests; defaults are the clock
 	// and random UUIDs.
 	Now func() time.Time
@@ -302,7 +302,7 @@ func (e *Executor) planFor(en *entry, profile Profile) *plan {
 	if p := en.lastPlan.Load(); p != nil && p.exec == e && p.profile == profile {
 		return p
 	}
-	k := planKey{en.desc.ID, en.digest, profile}
+	k := planKey{en.action.ID(), en.action.Digest(), profile}
 	if p, ok := e.plans.Load(k); ok {
 		en.lastPlan.Store(p.(*plan))
 		return p.(*plan)
@@ -509,9 +509,9 @@ func (e *Executor) Execute(ctx context.Context, req ExecutionRequest, ec Executi
 	if a.en == nil {
 		return a.deny(1, normalize.ReasonUnknownAction, "no descriptor for action %q", req.Action)
 	}
-	a.note(1, TrailOK, a.en.ref)
+	a.note(1, TrailOK, a.en.action.Ref())
 	if a.en.fn == nil {
-		return a.deny(1, "no_callable", "action %s has no callable", a.en.desc.ID)
+		return a.deny(1, "no_callable", "action %s has no callable", a.en.action.ID())
 	}
 	for _, stage := range e.planFor(a.en, ec.Profile).stages {
 		if o := a.run(stage); o != nil {
@@ -644,7 +644,7 @@ func (a *attempt) normalizeArgs(args map[string]any, out *normalize.Normalized) 
 	} else if mcpArgs != nil {
 		args = mcpArgs
 	}
-	return a.en.finish(out, args, true)
+	return a.en.action.Finish(out, args, true)
 }
 
 // Stage 3: bind the trusted context, verify the exact snapshot, probe the
@@ -716,8 +716,8 @@ func (a *attempt) bind() Outcome {
 	}
 	cc := a.e.capabilities(caps)
 	capDigest := cc.digest
-	if missing := missingContainment(a.en.desc.Containment, caps); len(missing) > 0 {
-		return a.deny(3, "containment_unsupported", "%s requires %s containment; backend %s does not enforce it", a.en.desc.ID, strings.Join(missing, ", "), ec.Backend)
+	if missing := missingContainment(a.en.action.Containment(), caps); len(missing) > 0 {
+		return a.deny(3, "containment_unsupported", "%s requires %s containment; backend %s does not enforce it", a.en.action.ID(), strings.Join(missing, ", "), ec.Backend)
 	}
 	// One reading for the lease and the report: admission and verification
 	// are one moment of the attempt, on the executor's clock.
@@ -731,7 +731,7 @@ func (a *attempt) bind() Outcome {
 	a.lease, a.leased = lease, true
 	a.out.preflight = ActionPreflightReport{
 		ReportID: a.newID(), RequestID: a.req.RequestID,
-		DescriptorDigest: a.en.digest, Backend: a.backend.ID(), Capabilities: caps, CapabilityDigest: capDigest,
+		DescriptorDigest: a.en.action.Digest(), Backend: a.backend.ID(), Capabilities: caps, CapabilityDigest: capDigest,
 		LeaseID: lease.ID, VerifiedAt: now, ExpiresAt: lease.ExpiresAt,
 	}
 	a.freezeRequestDigest()
@@ -798,7 +798,7 @@ func (a *attempt) governedStart() Outcome {
 		runID = &s.RunID
 	}
 	if err := a.append(chain.OperationStartedPayload{
-		ToolID: a.en.desc.ID, AttemptID: a.base.AttemptID, RequestDigest: a.requestDigest(), Actor: &actor, RunID: runID,
+		ToolID: a.en.action.ID(), AttemptID: a.base.AttemptID, RequestDigest: a.requestDigest(), Actor: &actor, RunID: runID,
 	}); err != nil {
 		return a.appendFailed(4, chain.OperationStarted, err)
 	}
@@ -900,7 +900,7 @@ func (a *attempt) authorize() Outcome {
 		return nil
 	}
 	// A copy of its own: the descriptor's slices belong to the registry.
-	desc := cloneDescriptor(a.en.desc)
+	desc := a.en.action.Descriptor()
 	if err := recovered(errUserPanic, func() error { return a.e.cfg.Authorize(a.ctx, a.ec, desc) }); err != nil {
 		return a.deny(5, "unauthorized", "authorization refused")
 	}
@@ -1070,7 +1070,7 @@ func (a *attempt) exceptions(gates []decision.GateResult) (lifts []*ExceptionGra
 		return nil
 	}
 	need = slices.DeleteFunc(need, func(gate string) bool { return held(gate) != nil })
-	taken := a.boundary.takeGrants(need, a.en.desc.ID, now)
+	taken := a.boundary.takeGrants(need, a.en.action.ID(), now)
 	if taken == nil && len(need) > 0 {
 		return nil, nil
 	}
@@ -1124,7 +1124,7 @@ func (a *attempt) transform() Outcome {
 		}
 		var out map[string]any
 		err = recovered(errUserPanic, func() (err error) {
-			out, err = t.Transform(a.ctx, a.en.desc.ID, in)
+			out, err = t.Transform(a.ctx, a.en.action.ID(), in)
 			return err
 		})
 		if err != nil {
@@ -1337,7 +1337,7 @@ func (a *attempt) invoke() Outcome {
 		a.meter = &UsageMeter{}
 		ctx = context.WithValue(ctx, usageMeterKey{}, a.meter)
 	}
-	if h := &a.en.desc.Hints; len(h.Paths) > 0 || h.Command != "" {
+	if h := a.en.action.Hints(); len(h.Paths) > 0 || h.Command != "" {
 		// Relative paths and commands were judged against this
 		// workspace; the callable must resolve them against the same.
 		ctx = context.WithValue(ctx, workspaceKey{}, a.ec.Workspace)
@@ -1508,7 +1508,7 @@ func (a *attempt) persist(out Outcome) Outcome {
 		rec.Outbox = append(rec.Outbox, m)
 	}
 	if a.en != nil {
-		rec.ActionID = a.en.desc.ID
+		rec.ActionID = a.en.action.ID()
 	}
 	if err := a.e.cfg.State.CommitAttempt(context.WithoutCancel(a.ctx), rec); err != nil {
 		b.Trail = append(b.Trail, TrailEntry{Stage: 14, Result: TrailPersistFailed, Detail: err.Error()})

@@ -67,7 +67,7 @@ func newRig(t testing.TB, store chain.Store, mutate func(*executor.Config)) *rig
 	add := func(id string, fn executor.Callable) {
 		r.calls[id] = &atomic.Int64{}
 		c := r.calls[id]
-		if err := reg.Register(executor.ActionDescriptor{ID: id, Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+		if err := reg.Register(normalize.ActionDescriptor{ID: id, Version: "1", Source: normalize.Source{Kind: "sdk", Ref: "test"},
 			Arguments: []byte(obj)}, func(ctx context.Context, args map[string]any) (any, error) {
 			c.Add(1)
 			return fn(ctx, args)
@@ -212,7 +212,7 @@ func TestPrincipalClaimRefusedBeforePolicy(t *testing.T) {
 
 func TestContainmentUnsupportedDeniesBeforeStart(t *testing.T) {
 	r := newRig(t, chain.NewMemStore(), func(c *executor.Config) {
-		c.Registry.Register(executor.ActionDescriptor{ID: "sandboxed", Version: "1", Arguments: []byte(`{"type":"object"}`),
+		c.Registry.Register(normalize.ActionDescriptor{ID: "sandboxed", Version: "1", Arguments: []byte(`{"type":"object"}`),
 			Containment: []string{"filesystem", "network"}}, func(context.Context, map[string]any) (any, error) { return nil, nil })
 	})
 	b, _ := r.exec.OpenBoundary(r.ref(), false)
@@ -568,7 +568,7 @@ func TestPreflightRequestDigest(t *testing.T) {
 	store := chain.NewMemStore()
 	r := newRig(t, store, func(c *executor.Config) {
 		obj := `{"type":"object","properties":{"text":{"type":"string"},"n":{"type":"object"}},"additionalProperties":false}`
-		if err := c.Registry.Register(executor.ActionDescriptor{ID: "probe", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+		if err := c.Registry.Register(normalize.ActionDescriptor{ID: "probe", Version: "1", Source: normalize.Source{Kind: "sdk", Ref: "test"},
 			Arguments: []byte(obj)}, func(_ context.Context, args map[string]any) (any, error) {
 			args["text"] = "changed by the callable"
 			if n, ok := args["n"].(map[string]any); ok {
@@ -628,7 +628,7 @@ func TestPanicsAreContained(t *testing.T) {
 	secret := "s3cr3t-in-panic"
 	store := chain.NewMemStore()
 	r := newRig(t, store, func(c *executor.Config) {
-		if err := c.Registry.Register(executor.ActionDescriptor{ID: "probe", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+		if err := c.Registry.Register(normalize.ActionDescriptor{ID: "probe", Version: "1", Source: normalize.Source{Kind: "sdk", Ref: "test"},
 			Arguments: []byte(`{"type":"object"}`)}, func(context.Context, map[string]any) (any, error) {
 			panic(secret)
 		}); err != nil {
@@ -676,7 +676,7 @@ func TestPanicsAreContained(t *testing.T) {
 		mutate       func(*executor.Config)
 	}{
 		{"authorizer", "unauthorized", func(c *executor.Config) {
-			c.Authorize = func(context.Context, executor.ExecutionContext, executor.ActionDescriptor) error { boom(); return nil }
+			c.Authorize = func(context.Context, executor.ExecutionContext, normalize.ActionDescriptor) error { boom(); return nil }
 		}},
 		{"guard", "guard:g", func(c *executor.Config) {
 			c.Guards = []executor.Guard{{ID: "g", Check: func(context.Context, *normalize.Normalized) error { boom(); return nil }}}
@@ -708,7 +708,7 @@ func TestIdempotencyKeyReachesCallable(t *testing.T) {
 	var got []seen
 	r := newRig(t, nil, func(c *executor.Config) {
 		c.IDs = executor.NewUUID
-		c.Registry.Register(executor.ActionDescriptor{ID: "probe", Version: "1", Arguments: []byte(`{"type":"object"}`)},
+		c.Registry.Register(normalize.ActionDescriptor{ID: "probe", Version: "1", Arguments: []byte(`{"type":"object"}`)},
 			func(ctx context.Context, _ map[string]any) (any, error) {
 				k, ok := executor.IdempotencyKeyFromContext(ctx)
 				id, _ := executor.AttemptFromContext(ctx)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"polc.dev/polc/executor"
 	"polc.dev/polc/normalize"
 )
 
@@ -18,7 +17,7 @@ func TestExplainDecisionEqualsEvaluate(t *testing.T) {
 	actions: {allow: ["bash"], approve: [{pattern: "bash:git push *", approver: "lead", expires_after: "1h"}]}
 	subprocess: {mode: "allowlist", allow: ["ls *"]}`)
 	for _, cmd := range []string{"ls", "git push", "rm x"} {
-		n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
+		n, nerr := (&normalize.Normalizer{}).Normalize(normalize.ActionRequest{
 			Action: "bash", Arguments: map[string]any{"command": cmd}, Principal: "agent:a", Tenant: "acme", Workspace: "/ws",
 		})
 		if nerr != nil {

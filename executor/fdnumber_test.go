@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"polc.dev/polc/executor"
 	"polc.dev/polc/normalize"
 )
 
@@ -74,7 +73,7 @@ func TestHugeDescriptorNumberIsRefused(t *testing.T) {
 		"echo x 2147483648>out/x",
 		"cat 02147483648<victim.txt",
 	} {
-		n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
+		n, nerr := (&normalize.Normalizer{}).Normalize(normalize.ActionRequest{
 			Action: "bash", Arguments: map[string]any{"command": src}, Principal: "agent:a", Tenant: "acme", Workspace: r.ws,
 		})
 		if nerr == nil || nerr.Reason != normalize.ReasonInvalidCommand {
@@ -105,7 +104,7 @@ func TestHugeDescriptorNumberIsRefused(t *testing.T) {
 func TestDescriptorNumberThatFitsIsJudged(t *testing.T) {
 	r := newShellRig(t)
 	for _, src := range []string{"cat 2147483647<victim.txt", "cat 0002147483647<victim.txt", "echo 3>out/x"} {
-		n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
+		n, nerr := (&normalize.Normalizer{}).Normalize(normalize.ActionRequest{
 			Action: "bash", Arguments: map[string]any{"command": src}, Principal: "agent:a", Tenant: "acme", Workspace: r.ws,
 		})
 		if nerr != nil {

@@ -9,6 +9,7 @@ import (
 
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/statestore"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -29,7 +30,7 @@ policies: p: {version: "1", principals: ["agent:a"], tenants: ["acme"], actions:
 		badJSON error
 	}
 	reg := executor.NewRegistry()
-	if err := reg.Register(executor.ActionDescriptor{ID: "announce", Version: "1",
+	if err := reg.Register(normalize.ActionDescriptor{ID: "announce", Version: "1",
 		Arguments: []byte(`{"type":"object"}`)}, func(ctx context.Context, _ map[string]any) (any, error) {
 		ob, ok := executor.OutboxFromContext(ctx)
 		got.ok = ok

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"polc.dev/polc/decision"
-	"polc.dev/polc/executor"
 	"polc.dev/polc/normalize"
 )
 
@@ -90,7 +89,7 @@ func TestShellRedirectionFacetsExact(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(ws, "out"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
+	n, nerr := (&normalize.Normalizer{}).Normalize(normalize.ActionRequest{
 		Action: "bash", Principal: "agent:a", Tenant: "acme", Workspace: ws,
 		Arguments: map[string]any{"command": `cat < a <> ./out//b > out/b 2>>/tmp/log >&/tmp/log; echo > /dev/tcp/::1/80 >/dev/tcp/0:0::1/80 </dev/udp/Host.Example/53`},
 	})

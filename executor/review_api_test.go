@@ -137,8 +137,8 @@ func TestNegativeTimeoutRefused(t *testing.T) {
 // containment_unsupported, far from the typo. Register refuses it; every
 // listed class is accepted.
 func TestRegisterRefusesUnknownContainment(t *testing.T) {
-	desc := func(id string, classes ...string) executor.ActionDescriptor {
-		return executor.ActionDescriptor{ID: id, Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+	desc := func(id string, classes ...string) normalize.ActionDescriptor {
+		return normalize.ActionDescriptor{ID: id, Version: "1", Source: normalize.Source{Kind: "sdk", Ref: "test"},
 			Arguments: []byte(`{"type":"object"}`), Containment: classes}
 	}
 	reg := executor.NewRegistry()
@@ -185,7 +185,7 @@ func TestErrorClassGrammar(t *testing.T) {
 	var class classed
 	var result any
 	r := newRig(t, nil, func(c *executor.Config) {
-		if err := c.Registry.Register(executor.ActionDescriptor{ID: "probe", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+		if err := c.Registry.Register(normalize.ActionDescriptor{ID: "probe", Version: "1", Source: normalize.Source{Kind: "sdk", Ref: "test"},
 			Arguments: []byte(`{"type":"object"}`)}, func(context.Context, map[string]any) (any, error) {
 			if class != "" {
 				return nil, class
@@ -229,7 +229,7 @@ func TestErrorClassGrammar(t *testing.T) {
 // location is given only when there is one.
 func TestSchemaDetailHasNoEmptyPointer(t *testing.T) {
 	r := newRig(t, nil, func(c *executor.Config) {
-		if err := c.Registry.Register(executor.ActionDescriptor{ID: "probe", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+		if err := c.Registry.Register(normalize.ActionDescriptor{ID: "probe", Version: "1", Source: normalize.Source{Kind: "sdk", Ref: "test"},
 			Arguments: []byte(`{"type":"object","properties":{"to":{"type":"string"}},"required":["to"]}`)},
 			func(context.Context, map[string]any) (any, error) { return nil, nil }); err != nil {
 			t.Fatal(err)

@@ -45,7 +45,7 @@ func TestCancelledAfterStartClosesTheOperation(t *testing.T) {
 			r := newRig(t, store, func(c *executor.Config) {
 				switch hook {
 				case "authorize":
-					c.Authorize = func(context.Context, executor.ExecutionContext, executor.ActionDescriptor) error {
+					c.Authorize = func(context.Context, executor.ExecutionContext, normalize.ActionDescriptor) error {
 						cancel()
 						return nil
 					}

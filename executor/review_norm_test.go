@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"polc.dev/polc/decision"
-	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/pattern"
 	"polc.dev/polc/normalize"
 )
@@ -25,7 +24,7 @@ func decide(t *testing.T, p *decision.Policy, action string, args map[string]any
 // workspace /ws and evaluates it: the decision, or the normalization
 // refusal's reason.
 func evaluateReview(p *decision.Policy, action string, args map[string]any) (decision.Decision, string) {
-	n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
+	n, nerr := (&normalize.Normalizer{}).Normalize(normalize.ActionRequest{
 		Action: action, Arguments: args, Principal: "agent:a", Tenant: "acme", Workspace: "/ws",
 	})
 	if nerr != nil {

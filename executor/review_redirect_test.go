@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"polc.dev/polc/decision"
-	"polc.dev/polc/executor"
 	"polc.dev/polc/normalize"
 )
 
@@ -58,7 +57,7 @@ func TestReviewRedirectUnquotedBackslash(t *testing.T) {
 		`cat < \/ws/src/a.go > /ws/notes/a\.b`: "allowed",
 	})
 	// The facet is the file bash opens.
-	n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
+	n, nerr := (&normalize.Normalizer{}).Normalize(normalize.ActionRequest{
 		Action: "bash", Principal: "agent:a", Tenant: "acme", Workspace: "/ws",
 		Arguments: map[string]any{"command": `echo x > notes/a\ b\\c`},
 	})
@@ -175,7 +174,7 @@ func TestReviewRedirectThroughSymlink(t *testing.T) {
 		`echo x > notes/l2/x`:               "not_allowed:path_write", // judged where it leads
 		`echo x > notes/nosuch/../x`:        "allowed",                // bash's open fails
 	} {
-		n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
+		n, nerr := (&normalize.Normalizer{}).Normalize(normalize.ActionRequest{
 			Action: "bash", Principal: "agent:a", Tenant: "acme", Workspace: ws,
 			Arguments: map[string]any{"command": cmd},
 		})
@@ -191,7 +190,7 @@ func TestReviewRedirectThroughSymlink(t *testing.T) {
 		}
 	}
 	// The facets: the path as written and the file it leads to.
-	n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
+	n, nerr := (&normalize.Normalizer{}).Normalize(normalize.ActionRequest{
 		Action: "bash", Principal: "agent:a", Tenant: "acme", Workspace: ws,
 		Arguments: map[string]any{"command": `echo x > notes/dangling 2> notes/l/../y`},
 	})
@@ -229,7 +228,7 @@ func TestReviewRedirectCoprocCommandWord(t *testing.T) {
 		`coproc cat notes/in`: {"COPROC", "COPROC_PID"},
 		`coproc { cat; }`:     {"COPROC", "COPROC_PID"},
 	} {
-		n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
+		n, nerr := (&normalize.Normalizer{}).Normalize(normalize.ActionRequest{
 			Action: "bash", Principal: "agent:a", Tenant: "acme", Workspace: "/ws",
 			Arguments: map[string]any{"command": cmd},
 		})

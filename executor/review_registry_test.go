@@ -17,10 +17,10 @@ import (
 // schema: every argument its hints name.
 const putProps = `"properties":{"path":{"type":"string"},"srv":{"type":"string"},"tl":{"type":"string"}},"required":["path","srv","tl"]`
 
-func writeDescriptor() executor.ActionDescriptor {
-	return executor.ActionDescriptor{
+func writeDescriptor() normalize.ActionDescriptor {
+	return normalize.ActionDescriptor{
 		ID: "put", Version: "1", Aliases: []string{"store"},
-		Source:      executor.Source{Kind: "sdk", Ref: "example"},
+		Source:      normalize.Source{Kind: "sdk", Ref: "example"},
 		Arguments:   json.RawMessage(`{"type":"object",` + putProps + `}`),
 		Hints:       normalize.NormalizationHints{Paths: []normalize.PathHint{{Arg: "path", Access: []string{"write"}}}, MCP: &normalize.MCPHint{Server: "srv", Tool: "tl"}},
 		Containment: []string{"filesystem"},
@@ -31,7 +31,7 @@ func writeDescriptor() executor.ActionDescriptor {
 // the policy would see.
 func paths(t *testing.T, reg *executor.Registry) []normalize.PathAccess {
 	t.Helper()
-	n := &executor.Normalizer{Registry: reg}
+	n := &normalize.Normalizer{Catalog: reg.Catalog()}
 	out, nerr := n.Normalize(normalize.ActionRequest{
 		Action: "put", Arguments: map[string]any{"path": "/ws/secret", "srv": "s", "tl": "t"},
 		Principal: "user:u", Tenant: "t", Workspace: "/ws",
@@ -90,20 +90,20 @@ func TestRegistryDescriptorIsNotShared(t *testing.T) {
 // Aliases that can never be reached as written, or that name the action
 // twice, are collisions too.
 func TestRegisterRefusesUnbindableDescriptors(t *testing.T) {
-	for name, mod := range map[string]func(*executor.ActionDescriptor){
-		"number beyond float64": func(d *executor.ActionDescriptor) {
+	for name, mod := range map[string]func(*normalize.ActionDescriptor){
+		"number beyond float64": func(d *normalize.ActionDescriptor) {
 			d.Arguments = json.RawMessage(`{"type":"object",` + putProps + `,"maxProperties":1e400}`)
 		},
-		"duplicate schema key": func(d *executor.ActionDescriptor) {
+		"duplicate schema key": func(d *normalize.ActionDescriptor) {
 			d.Arguments = json.RawMessage(`{"type":"object",` + putProps + `,"maxProperties":1,"maxProperties":5}`)
 		},
-		"lone surrogate in schema": func(d *executor.ActionDescriptor) {
+		"lone surrogate in schema": func(d *normalize.ActionDescriptor) {
 			d.Arguments = json.RawMessage(`{"type":"object",` + putProps + `,"$defs":{"a":{"const":"\ud800"}}}`)
 		},
-		"empty alias":         func(d *executor.ActionDescriptor) { d.Aliases = []string{""} },
-		"mcp shorthand alias": func(d *executor.ActionDescriptor) { d.Aliases = []string{"mcp:s/t"} },
-		"alias equal to id":   func(d *executor.ActionDescriptor) { d.Aliases = []string{"put"} },
-		"alias given twice":   func(d *executor.ActionDescriptor) { d.Aliases = []string{"a", "a"} },
+		"empty alias":         func(d *normalize.ActionDescriptor) { d.Aliases = []string{""} },
+		"mcp shorthand alias": func(d *normalize.ActionDescriptor) { d.Aliases = []string{"mcp:s/t"} },
+		"alias equal to id":   func(d *normalize.ActionDescriptor) { d.Aliases = []string{"put"} },
+		"alias given twice":   func(d *normalize.ActionDescriptor) { d.Aliases = []string{"a", "a"} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			reg := executor.NewRegistry()
@@ -130,7 +130,7 @@ func TestRegisterRefusesUnbindableDescriptors(t *testing.T) {
 // uses: the next request is normalized as the registry says.
 func TestAuthorizerGetsItsOwnDescriptor(t *testing.T) {
 	reg := executor.NewRegistry()
-	desc := executor.ActionDescriptor{ID: "touch", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+	desc := normalize.ActionDescriptor{ID: "touch", Version: "1", Source: normalize.Source{Kind: "sdk", Ref: "test"},
 		Arguments: []byte(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
 		Hints:     normalize.NormalizationHints{Paths: []normalize.PathHint{{Arg: "path", Access: []string{"write"}}}}}
 	if err := reg.Register(desc, func(context.Context, map[string]any) (any, error) { return nil, nil }); err != nil {
@@ -146,7 +146,7 @@ policies: p: {
 }
 `)
 	e, err := executor.New(executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{snap},
-		Authorize: func(_ context.Context, _ executor.ExecutionContext, d executor.ActionDescriptor) error {
+		Authorize: func(_ context.Context, _ executor.ExecutionContext, d normalize.ActionDescriptor) error {
 			if len(d.Hints.Paths) > 0 {
 				d.Hints.Paths[0].Arg = "unused" // would hide the path from every rule
 			}
@@ -185,23 +185,23 @@ func TestRegisterRefusesUnjudgedHints(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		d    executor.ActionDescriptor
+		d    normalize.ActionDescriptor
 		want string // "" registers
 	}{
-		{"path hint typo", executor.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":`+str, "path"), Hints: pathHint("pth", "read")}, `"pth", which the schema's properties do not declare`},
-		{"path argument optional", executor.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":` + str), Hints: pathHint("path", "read")}, "does not require"},
-		{"path without access", executor.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":`+str, "path"), Hints: pathHint("path")}, "has no access"},
-		{"unknown access", executor.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":`+str, "path"), Hints: pathHint("path", "wrte")}, `access "wrte"`},
-		{"command undeclared", executor.ActionDescriptor{ID: "run", Arguments: obj(`"cmd":`+str, "cmd"), Hints: normalize.NormalizationHints{Command: "command"}}, `"command"`},
-		{"url optional", executor.ActionDescriptor{ID: "get", Arguments: obj(`"url":` + str), Hints: normalize.NormalizationHints{URL: "url"}}, "does not require"},
-		{"mcp tool undeclared", executor.ActionDescriptor{ID: "call", Arguments: obj(`"server":`+str, "server"), Hints: normalize.NormalizationHints{MCP: &normalize.MCPHint{Server: "server", Tool: "tool"}}}, `"tool"`},
-		{"schema not an object", executor.ActionDescriptor{ID: "fetch", Arguments: json.RawMessage(`{"type":"string"}`)}, `"type": "object"`},
-		{"built-in id without hints", executor.ActionDescriptor{ID: "read_file", Arguments: obj(`"path":`+str, "path")}, "built-in action id"},
-		{"built-in id with other hints", executor.ActionDescriptor{ID: "bash", Arguments: obj(`"command":`+str+`,"cwd":`+str, "command", "cwd"),
+		{"path hint typo", normalize.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":`+str, "path"), Hints: pathHint("pth", "read")}, `"pth", which the schema's properties do not declare`},
+		{"path argument optional", normalize.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":` + str), Hints: pathHint("path", "read")}, "does not require"},
+		{"path without access", normalize.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":`+str, "path"), Hints: pathHint("path")}, "has no access"},
+		{"unknown access", normalize.ActionDescriptor{ID: "fetch", Arguments: obj(`"path":`+str, "path"), Hints: pathHint("path", "wrte")}, `access "wrte"`},
+		{"command undeclared", normalize.ActionDescriptor{ID: "run", Arguments: obj(`"cmd":`+str, "cmd"), Hints: normalize.NormalizationHints{Command: "command"}}, `"command"`},
+		{"url optional", normalize.ActionDescriptor{ID: "get", Arguments: obj(`"url":` + str), Hints: normalize.NormalizationHints{URL: "url"}}, "does not require"},
+		{"mcp tool undeclared", normalize.ActionDescriptor{ID: "call", Arguments: obj(`"server":`+str, "server"), Hints: normalize.NormalizationHints{MCP: &normalize.MCPHint{Server: "server", Tool: "tool"}}}, `"tool"`},
+		{"schema not an object", normalize.ActionDescriptor{ID: "fetch", Arguments: json.RawMessage(`{"type":"string"}`)}, `"type": "object"`},
+		{"built-in id without hints", normalize.ActionDescriptor{ID: "read_file", Arguments: obj(`"path":`+str, "path")}, "built-in action id"},
+		{"built-in id with other hints", normalize.ActionDescriptor{ID: "bash", Arguments: obj(`"command":`+str+`,"cwd":`+str, "command", "cwd"),
 			Hints: normalize.NormalizationHints{Command: "command", Paths: []normalize.PathHint{{Arg: "cwd", Access: []string{"read"}}}}}, "built-in action id"},
-		{"custom id without hints", executor.ActionDescriptor{ID: "send_report", Arguments: obj(`"to":`+str, "to")}, ""},
-		{"built-in id with its hints", executor.ActionDescriptor{ID: "read_file", Arguments: obj(`"path":`+str+`,"encoding":`+str, "path"), Hints: pathHint("path", "read")}, ""},
-		{"optional mcp resource", executor.ActionDescriptor{ID: "call", Arguments: obj(`"server":`+str+`,"tool":`+str+`,"res":`+str, "server", "tool"),
+		{"custom id without hints", normalize.ActionDescriptor{ID: "send_report", Arguments: obj(`"to":`+str, "to")}, ""},
+		{"built-in id with its hints", normalize.ActionDescriptor{ID: "read_file", Arguments: obj(`"path":`+str+`,"encoding":`+str, "path"), Hints: pathHint("path", "read")}, ""},
+		{"optional mcp resource", normalize.ActionDescriptor{ID: "call", Arguments: obj(`"server":`+str+`,"tool":`+str+`,"res":`+str, "server", "tool"),
 			Hints: normalize.NormalizationHints{MCP: &normalize.MCPHint{Server: "server", Tool: "tool", Resource: "res"}}}, ""},
 	} {
 		tc.d.Version = "1"

@@ -39,7 +39,7 @@ func TestValuesWithoutCanonicalFormAreRefused(t *testing.T) {
 	r := newRig(t, store, func(c *executor.Config) {
 		// probe takes any arguments (only their canonical form can refuse
 		// them) and returns a cyclic value.
-		if err := c.Registry.Register(executor.ActionDescriptor{ID: "probe", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+		if err := c.Registry.Register(normalize.ActionDescriptor{ID: "probe", Version: "1", Source: normalize.Source{Kind: "sdk", Ref: "test"},
 			Arguments: []byte(`{"type":"object"}`)}, func(context.Context, map[string]any) (any, error) {
 			probed.Add(1)
 			return cyclicValues()["map"], nil
@@ -89,11 +89,11 @@ func TestValuesWithoutCanonicalFormAreRefused(t *testing.T) {
 		t.Fatalf("Digest of a cyclic request: %q", d)
 	}
 	reg := executor.BuiltinRegistry()
-	if err := reg.Register(executor.ActionDescriptor{ID: "anything", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"},
+	if err := reg.Register(normalize.ActionDescriptor{ID: "anything", Version: "1", Source: normalize.Source{Kind: "sdk", Ref: "test"},
 		Arguments: []byte(`{"type":"object"}`)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	n := executor.Normalizer{Registry: reg}
+	n := normalize.Normalizer{Catalog: reg.Catalog()}
 	for name, v := range bad {
 		for _, a := range []normalize.ActionRequest{
 			{Action: "read_file", Arguments: map[string]any{"path": v}},

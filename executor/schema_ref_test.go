@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"polc.dev/polc/executor"
+	"polc.dev/polc/normalize"
 )
 
 // TestArgumentSchemaIsSelfContained: a descriptor's schema that refers
@@ -14,7 +15,7 @@ import (
 // name the schema the same way wherever the process runs.
 func TestArgumentSchemaIsSelfContained(t *testing.T) {
 	register := func(schema string) error {
-		return executor.NewRegistry().Register(executor.ActionDescriptor{ID: "x", Version: "1", Source: executor.Source{Kind: "mcp", Ref: "srv"},
+		return executor.NewRegistry().Register(normalize.ActionDescriptor{ID: "x", Version: "1", Source: normalize.Source{Kind: "mcp", Ref: "srv"},
 			Arguments: []byte(schema)}, func(context.Context, map[string]any) (any, error) { return nil, nil })
 	}
 	for _, ref := range []string{"other.json", "file:///etc/hostname", "http://127.0.0.1:9/s.json", "/etc/passwd"} {

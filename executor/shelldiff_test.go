@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"polc.dev/polc/executor"
 	"polc.dev/polc/normalize"
 )
 
@@ -240,7 +239,7 @@ var envResolving = map[string]bool{"PATH": true, "BASH_CMDS": true, "EXECIGNORE"
 // shell control, through bash; it returns a description of the
 // disagreement, "" when there is none, and whether bash ran it.
 func diffCheck(r *shellRig, src string) (problem string, ran bool, err error) {
-	n, nerr := (&executor.Normalizer{}).Normalize(normalize.ActionRequest{
+	n, nerr := (&normalize.Normalizer{}).Normalize(normalize.ActionRequest{
 		Action: "bash", Arguments: map[string]any{"command": src}, Principal: "agent:a", Tenant: "acme", Workspace: r.ws,
 	})
 	if nerr != nil || !n.ShellControl {

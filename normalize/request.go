@@ -31,7 +31,7 @@ func (u Usage) Plus(v Usage) Usage {
 
 // StartInto begins a normalized request in out (which it overwrites
 // whole): identity, time and workspace, with the request's members as
-// arguments. The executor's Normalizer and its attempt (stage 2) call it;
+// arguments. The Normalizer and the executor's attempt (stage 2) call it;
 // the attempt holds out, and nothing here makes the strings escape further
 // than out. at is the request's time unless reqTime gives it.
 func StartInto(out *Normalized, action, principal, tenant, ws string, reqTime *string, at time.Time) *NormalizeError {

@@ -13,6 +13,7 @@ import (
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/cputime"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -35,7 +36,7 @@ func newRig(b *testing.B, store chain.Store) *rig {
 	reg := executor.NewRegistry()
 	// The executor tests' argument schema, so that the same checks run.
 	obj := `{"type":"object","properties":{"text":{"type":"string"}},"additionalProperties":false}`
-	if err := reg.Register(executor.ActionDescriptor{ID: "nothing", Version: "1", Source: executor.Source{Kind: "sdk", Ref: "test"}, Arguments: []byte(obj)},
+	if err := reg.Register(normalize.ActionDescriptor{ID: "nothing", Version: "1", Source: normalize.Source{Kind: "sdk", Ref: "test"}, Arguments: []byte(obj)},
 		func(context.Context, map[string]any) (any, error) { return nil, nil }); err != nil {
 		b.Fatal(err)
 	}

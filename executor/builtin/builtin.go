@@ -87,7 +87,7 @@ func Register(reg *executor.Registry, o Options) error {
 	if err != nil {
 		return err
 	}
-	for _, d := range executor.BuiltinDescriptors() {
+	for _, d := range normalize.BuiltinDescriptors() {
 		fn := fns[d.ID]
 		if fn == nil {
 			continue // mcp needs a client; not built in

@@ -10,7 +10,6 @@ import (
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
-	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/regoeval"
@@ -133,7 +132,7 @@ func readRequest(e *env, p *evalParams) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	norm := &executor.Normalizer{Now: now}
+	norm := &normalize.Normalizer{Now: now}
 	n, nerr := norm.Normalize(ar)
 	return &request{name: name, normalized: n, nerr: nerr}, nil
 }

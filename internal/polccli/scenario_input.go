@@ -21,6 +21,7 @@ import (
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/builtin"
 	"polc.dev/polc/internal/jcs"
+	"polc.dev/polc/normalize"
 )
 
 // scenarioJSON checks a .json scenario as JSON before the YAML decoder
@@ -65,7 +66,7 @@ var scenarioRegistry = sync.OnceValue(func() *executor.Registry {
 var argumentSchemas sync.Map // action id → *jsonschema.Schema
 
 // argumentSchema compiles the argument JSON Schema of d.
-func argumentSchema(d executor.ActionDescriptor) (*jsonschema.Schema, error) {
+func argumentSchema(d normalize.ActionDescriptor) (*jsonschema.Schema, error) {
 	if s, ok := argumentSchemas.Load(d.ID); ok {
 		return s.(*jsonschema.Schema), nil
 	}
@@ -95,7 +96,7 @@ func checkArguments(v cue.Value, at cue.Path, step string, a ScenarioAction) []e
 	d, ok := reg.Resolve(a.Action)
 	if !ok {
 		var names []string
-		for _, bd := range executor.BuiltinDescriptors() {
+		for _, bd := range normalize.BuiltinDescriptors() {
 			if _, ok := reg.Resolve(bd.ID); ok {
 				names = append(names, bd.ID)
 			}

@@ -8,9 +8,9 @@ import (
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
-	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/normalize"
 )
 
 type testParams struct {
@@ -105,7 +105,7 @@ func runTest(ctx context.Context, e *env, p *testParams) error {
 			diags.Add(tc.Pos, diag.CodeTestFailed, "%s: no policy %q in the compile set", label, tc.Policy)
 			continue
 		}
-		req, nerr := (&executor.Normalizer{Now: now}).Normalize(tc.Request)
+		req, nerr := (&normalize.Normalizer{Now: now}).Normalize(tc.Request)
 		var got []engineDecision
 		if nerr != nil {
 			got = []engineDecision{{"normalizer", decision.Decision{Disposition: decision.Deny, RuleIDs: []string{}, Reasons: []string{nerr.Reason}}}}

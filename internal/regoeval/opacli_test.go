@@ -24,7 +24,6 @@ import (
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
-	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/regoeval"
 	"polc.dev/polc/internal/testutil"
 	"polc.dev/polc/normalize"
@@ -55,7 +54,7 @@ func examples(t *testing.T) ([]*snapshot.Snapshot, []exampleCase) {
 	if res.Diagnostics.HasErrors() {
 		t.Fatal(res.Diagnostics)
 	}
-	n := &executor.Normalizer{Now: func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }}
+	n := &normalize.Normalizer{Now: func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }}
 	reqs := []normalize.ActionRequest{
 		{Action: "bash", Arguments: map[string]any{"command": "git diff --stat"}},
 		{Action: "bash", Arguments: map[string]any{"command": "git push origin main"}},

@@ -1,39 +1,31 @@
-package executor
+package normalize
 
 import (
 	"bytes"
 	"encoding/json"
-	"sync"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"polc.dev/polc/internal/digest"
-	"polc.dev/polc/normalize"
 )
 
-// Normalizer turns action requests into normalized requests.
+// Normalizer turns action requests into normalized requests: the first
+// step a runtime takes before deciding one (decision.Policy.Decide). A
+// Normalizer is safe for concurrent use.
 type Normalizer struct {
 	// Now is the clock for requests without a time. Default time.Now.
 	Now func() time.Time
-	// Registry resolves action ids; default BuiltinRegistry().
-	Registry *Registry
+	// Catalog resolves action ids; default a BuiltinCatalog().
+	Catalog *Catalog
 }
-
-var defaultRegistry = sync.OnceValue(BuiltinRegistry)
 
 // Normalize validates req and computes its facets. It never panics; any
 // input it cannot interpret is a *NormalizeError (a denial).
-func (n *Normalizer) Normalize(req normalize.ActionRequest) (*normalize.Normalized, *normalize.NormalizeError) {
-	return n.normalize(req, false)
-}
-
-// normalize is Normalize; jsonArgs says the arguments are already decoded
-// JSON values (json.Number numbers), so validation needs no round trip.
-func (n *Normalizer) normalize(req normalize.ActionRequest, jsonArgs bool) (*normalize.Normalized, *normalize.NormalizeError) {
-	reg := n.Registry
-	if reg == nil {
-		reg = defaultRegistry()
+func (n *Normalizer) Normalize(req ActionRequest) (*Normalized, *NormalizeError) {
+	cat := n.Catalog
+	if cat == nil {
+		cat = defaultCatalog()
 	}
 	out, err := n.start(req)
 	if err != nil {
@@ -43,34 +35,34 @@ func (n *Normalizer) normalize(req normalize.ActionRequest, jsonArgs bool) (*nor
 	if args == nil {
 		args = map[string]any{} // absent arguments are none: an empty object
 	}
-	if err := normalize.CheckArguments(args); err != nil {
+	if err := CheckArguments(args); err != nil {
 		return nil, err // before the schema's round trip replaces the bytes
 	}
-	mcpArgs, err := normalize.MCPShorthand(req.Action, args)
+	mcpArgs, err := MCPShorthand(req.Action, args)
 	if err != nil {
 		return nil, err
 	}
 	if mcpArgs != nil {
 		args, out.Action = mcpArgs, "mcp"
 	}
-	e := reg.lookup(out.Action)
+	e := cat.Lookup(out.Action)
 	if e == nil {
-		return nil, normalize.Errorf(normalize.ReasonUnknownAction, "no descriptor for action %q", req.Action)
+		return nil, Errorf(ReasonUnknownAction, "no descriptor for action %q", req.Action)
 	}
-	if err := e.finish(out, args, jsonArgs); err != nil {
+	if err := e.Finish(out, args, false); err != nil {
 		return nil, err
 	}
 	// What the executor refuses at stage 2: arguments that validate but
 	// have no canonical form (nesting deeper than jcs.MaxDepth).
 	if _, err := digest.Checked("", args); err != nil {
-		return nil, normalize.Errorf(normalize.ReasonInvalidRequest, "arguments have no canonical form: %v", err)
+		return nil, Errorf(ReasonInvalidRequest, "arguments have no canonical form: %v", err)
 	}
 	return out, nil
 }
 
 // start begins a normalized request: identity, time, usage and workspace.
-func (n *Normalizer) start(req normalize.ActionRequest) (*normalize.Normalized, *normalize.NormalizeError) {
-	out := new(normalize.Normalized)
+func (n *Normalizer) start(req ActionRequest) (*Normalized, *NormalizeError) {
+	out := new(Normalized)
 	var at time.Time
 	if req.Time == nil {
 		at = time.Now()
@@ -78,7 +70,7 @@ func (n *Normalizer) start(req normalize.ActionRequest) (*normalize.Normalized, 
 			at = n.Now()
 		}
 	}
-	if err := normalize.StartInto(out, req.Action, req.Principal, req.Tenant, req.Workspace, req.Time, at); err != nil {
+	if err := StartInto(out, req.Action, req.Principal, req.Tenant, req.Workspace, req.Time, at); err != nil {
 		return nil, err
 	}
 	if req.Usage != nil {
@@ -87,9 +79,12 @@ func (n *Normalizer) start(req normalize.ActionRequest) (*normalize.Normalized, 
 	return out, nil
 }
 
-// finish completes out for the action e resolved: it validates args
-// against e's schema and fills the facets e's hints name.
-func (e *entry) finish(out *normalize.Normalized, args map[string]any, jsonArgs bool) *normalize.NormalizeError {
+// Finish completes out for the action e: it validates args against e's
+// schema and fills the facets e's hints name. out must have been started
+// for the request (StartInto). jsonArgs says args are decoded JSON values
+// (json.Number numbers, as a decoder with UseNumber leaves them), so
+// validation needs no round trip through JSON.
+func (e *Action) Finish(out *Normalized, args map[string]any, jsonArgs bool) *NormalizeError {
 	out.Action = e.desc.ID
 	if err := e.validate(args, jsonArgs); err != nil {
 		return err
@@ -103,20 +98,20 @@ func (e *entry) finish(out *normalize.Normalized, args map[string]any, jsonArgs 
 }
 
 // validate checks arguments against the descriptor's JSON Schema.
-func (e *entry) validate(args map[string]any, jsonArgs bool) *normalize.NormalizeError {
+func (e *Action) validate(args map[string]any, jsonArgs bool) *NormalizeError {
 	var v any = args
 	if !jsonArgs {
 		// The schema validator wants JSON values: round-trip through JSON
 		// so that Go numbers and json.Number look alike.
 		raw, err := json.Marshal(args)
 		if err != nil {
-			return normalize.Errorf(normalize.ReasonInvalidRequest, "arguments of %s: %v", e.desc.ID, err)
+			return Errorf(ReasonInvalidRequest, "arguments of %s: %v", e.desc.ID, err)
 		}
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.UseNumber()
 		var decoded any // its own variable: v stays off the heap
 		if err := dec.Decode(&decoded); err != nil {
-			return normalize.Errorf(normalize.ReasonInvalidRequest, "arguments of %s: %v", e.desc.ID, err)
+			return Errorf(ReasonInvalidRequest, "arguments of %s: %v", e.desc.ID, err)
 		}
 		v = decoded
 	}
@@ -135,7 +130,7 @@ func (e *entry) validate(args map[string]any, jsonArgs bool) *normalize.Normaliz
 				}
 			}
 		}
-		return normalize.Errorf(normalize.ReasonInvalidRequest, "arguments of %s: %s", e.desc.ID, msg)
+		return Errorf(ReasonInvalidRequest, "arguments of %s: %s", e.desc.ID, msg)
 	}
 	return nil
 }

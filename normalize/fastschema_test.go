@@ -1,4 +1,4 @@
-package executor
+package normalize
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
-// compileGeneral compiles a schema the way Register does.
+// compileGeneral compiles a schema the way Catalog.Add does.
 func compileGeneral(raw []byte) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.Draft = jsonschema.Draft2020
@@ -238,7 +238,7 @@ func FuzzFastSchema(f *testing.F) {
 		}
 		general, err := compileGeneral([]byte(schema))
 		if err != nil {
-			// A schema with a fast form must be one Register accepts.
+			// A schema with a fast form must be one Catalog.Add accepts.
 			t.Fatalf("%s has a fast form but does not compile: %v", schema, err)
 		}
 		m, ok := decodeArgs(args)
@@ -252,8 +252,7 @@ func FuzzFastSchema(f *testing.F) {
 // TestFastSchemaDenialsUnchanged checks that arguments the fast path
 // rejects are still denied with the validator's words.
 func TestFastSchemaDenialsUnchanged(t *testing.T) {
-	reg := BuiltinRegistry()
-	e := reg.lookup("read_file")
+	e := BuiltinCatalog().Lookup("read_file")
 	if e.fast == nil {
 		t.Fatal("read_file has no fast schema")
 	}

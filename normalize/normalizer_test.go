@@ -1,4 +1,4 @@
-package executor
+package normalize
 
 import (
 	"os"
@@ -8,15 +8,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"polc.dev/polc/normalize"
 )
 
 var fixedNow = func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
 
-func norm(t *testing.T, ws, action string, args map[string]any) (*normalize.Normalized, *normalize.NormalizeError) {
+func norm(t *testing.T, ws, action string, args map[string]any) (*Normalized, *NormalizeError) {
 	t.Helper()
 	n := &Normalizer{Now: fixedNow}
-	return n.Normalize(normalize.ActionRequest{Action: action, Arguments: args, Principal: "agent:a", Tenant: "t", Workspace: ws})
+	return n.Normalize(ActionRequest{Action: action, Arguments: args, Principal: "agent:a", Tenant: "t", Workspace: ws})
 }
 
 func TestNormalizeBash(t *testing.T) {
@@ -68,10 +67,10 @@ func TestNormalizeBash(t *testing.T) {
 		}
 	}
 	for _, bad := range []struct{ cmd, reason string }{
-		{"echo 'unterminated", normalize.ReasonInvalidCommand},
-		{"if then", normalize.ReasonInvalidCommand},
-		{"", normalize.ReasonEmptyCommand},
-		{"   # only a comment", normalize.ReasonEmptyCommand},
+		{"echo 'unterminated", ReasonInvalidCommand},
+		{"if then", ReasonInvalidCommand},
+		{"", ReasonEmptyCommand},
+		{"   # only a comment", ReasonEmptyCommand},
 	} {
 		if _, err := norm(t, "/ws", "bash", map[string]any{"command": bad.cmd}); err == nil || err.Reason != bad.reason {
 			t.Errorf("%q: got %v, want %s", bad.cmd, err, bad.reason)
@@ -105,7 +104,7 @@ func TestNormalizePaths(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"../x", "src/../../x", ws + "/../x", "link/secret", "link"} {
-		if _, err := norm(t, ws, "write_file", map[string]any{"path": in}); err == nil || err.Reason != normalize.ReasonPathEscape {
+		if _, err := norm(t, ws, "write_file", map[string]any{"path": in}); err == nil || err.Reason != ReasonPathEscape {
 			t.Errorf("%q: got %v, want path_escape", in, err)
 		}
 	}
@@ -130,7 +129,7 @@ func TestNormalizeURLsAndMCP(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"gopher://x/", "https:///nohost", "http://a..b/", "http://x:0/", "::::"} {
-		if _, err := norm(t, "/ws", "http_get", map[string]any{"url": in}); err == nil || err.Reason != normalize.ReasonInvalidURL {
+		if _, err := norm(t, "/ws", "http_get", map[string]any{"url": in}); err == nil || err.Reason != ReasonInvalidURL {
 			t.Errorf("%q: got %v, want invalid_url", in, err)
 		}
 	}
@@ -150,17 +149,17 @@ func TestNormalizeRejects(t *testing.T) {
 		args             map[string]any
 		reason           string
 	}{
-		{"unknown action", "/ws", "teleport", map[string]any{}, normalize.ReasonUnknownAction},
-		{"relative workspace", "ws", "bash", map[string]any{"command": "ls"}, normalize.ReasonInvalidRequest},
-		{"unknown argument", "/ws", "bash", map[string]any{"command": "ls", "cwd": "/"}, normalize.ReasonInvalidRequest},
-		{"missing argument", "/ws", "read_file", map[string]any{}, normalize.ReasonInvalidRequest},
-		{"non-string", "/ws", "read_file", map[string]any{"path": 3}, normalize.ReasonInvalidRequest},
-		{"NUL", "/ws", "read_file", map[string]any{"path": "a\x00b"}, normalize.ReasonInvalidEncoding},
-		{"empty path", "/ws", "read_file", map[string]any{"path": ""}, normalize.ReasonInvalidPath},
-		{"bad shorthand", "/ws", "mcp:github", map[string]any{}, normalize.ReasonInvalidRequest},
+		{"unknown action", "/ws", "teleport", map[string]any{}, ReasonUnknownAction},
+		{"relative workspace", "ws", "bash", map[string]any{"command": "ls"}, ReasonInvalidRequest},
+		{"unknown argument", "/ws", "bash", map[string]any{"command": "ls", "cwd": "/"}, ReasonInvalidRequest},
+		{"missing argument", "/ws", "read_file", map[string]any{}, ReasonInvalidRequest},
+		{"non-string", "/ws", "read_file", map[string]any{"path": 3}, ReasonInvalidRequest},
+		{"NUL", "/ws", "read_file", map[string]any{"path": "a\x00b"}, ReasonInvalidEncoding},
+		{"empty path", "/ws", "read_file", map[string]any{"path": ""}, ReasonInvalidPath},
+		{"bad shorthand", "/ws", "mcp:github", map[string]any{}, ReasonInvalidRequest},
 		// "repo/*" matched "repo/..": resources are judged by segments.
-		{"mcp resource dot-dot", "/ws", "mcp", map[string]any{"server": "github", "tool": "read", "resource": "repo/.."}, normalize.ReasonInvalidRequest},
-		{"mcp resource dot", "/ws", "mcp", map[string]any{"server": "github", "tool": "read", "resource": "./repo/x"}, normalize.ReasonInvalidRequest},
+		{"mcp resource dot-dot", "/ws", "mcp", map[string]any{"server": "github", "tool": "read", "resource": "repo/.."}, ReasonInvalidRequest},
+		{"mcp resource dot", "/ws", "mcp", map[string]any{"server": "github", "tool": "read", "resource": "./repo/x"}, ReasonInvalidRequest},
 	}
 	for _, c := range cases {
 		if _, err := norm(t, c.ws, c.action, c.args); err == nil || err.Reason != c.reason {
@@ -177,7 +176,7 @@ func FuzzNormalizeBash(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) {
-		n, err := (&Normalizer{Now: fixedNow}).Normalize(normalize.ActionRequest{Action: "bash", Arguments: map[string]any{"command": cmd}, Workspace: "/ws"})
+		n, err := (&Normalizer{Now: fixedNow}).Normalize(ActionRequest{Action: "bash", Arguments: map[string]any{"command": cmd}, Workspace: "/ws"})
 		if err != nil {
 			return
 		}
@@ -196,7 +195,7 @@ func FuzzNormalizeBash(f *testing.F) {
 			}
 		}
 		for _, h := range n.Hosts {
-			if _, err := normalize.URLHost("tcp://" + h); err != nil || strings.ToLower(h) != h {
+			if _, err := URLHost("tcp://" + h); err != nil || strings.ToLower(h) != h {
 				t.Fatalf("%q: host facet %q", cmd, h)
 			}
 		}
