@@ -461,3 +461,17 @@ func (p *Policy) Explain(r *normalize.Normalized) (Decision, Explanation, Diagno
 	}
 	return d, e, diags
 }
+
+// AdmitsHost reports whether the policy's network facet admits a
+// destination: hostport is "host:port" as the normalizer writes a host
+// facet (normalize.URLHost: lowercase, IPv6 literals in brackets). It is
+// the network part of Decide alone, with the same matchers: a deny
+// pattern that matches refuses (case-insensitively), else an allow
+// pattern must match. A containing backend's egress proxy asks it for
+// each connection an allowed process opens.
+func (p *Policy) AdmitsHost(hostport string) bool {
+	if p.netDeny.match(strings.ToLower(hostport), nil) {
+		return false
+	}
+	return p.netAllow.match(hostport, nil)
+}

@@ -25,7 +25,11 @@ type BackendCapabilityReport struct {
 	Format      string            `json:"format"` // "polc.backend-capabilities/v1"
 	BackendID   string            `json:"backend_id"`
 	Version     string            `json:"version"`
-	Containment map[string]string `json:"containment"` // class → enforced|unsupported
+	Containment map[string]string `json:"containment"` // class → enforced|degraded|unsupported
+	// Reasons say, per class that is not enforced (and per part a
+	// backend states beside the classes, such as "filesystem_deny"), why.
+	// Absent when empty, so reports without reasons keep their digests.
+	Reasons map[string]string `json:"reasons,omitempty"`
 }
 
 // BackendCapabilityFormat is the format of v1 capability reports.

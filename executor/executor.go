@@ -1424,6 +1424,10 @@ func (a *attempt) invokeBackend(ctx context.Context, tok *invocationToken) (res 
 			res, err = nil, errBackendPanic
 		}
 	}()
+	if cb, ok := a.backend.(ContainingBackend); ok {
+		inv := &Invocation{ActionID: a.en.action.ID(), Policy: a.pol.snap, Decider: a.pol.eval, Workspace: a.ec.Workspace, Request: a.normalized()}
+		return cb.InvokeContained(ctx, inv, tok.call)
+	}
 	return a.backend.Invoke(ctx, tok.call)
 }
 

@@ -194,9 +194,9 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 	var redirs *redirects
 	switch {
 	case !c.ShellControl && len(c.Argv) == 1:
-		argv := c.Argv[0]
-		cmd = exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(slices.Clone(o.Env), c.Assign...)
+		if cmd, err = o.command(ctx, c.Argv[0], append(slices.Clone(o.Env), c.Assign...)); err != nil {
+			return nil, err
+		}
 	case c.ShellControl:
 		// The command was judged as bash reads it; another shell (dash as
 		// /bin/sh) reads some text otherwise, so none stands in for it.
@@ -208,13 +208,13 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 			return nil, err
 		}
 		defer redirs.close()
-		cmd = exec.Command(shell, "-c", redirs.text)
-		cmd.Env = o.Env
+		if cmd, err = o.command(ctx, []string{shell, "-c", redirs.text}, o.Env); err != nil {
+			return nil, err
+		}
 		cmd.ExtraFiles = redirs.extra
 	default:
 		return nil, fail(normalize.ReasonInvalidCommand, fmt.Errorf("%d commands without shell control", len(c.Argv)))
 	}
-	cmd.Dir = o.Workspace
 	out, err := newOutput(o.MaxOutput)
 	if err != nil {
 		return nil, fail("spawn_failed", err)
@@ -262,6 +262,24 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 		return res, fail("background_killed", fmt.Errorf("%d processes the command left running were killed when it ended", left.killed))
 	}
 	return res, nil
+}
+
+// command is the command that runs argv in the workspace with exactly
+// env: through the Spawner of a containing backend when the call's
+// context carries one (executor.SpawnerFromContext), so that the kernel
+// holds the process to the policy, else directly.
+func (o Options) command(ctx context.Context, argv, env []string) (*exec.Cmd, error) {
+	if sp, ok := executor.SpawnerFromContext(ctx); ok {
+		cmd, err := sp.Command(ctx, argv, o.Workspace, env)
+		if err != nil {
+			return nil, fail("containment_failed", err)
+		}
+		return cmd, nil
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = o.Workspace
+	return cmd, nil
 }
 
 func (o Options) readFile(ctx context.Context, args map[string]any) (any, error) {
