@@ -41,6 +41,8 @@ type runParams struct {
 	showOutput bool
 	now        string
 	idSeed     int
+	// backend overrides the scenario's backend (--backend).
+	backend string
 }
 
 // Scenario is a polc run input file (YAML or JSON).
@@ -50,6 +52,9 @@ type Scenario struct {
 	Workspace string `json:"workspace"`
 	Principal string `json:"principal"`
 	Tenant    string `json:"tenant"`
+	// Backend is the effect backend the session's actions run under:
+	// "inprocess" (the default) or "landlock" (docs/containment.md).
+	Backend string `json:"backend"`
 	// ReportedUsage lists the budget kinds the runtime driving this
 	// session reports (tokens, cost_microunits): a scenario's usage
 	// steps, polc serve's POST /v1/usage. A policy limiting a kind not
@@ -155,6 +160,7 @@ func sessionFlags(c *cobra.Command, p *runParams, file string) {
 	c.Flags().StringVar(&p.evidence, "evidence", "", "directory of the evidence chain (governed, certifiable)")
 	c.Flags().StringVar(&p.cert, "cert", "", "certificate output file (certifiable)")
 	c.Flags().StringVar(&p.signKey, "sign-key", "", "signer key (polc keygen) to sign the certificate as DSSE")
+	c.Flags().StringVar(&p.backend, "backend", "", "effect backend, overriding the "+file+"'s: inprocess or landlock (docs/containment.md)")
 	c.Flags().StringVar(&p.state, "state", "", "SQLite state database (durable; governed and certifiable: where budget usage is accounted)")
 	c.Flags().StringVar(&p.now, "now", "", "fixed clock, RFC 3339 (reproducible runs)")
 	c.Flags().IntVar(&p.idSeed, "id-seed", 0, "derive ids from this seed instead of randomness (reproducible runs)")
@@ -232,6 +238,9 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 		// Not left to the executor, which would deny every action
 		// (unknown_profile) of a run that exits 0.
 		add(cue.MakePath(cue.Str("profile")), "profile %q: want minimal, durable, governed or certifiable", s.Profile)
+	}
+	if s.Backend != "" && !slices.Contains(backendNames, s.Backend) {
+		add(cue.MakePath(cue.Str("backend")), "backend %q: want %s", s.Backend, strings.Join(backendNames, " or "))
 	}
 	if kind, id, ok := strings.Cut(s.Principal, ":"); s.Principal != "" && (!ok || kind == "" || id == "") {
 		add(cue.MakePath(cue.Str("principal")), "principal %q: want kind:id", s.Principal)

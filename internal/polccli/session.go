@@ -17,6 +17,7 @@ import (
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/builtin"
+	"polc.dev/polc/executor/landlock"
 	"polc.dev/polc/harness"
 	"polc.dev/polc/internal/atomicfile"
 	"polc.dev/polc/internal/diag"
@@ -110,7 +111,18 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	if err := builtin.Register(reg, builtin.Options{Workspace: ws}); err != nil {
 		return nil, err
 	}
-	cfg := executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{snap}, Now: now, IDs: s.ids}
+	backend := s.sc.Backend
+	if p.backend != "" {
+		backend = p.backend
+	}
+	if backend == "" {
+		backend = executor.InProcessBackendName
+	}
+	if !slices.Contains(backendNames, backend) {
+		return nil, usagef("--backend %q: want %s", backend, strings.Join(backendNames, " or "))
+	}
+	cfg := executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{snap}, Now: now, IDs: s.ids,
+		Backends: []executor.EffectBackend{executor.InProcessBackend{}, &landlock.Backend{}}}
 	governed := profile == executor.ProfileGoverned || profile == executor.ProfileCertifiable
 	// A flag the profile would not use is refused, not ignored: an
 	// operator who passed --cert expects a certificate.
@@ -182,7 +194,7 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		scope = executor.DurableRunScope{RunID: s.ids()}
 	}
 	s.ec = executor.ExecutionContext{ContextID: s.ids(), Scope: scope, Principal: executor.Principal{Kind: kind, ID: id},
-		Tenant: s.sc.Tenant, Workspace: ws, Policy: ref, Backend: executor.InProcessBackendName, Profile: profile}
+		Tenant: s.sc.Tenant, Workspace: ws, Policy: ref, Backend: backend, Profile: profile}
 	if governed {
 		if s.boundary, err = s.ex.OpenBoundary(ref, profile == executor.ProfileCertifiable); err != nil {
 			return nil, err
@@ -191,6 +203,9 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	}
 	return s, nil
 }
+
+// backendNames are the effect backends a session may name.
+var backendNames = []string{executor.InProcessBackendName, landlock.Name}
 
 // budgetKinds are the budget kinds the snapshot limits, in canonical order.
 func budgetKinds(snap *snapshot.Snapshot) []string {
