@@ -16,9 +16,11 @@ import (
 	"polc.dev/polc/internal/certverifycli"
 	"polc.dev/polc/internal/polccli"
 	"polc.dev/polc/internal/testutil"
+	"polc.dev/polc/sandbox"
 )
 
 func TestMain(m *testing.M) {
+	sandbox.Init() // the landlock backend re-executes this binary as its launcher
 	testscript.Main(m, map[string]func(){
 		"polc":       func() { os.Exit(polccli.Main()) },
 		"certverify": func() { os.Exit(certverifycli.Main()) },

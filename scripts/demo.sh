@@ -33,3 +33,16 @@ echo "certifier $(cat "$out/keys/demo-certifier.vkey")" > "$out/keys/trust.txt"
 chainfile=$(ls "$out"/evidence/*.jsonl)
 certverify cert "$out/certificate.dsse.json" --chain "$chainfile" \
   --snapshot "$out/snapshots/demo-agent.json" --trust "$out/keys/trust.txt"
+
+echo "== run examples/build-scenario.yaml (landlock backend: the kernel holds an allowed build script)"
+rm -rf "$out/build-workspace" "$out/build-evidence" "$out/outside.txt"
+polc run examples/build-scenario.yaml --snapshot "$out/snapshots/build-agent.json" --workspace "$out/build-workspace" \
+  --evidence "$out/build-evidence" --cert "$out/build-certificate.dsse.json" --sign-key "$out/keys/demo-certifier.key" \
+  --show-output
+if [ -e "$out/outside.txt" ]; then
+  echo "demo: the build script wrote $out/outside.txt" >&2
+  exit 1
+fi
+chainfile=$(ls "$out"/build-evidence/*.jsonl)
+certverify cert "$out/build-certificate.dsse.json" --chain "$chainfile" \
+  --snapshot "$out/snapshots/build-agent.json" --trust "$out/keys/trust.txt"

@@ -40,7 +40,7 @@ type rig struct {
 func newRig(t *testing.T, required []string) *rig {
 	t.Helper()
 	if os.Getenv("POLC_REQUIRE_SANDBOX") == "" {
-		if f, _ := sandbox.Probe().Facet(sandbox.FacetFilesystem); f.State != sandbox.Enforced {
+		if f, _ := sandbox.Probe().Facet(sandbox.FacetFilesystem); f.State == sandbox.Unsupported {
 			t.Skipf("the kernel cannot hold a process here: %+v", f)
 		}
 	}
@@ -108,7 +108,7 @@ func (r *rig) bash(t *testing.T, backend, command string) executor.Outcome {
 		Policy: executor.SnapshotRef{PolicyID: r.snap.PolicyID, Version: r.snap.Version, Digest: r.snap.Digest}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return r.ex.Execute(ctx, executor.ExecutionRequest{RequestID: "r", Action: "bash", Arguments: map[string]any{"command": command}}, ec)
+	return r.ex.Execute(ctx, executor.ExecutionRequest{RequestID: "r", Action: "bash", Arguments: map[string]any{"command": command}, Scope: ec.Scope}, ec)
 }
 
 // result is the bash result of an outcome that ran (succeeded or failed

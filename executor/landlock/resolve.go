@@ -38,6 +38,11 @@ type resolver struct {
 // matches case-insensitively (deny patterns are stored lowercase and match
 // any case).
 func (r *resolver) expand(p string, fold bool) ([]match, error) {
+	if fold {
+		// The whole path folds, the workspace's part too, as the decision
+		// engine folds a request's path and workspace for deny rules.
+		p = strings.ToLower(p)
+	}
 	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	var found []match
 	if err := r.walk("/", segs, fold, &found); err != nil {

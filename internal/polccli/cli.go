@@ -16,6 +16,7 @@ import (
 
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/version"
+	"polc.dev/polc/sandbox"
 )
 
 // Exit codes (docs/errors.md "Exit codes (polc)").
@@ -54,7 +55,10 @@ type env struct {
 }
 
 // Main runs polc with the process's arguments and returns the exit code.
+// It first lets package sandbox take over a process started as its
+// launcher (the landlock backend re-executes polc to contain an action).
 func Main() int {
+	sandbox.Init()
 	dir, _ := os.Getwd()
 	return Run(context.Background(), os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, dir: dir})
 }
