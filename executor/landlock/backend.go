@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/egress"
@@ -185,7 +186,7 @@ func (b *Backend) InvokeContained(ctx context.Context, inv *executor.Invocation,
 		sp.proxyEnv = []string{"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u, "NO_PROXY=", "no_proxy="}
 	}
 	res, err = call(executor.WithSpawner(ctx, sp))
-	if proxy != nil {
+	if proxy != nil && sp.spawned.Load() {
 		res = withEgress(res, proxy.Log())
 	}
 	return res, err
@@ -225,6 +226,7 @@ type spawner struct {
 	env      func(string) bool // which variables the policy lets through
 	tmp      string
 	proxyEnv []string
+	spawned  atomic.Bool // a process was started: its egress goes in the result
 }
 
 // Command implements executor.Spawner.
@@ -245,6 +247,7 @@ func (s *spawner) Command(ctx context.Context, argv []string, dir string, env []
 	for _, kv := range s.proxyEnv {
 		spec.Env = setEnv(spec.Env, kv)
 	}
+	s.spawned.Store(true)
 	return sandbox.Command(ctx, spec, argv)
 }
 
