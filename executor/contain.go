@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"os"
 	"os/exec"
 
 	"polc.dev/polc/decision"
@@ -50,10 +51,12 @@ type ContainingBackend interface {
 // containment.
 type Spawner interface {
 	// Command returns a command that runs argv (argv[0] a path or a name
-	// looked up in env's PATH) in dir with exactly env, contained. The
-	// caller may set the command's Stdin, Stdout, Stderr, ExtraFiles and
-	// SysProcAttr.Setsid, and must start it (Start or Run) at most once.
-	Command(ctx context.Context, argv []string, dir string, env []string) (*exec.Cmd, error)
+	// looked up in env's PATH) in dir with exactly env, contained; the
+	// process gets extra[i] as descriptor 3+i (a Spawner that cannot pass
+	// them refuses). The caller may set the command's Stdin, Stdout,
+	// Stderr and SysProcAttr.Setsid, must not replace its ExtraFiles, and
+	// must start it (Start or Run) at most once.
+	Command(ctx context.Context, argv []string, dir string, env []string, extra []*os.File) (*exec.Cmd, error)
 }
 
 type spawnerKey struct{}

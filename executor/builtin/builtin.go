@@ -194,7 +194,7 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 	var redirs *redirects
 	switch {
 	case !c.ShellControl && len(c.Argv) == 1:
-		if cmd, err = o.command(ctx, c.Argv[0], append(slices.Clone(o.Env), c.Assign...)); err != nil {
+		if cmd, err = o.command(ctx, c.Argv[0], append(slices.Clone(o.Env), c.Assign...), nil); err != nil {
 			return nil, err
 		}
 	case c.ShellControl:
@@ -208,10 +208,9 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 			return nil, err
 		}
 		defer redirs.close()
-		if cmd, err = o.command(ctx, []string{shell, "-c", redirs.text}, o.Env); err != nil {
+		if cmd, err = o.command(ctx, []string{shell, "-c", redirs.text}, o.Env, redirs.extra); err != nil {
 			return nil, err
 		}
-		cmd.ExtraFiles = redirs.extra
 	default:
 		return nil, fail(normalize.ReasonInvalidCommand, fmt.Errorf("%d commands without shell control", len(c.Argv)))
 	}
@@ -268,9 +267,9 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 // env: through the Spawner of a containing backend when the call's
 // context carries one (executor.SpawnerFromContext), so that the kernel
 // holds the process to the policy, else directly.
-func (o Options) command(ctx context.Context, argv, env []string) (*exec.Cmd, error) {
+func (o Options) command(ctx context.Context, argv, env []string, extra []*os.File) (*exec.Cmd, error) {
 	if sp, ok := executor.SpawnerFromContext(ctx); ok {
-		cmd, err := sp.Command(ctx, argv, o.Workspace, env)
+		cmd, err := sp.Command(ctx, argv, o.Workspace, env, extra)
 		if err != nil {
 			return nil, fail("containment_failed", err)
 		}
@@ -279,6 +278,7 @@ func (o Options) command(ctx context.Context, argv, env []string) (*exec.Cmd, er
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = o.Workspace
+	cmd.ExtraFiles = extra
 	return cmd, nil
 }
 

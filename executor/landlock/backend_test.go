@@ -78,7 +78,7 @@ policies: p: {
 	actions: allow: ["bash"]
 	filesystem: {read: ["**"], write: ["out/**"], deny: ["secrets/**"]}
 	network: {mode: "allowlist", allow: [%q]}
-	subprocess: {mode: "allowlist", allow: ["sh *", "curl *"], shell: "allow"}
+	subprocess: {mode: "allowlist", allow: ["sh *", "curl *", "echo *"], shell: "allow"}
 }
 `, hostport)
 	os.WriteFile(filepath.Join(dir, "p.cue"), []byte(policy), 0o644)
@@ -204,6 +204,27 @@ func TestBackendProxiesTheAllowlist(t *testing.T) {
 	conns, _ = res["egress"].([]any)
 	if len(conns) != 1 || conns[0].(map[string]any)["admitted"] != false {
 		t.Fatalf("egress log: %+v", res["egress"])
+	}
+}
+
+// TestBackendRefusesRedirections: with shell control, bash reopens files
+// polc opened for its redirections (inherited descriptors), which the
+// launcher does not pass on yet: the call must fail closed
+// (containment_failed) with nothing written, not run with the redirection
+// lost or opened by another route.
+func TestBackendRefusesRedirections(t *testing.T) {
+	r := newRig(t, nil)
+	out := r.bash(t, landlock.Name, "echo hi > out/r.txt")
+	f, ok := out.(*executor.Failed)
+	if !ok || !strings.Contains(f.ReasonCode, "containment_failed") {
+		t.Fatalf("want failed containment_failed, got %T %+v", out, out)
+	}
+	if exists(filepath.Join(r.ws, "out", "r.txt")) {
+		t.Fatal("out/r.txt was written")
+	}
+	// The same command under the in-process backend writes the file.
+	if res := result(t, r.bash(t, "inprocess", "echo hi > out/r.txt")); res["exit_code"] != 0 || !contains(filepath.Join(r.ws, "out", "r.txt"), "hi") {
+		t.Fatalf("inprocess: %+v", res)
 	}
 }
 
