@@ -418,4 +418,3 @@ func runProbe() int {
 	fmt.Printf("%d %d %d %d\n", netNS.Dev, netNS.Ino, userNS.Dev, userNS.Ino)
 	return 0
 }
-
