@@ -88,7 +88,10 @@ func TestFilesystemEscapes(t *testing.T) {
 		{name: "symlink in the workspace to an outside file, made by the target",
 			script: fmt.Sprintf("ln -sf %s %s/link && cat %s/link", secret, f.ws, f.ws)},
 		{name: "symlink in the workspace to an outside directory, write through it",
-			setup:  func(t *testing.T) { os.Remove(filepath.Join(f.ws, "dirlink")); os.Symlink(f.outside, filepath.Join(f.ws, "dirlink")) },
+			setup: func(t *testing.T) {
+				os.Remove(filepath.Join(f.ws, "dirlink"))
+				os.Symlink(f.outside, filepath.Join(f.ws, "dirlink"))
+			},
 			script: fmt.Sprintf("echo x > %s/dirlink/viasymlink", f.ws), absent: filepath.Join(f.outside, "viasymlink")},
 		{name: "hard link of an outside file into the workspace",
 			script: fmt.Sprintf("ln %s %s/hardlink && cat %s/hardlink", secret, f.ws, f.ws), absent: filepath.Join(f.ws, "hardlink")},

@@ -135,6 +135,17 @@ func (b *rulesetBuilder) addGrants(w *wireSpec) error {
 		return err
 	}
 	for _, g := range grants {
+		if len(denies) == 0 {
+			// Nothing to carve out: the grant attaches to whatever the path
+			// resolves to now, without resolving it twice.
+			if err := b.addPath(g.path, g.rights&b.handled); err != nil {
+				if g.optional && errors.Is(err, unix.ENOENT) {
+					continue
+				}
+				return fmt.Errorf("grant %q: %w", g.path, err)
+			}
+			continue
+		}
 		resolved, err := filepath.EvalSymlinks(g.path)
 		if err != nil {
 			if g.optional && errors.Is(err, fs.ErrNotExist) {
@@ -234,6 +245,15 @@ func (b *rulesetBuilder) addGrant(path string, rights uint64, denies []deny) err
 		return b.addRule(fd, rights, path)
 	}
 	return b.split(fd, path, rights, below)
+}
+
+func (b *rulesetBuilder) addPath(path string, rights uint64) error {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return b.addRule(fd, rights, path)
 }
 
 // addRule adds one path-beneath rule for the opened file or directory.
