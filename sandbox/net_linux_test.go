@@ -141,7 +141,11 @@ func TestNetworkUDP(t *testing.T) {
 		t.Fatal("allow: the datagram did not arrive")
 	}
 	for _, n := range []sandbox.Network{sandbox.NetworkDeny, sandbox.NetworkProxy} {
-		run(t, withProxy(t, f.spec(n)), sh(script)...)
+		// "ran": the target ran (the launcher did not refuse), the datagram
+		// just went nowhere.
+		if r := run(t, withProxy(t, f.spec(n)), sh(script+"; echo ran")...); r.stdout != "ran\n" {
+			t.Errorf("%s: %v", n, r)
+		}
 		if arrived() {
 			t.Errorf("%s: the datagram arrived", n)
 		}
