@@ -345,8 +345,12 @@ func (s *server) handle(c net.Conn, rec *record) {
 	br := bufio.NewReaderSize(lim, 4096)
 	// One deadline for the whole header: a client trickling a byte at a
 	// time must not hold a connection slot beyond the idle timeout.
-	c.SetReadDeadline(time.Now().Add(cfg.idle))
+	headerDeadline := time.Now().Add(cfg.idle)
+	c.SetReadDeadline(headerDeadline)
 	req, err := http.ReadRequest(br)
+	if err == nil {
+		err = validHeader(req.Header)
+	}
 	switch {
 	case err == nil:
 	case lim.exhausted():
@@ -355,7 +359,9 @@ func (s *server) handle(c net.Conn, rec *record) {
 	case err == io.EOF:
 		s.p.update(rec, func(e *Conn) { e.Reason = "no request: the client closed the connection before sending one" })
 		return
-	case isTimeout(err):
+	case isTimeout(err) || !time.Now().Before(headerDeadline):
+		// bufio.Reader.ReadLine hands back a partial line without its
+		// error, so a timeout mid-line shows as a malformed line.
 		refuse(http.StatusRequestTimeout, "", fmt.Sprintf("no request: the request header did not arrive within %v", cfg.idle), nil)
 		return
 	case s.ctx.Err() != nil:
@@ -629,6 +635,9 @@ func writeRequest(w io.Writer, req *http.Request, t target, h http.Header) (err 
 		}
 		cw.Close()
 		// req.Trailer holds the values once the body was read to its end.
+		if err := validHeader(req.Trailer); err != nil {
+			return err, true
+		}
 		if err := req.Trailer.Write(bw); err != nil {
 			return err, false
 		}
@@ -673,6 +682,8 @@ func readResponse(br *bufio.Reader, lim *limitReader, method string) (*http.Resp
 			return nil, fmt.Errorf("response header exceeds %d bytes", maxResponseHeaderBytes)
 		case err != nil:
 			return nil, err
+		case validHeader(resp.Header) != nil:
+			return nil, validHeader(resp.Header)
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			// The request carried no Upgrade header (hop-by-hop, removed).
 			return nil, errors.New("the destination switched protocols unasked")
@@ -696,6 +707,35 @@ func writeRefusal(w io.Writer, status int, method, reason string, extra http.Hea
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// validHeader checks field names and values against RFC 9110's grammar:
+// net/textproto lets through names with spaces and other non-token
+// bytes, which the proxy must not pass on for another parser to read its
+// own way.
+func validHeader(h http.Header) error {
+	for k, vs := range h {
+		if k == "" {
+			return errors.New("empty header field name")
+		}
+		for i := 0; i < len(k); i++ {
+			if !isTokenByte(k[i]) {
+				return fmt.Errorf("header field name %s has %q", quote(k), k[i])
+			}
+		}
+		for _, v := range vs {
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+					return fmt.Errorf("header field %s has a control byte %q", quote(k), c)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func isTokenByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // clip bounds a text from the client or the network before it goes into

@@ -264,3 +264,31 @@ func readResp(t *testing.T, br *bufio.Reader, method string) *http.Response {
 	}
 	return resp
 }
+
+// rawDest is a destination that reads one request per connection and
+// writes answer() verbatim, then closes.
+func rawDest(t *testing.T, answer func() string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				io.WriteString(c, answer())
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
