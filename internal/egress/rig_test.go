@@ -192,8 +192,9 @@ func (r *rig) dialed() []string {
 	return append([]string(nil), r.dials...)
 }
 
-// raw sends text on a fresh connection to the proxy and returns what came
-// back until the proxy closed.
+// raw sends text on a fresh connection to the proxy, half-closes it (so
+// a tunnel ends when the destination is done), and returns what came back
+// until the proxy closed.
 func (r *rig) raw(text string) string {
 	r.t.Helper()
 	c, err := net.Dial("tcp", r.addr)
@@ -205,6 +206,7 @@ func (r *rig) raw(text string) string {
 	if _, err := io.WriteString(c, text); err != nil {
 		r.t.Fatal(err)
 	}
+	c.(*net.TCPConn).CloseWrite()
 	out, err := io.ReadAll(c)
 	if err != nil {
 		r.t.Fatalf("reading the answer to %q: %v (got %q)", text, err, out)
@@ -237,7 +239,7 @@ func (r *rig) waitLog(n int) []Conn {
 			return log
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("log has %d entries (want %d) or connections still open: %+v", len(log), n, log)
+			r.t.Fatalf("log has %d entries (want %d) or connections still open: %+v", len(log), n, log[:min(len(log), 10)])
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -291,4 +293,8 @@ func rawDest(t *testing.T, answer func() string) string {
 		}
 	}()
 	return l.Addr().String()
+}
+
+func readRespErr(br *bufio.Reader) (*http.Response, error) {
+	return http.ReadResponse(br, &http.Request{Method: "GET"})
 }
