@@ -289,11 +289,15 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 			return err
 		}
 		backoff = 0
+		rec := p.reserve(cfg.maxLog)
 		if !s.track(c) {
+			// Shutdown began between Accept and here.
+			if rec != nil {
+				p.update(rec, func(e *Conn) { e.Reason, rec.final = "no request: the proxy shut down", true })
+			}
 			<-sem
 			continue
 		}
-		rec := p.reserve(cfg.maxLog)
 		s.wg.Go(func() {
 			defer func() { <-sem }()
 			defer s.untrack(c)
@@ -611,39 +615,53 @@ func writeRequest(w io.Writer, req *http.Request, t target, h http.Header) (err 
 		return err, false
 	}
 	chunked := len(req.TransferEncoding) > 0
+	// Only the trailer fields the header declared are passed on (net/http
+	// keeps every field it reads after the body).
+	var declared []string
+	for k := range req.Trailer {
+		declared = append(declared, k)
+	}
+	slices.Sort(declared)
 	switch {
 	case chunked:
 		io.WriteString(bw, "Transfer-Encoding: chunked\r\n")
-		if len(req.Trailer) > 0 {
-			keys := make([]string, 0, len(req.Trailer))
-			for k := range req.Trailer {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			io.WriteString(bw, "Trailer: "+strings.Join(keys, ", ")+"\r\n")
+		if len(declared) > 0 {
+			io.WriteString(bw, "Trailer: "+strings.Join(declared, ", ")+"\r\n")
 		}
 	case req.ContentLength > 0 || slices.Contains(bodyMethods, req.Method):
 		io.WriteString(bw, "Content-Length: "+strconv.FormatInt(req.ContentLength, 10)+"\r\n")
 	}
 	io.WriteString(bw, "Connection: close\r\n\r\n")
+	// The header goes out now, and each piece of the body as it arrives:
+	// a destination may answer before the body is complete, and a client
+	// may wait for an answer to part of it.
+	if err := bw.Flush(); err != nil {
+		return err, false
+	}
 	body := &errReader{r: req.Body}
 	switch {
 	case chunked:
 		cw := httputil.NewChunkedWriter(bw)
-		if _, err := io.Copy(cw, body); err != nil {
+		if _, err := copyFlush(cw, bw, body); err != nil {
 			return err, body.err != nil
 		}
 		cw.Close()
 		// req.Trailer holds the values once the body was read to its end.
-		if err := validHeader(req.Trailer); err != nil {
+		trailer := http.Header{}
+		for _, k := range declared {
+			if vs := req.Trailer[k]; len(vs) > 0 {
+				trailer[k] = vs
+			}
+		}
+		if err := validHeader(trailer); err != nil {
 			return err, true
 		}
-		if err := req.Trailer.Write(bw); err != nil {
+		if err := trailer.Write(bw); err != nil {
 			return err, false
 		}
 		io.WriteString(bw, "\r\n")
 	case req.ContentLength > 0:
-		n, err := io.Copy(bw, body)
+		n, err := copyFlush(bw, bw, body)
 		if err != nil {
 			return err, body.err != nil
 		}
@@ -652,6 +670,30 @@ func writeRequest(w io.Writer, req *http.Request, t target, h http.Header) (err 
 		}
 	}
 	return bw.Flush(), false
+}
+
+// copyFlush copies src to dst, flushing bw after every piece.
+func copyFlush(dst io.Writer, bw *bufio.Writer, src io.Reader) (int64, error) {
+	buf := make([]byte, 32<<10)
+	var n int64
+	for {
+		m, rerr := src.Read(buf)
+		if m > 0 {
+			if _, err := dst.Write(buf[:m]); err != nil {
+				return n, err
+			}
+			if err := bw.Flush(); err != nil {
+				return n, err
+			}
+			n += int64(m)
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
 }
 
 // errReader remembers its source's error, telling a broken client body

@@ -730,3 +730,46 @@ func TestShutdown(t *testing.T) {
 // serverGoroutines is what the rig's three httptest servers keep running
 // (one accept loop each).
 const serverGoroutines = 3
+
+// TestEarlyResponse: a destination that answers before the client has
+// sent its whole body (and closes) gets its answer relayed at once, and
+// the proxy then closes the client's connection instead of waiting for
+// the rest of the body.
+func TestEarlyResponse(t *testing.T) {
+	early := rawDest(t, func() string { return "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\n\r\nbig!" })
+	r := newRig(t, nil)
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "POST http://%s/up HTTP/1.1\r\nContent-Length: 1000000\r\n\r\nonly a little", early)
+	// The client stalls; it neither sends more nor closes.
+	start := time.Now()
+	out, err := io.ReadAll(c)
+	if err != nil || status(string(out)) != 413 || !strings.HasSuffix(string(out), "big!") {
+		t.Fatalf("%q %v", out, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("connection closed after %v", d)
+	}
+	if l := r.waitLog(1)[0]; l.Status != 413 || !l.Admitted {
+		t.Errorf("log %+v", l)
+	}
+}
+
+// TestTrailers: declared trailer fields are passed on, undeclared ones
+// are not.
+func TestTrailers(t *testing.T) {
+	r := newRig(t, nil)
+	resp := r.raw(fmt.Sprintf("POST http://allowed.test:%d/t HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTrailer: X-Declared\r\n\r\n"+
+		"2\r\nok\r\n0\r\nX-Declared: yes\r\nX-Sneaked: no\r\n\r\n", r.allowed.port()))
+	if status(resp) != 200 {
+		t.Fatalf("%s", resp)
+	}
+	got := r.allowed.requests()[0]
+	if got.Body != "ok" || got.Trailer.Get("X-Declared") != "yes" || got.Trailer.Get("X-Sneaked") != "" {
+		t.Errorf("destination saw body %q trailer %v", got.Body, got.Trailer)
+	}
+}

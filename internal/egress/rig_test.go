@@ -289,6 +289,9 @@ func rawDest(t *testing.T, answer func() string) string {
 					return
 				}
 				io.WriteString(c, answer())
+				// Close as a careful server does: unread request bytes
+				// would make the close a reset.
+				lingerClose(c)
 			}()
 		}
 	}()
