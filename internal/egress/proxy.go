@@ -358,7 +358,7 @@ func (s *server) handle(c net.Conn, rec *record) {
 	switch {
 	case err == nil:
 	case lim.exhausted():
-		refuse(http.StatusRequestHeaderFieldsTooLarge, "", fmt.Sprintf("malformed request: request line and header exceed %d bytes", cfg.maxHeader), nil)
+		refuse(http.StatusRequestHeaderFieldsTooLarge, "", fmt.Sprintf("request too large: request line and header exceed %d bytes", cfg.maxHeader), nil)
 		return
 	case err == io.EOF:
 		s.p.update(rec, func(e *Conn) { e.Reason = "no request: the client closed the connection before sending one" })
@@ -402,6 +402,9 @@ func (s *server) handle(c net.Conn, rec *record) {
 		return
 	}
 	ok, reason := s.admit(t.host, t.port)
+	if reason == "" && !ok {
+		reason = "refused by the admission policy"
+	}
 	s.p.update(rec, func(e *Conn) { e.Admitted = ok })
 	if !ok {
 		refuse(http.StatusForbidden, req.Method, reason, nil)

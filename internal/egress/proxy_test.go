@@ -468,7 +468,15 @@ func TestRefusals(t *testing.T) {
 	if resp := r3.raw(fmt.Sprintf("GET http://allowed.test:%d/ HTTP/1.1\r\n\r\n", r3.allowed.port())); status(resp) != 403 || !strings.Contains(resp, "boom") {
 		t.Errorf("panicking Admit: %s", resp)
 	}
-	if len(r2.dialed())+len(r3.dialed()) != 0 {
+	// A refusal without a reason still says why.
+	r4 := newRig(t, func(p *Proxy) { p.Admit = func(string, int) (bool, string) { return false, "" } })
+	if resp := r4.raw(fmt.Sprintf("GET http://allowed.test:%d/ HTTP/1.1\r\n\r\n", r4.allowed.port())); status(resp) != 403 || !strings.Contains(resp, "refused by the admission policy") {
+		t.Errorf("reasonless Admit: %s", resp)
+	}
+	if l := r4.waitLog(1)[0]; l.Reason != "refused by the admission policy" {
+		t.Errorf("reasonless Admit logged %+v", l)
+	}
+	if len(r2.dialed())+len(r3.dialed())+len(r4.dialed()) != 0 {
 		t.Error("dialled without admission")
 	}
 }
