@@ -1,0 +1,42 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"polc.dev/polc/sandbox"
+)
+
+// BenchmarkSpawn compares a direct exec of /bin/true with the sandboxed one
+// per network mode; the difference is the sandbox's cost per spawn.
+func BenchmarkSpawn(b *testing.B) {
+	ws := b.TempDir()
+	b.Run("direct", func(b *testing.B) {
+		for b.Loop() {
+			if err := exec.Command("/bin/true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, n := range allNetworks {
+		spec := sandbox.Spec{Write: []string{ws}, Network: n, Env: baseEnv}
+		if n == sandbox.NetworkProxy {
+			spec.ProxySocket, spec.ProxyPort = filepath.Join(ws, "p.sock"), 3128
+		}
+		b.Run(n.String(), func(b *testing.B) {
+			for b.Loop() {
+				cmd, err := sandbox.Command(context.Background(), spec, []string{"/bin/true"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := cmd.Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
