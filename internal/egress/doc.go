@@ -39,7 +39,8 @@
 // # What is refused
 //
 // Every refusal is a response with "Connection: close" and a text/plain
-// body "polc egress: <reason>", and a log entry with Admitted false:
+// body "polc egress: <reason>" (no body for HEAD), and a log entry with
+// Admitted false unless noted:
 //
 //   - 400 Bad Request: an unreadable request line or header; an
 //     origin-form ("/path") or "*" target; a target that is not http://
