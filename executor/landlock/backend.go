@@ -187,23 +187,33 @@ func (b *Backend) InvokeContained(ctx context.Context, inv *executor.Invocation,
 	}
 	res, err = call(executor.WithSpawner(ctx, sp))
 	if proxy != nil && sp.spawned.Load() {
-		res = withEgress(res, proxy.Log())
+		res = withEgress(res, proxy.Log(), proxy.Dropped())
 	}
 	return res, err
 }
 
 // withEgress adds the proxy's connection log to a callable's result.
-func withEgress(res any, log []egress.Conn) any {
+// Connections refused because the log was full are counted under
+// egress_dropped, so none goes unreported.
+func withEgress(res any, log []egress.Conn, dropped int) any {
 	conns := make([]any, 0, len(log))
 	for _, c := range log {
-		conns = append(conns, map[string]any{"method": c.Method, "host": c.Host, "port": c.Port,
-			"admitted": c.Admitted, "reason": c.Reason, "bytes_up": c.BytesUp, "bytes_down": c.BytesDown})
+		e := map[string]any{"method": c.Method, "host": c.Host, "port": c.Port, "status": c.Status,
+			"admitted": c.Admitted, "reason": c.Reason, "bytes_up": c.BytesUp, "bytes_down": c.BytesDown}
+		if c.Error != "" {
+			e["error"] = c.Error
+		}
+		conns = append(conns, e)
 	}
-	if m, ok := res.(map[string]any); ok && m != nil {
-		m["egress"] = conns
-		return m
+	m, ok := res.(map[string]any)
+	if !ok || m == nil {
+		m = map[string]any{"result": res}
 	}
-	return map[string]any{"result": res, "egress": conns}
+	m["egress"] = conns
+	if dropped > 0 {
+		m["egress_dropped"] = dropped
+	}
+	return m
 }
 
 // hostFacet is the host facet the normalizer would write for a
