@@ -27,7 +27,7 @@ func compileExamples(t testing.TB) *Result {
 // snapshot against the JSON Schema and snapshot.Parse.
 func TestExamples(t *testing.T) {
 	res := compileExamples(t)
-	if len(res.Snapshots) != 4 { // org, payments, payments-reviewer, demo-agent
+	if len(res.Snapshots) != 5 { // org, payments, payments-reviewer, demo-agent, build-agent
 		t.Fatalf("got %d snapshots", len(res.Snapshots))
 	}
 	for name, data := range res.Files {
