@@ -110,8 +110,12 @@ func preflight(spec Spec) error {
 		if spec.Network != NetworkAllow {
 			uid = os.Geteuid() // uid 0 in the new namespace maps to the caller's euid
 		}
-		if exempt, err := nprocExempt(uid); err != nil || exempt {
-			return fmt.Errorf("%w: rlimits: a Processes limit is void for a process running as host uid 0 (%v)", ErrUnsupported, err)
+		exempt, err := nprocExempt(uid)
+		if err != nil {
+			return fmt.Errorf("%w: rlimits: cannot tell whether a Processes limit would hold: %v", ErrUnsupported, err)
+		}
+		if exempt {
+			return fmt.Errorf("%w: rlimits: a Processes limit is void for a process running as host uid 0 (the kernel exempts the root user from RLIMIT_NPROC)", ErrUnsupported)
 		}
 	}
 	return nil

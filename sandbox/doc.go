@@ -1,0 +1,180 @@
+// Package sandbox runs a subprocess that the kernel holds to a Spec: Landlock
+// filesystem, TCP and scope rules, no_new_privs, no capabilities, an exact
+// environment, resource limits and, for network isolation, a new user and
+// network namespace. Nothing in polc's own process is restricted: the
+// restrictions are applied by a launcher, a re-executed copy of the running
+// binary (/proc/self/exe) that restricts itself and then execs the target.
+//
+// # Use
+//
+// Call Init first thing in main (and in TestMain of a test binary that runs
+// sandboxed commands). Call Probe to learn what the running kernel can
+// enforce, then Command to get an *exec.Cmd and run it as usual. Command
+// refuses a Spec the system cannot enforce (the error wraps ErrUnsupported)
+// instead of running it with less: nothing is silently dropped.
+//
+// # What each part of a Spec maps to
+//
+//   - Read, Write, Execute and the system paths: one Landlock "path beneath"
+//     rule per path (on the file or directory the path resolves to at spawn).
+//     The ruleset handles every filesystem right the kernel's ABI knows, so
+//     what is not granted is denied. Read grants read_file and read_dir;
+//     Execute adds execute; Write adds write_file, truncate, remove_file,
+//     remove_dir, make_reg, make_dir, make_sym, make_fifo, make_sock and
+//     refer. Device nodes (make_char, make_block) and device ioctls are never
+//     granted. On a file, only the rights meaningful for files apply.
+//   - Deny: see "Deny" below.
+//   - Network: NetworkDeny and NetworkProxy start the launcher in a new user
+//     namespace (uid and gid 0 inside mapped to the caller's effective ids)
+//     and a new network namespace, and handle Landlock's TCP bind and connect
+//     rights (plus UDP on ABI 10 and later) with no port allowed, except
+//     connect to ProxyPort under NetworkProxy. Under NetworkProxy the launcher
+//     brings lo up (SIOCSIFFLAGS), listens on 127.0.0.1:ProxyPort and forwards
+//     each connection to ProxySocket, a unix socket outside the namespace
+//     (pathname sockets are reached through the filesystem, not the network
+//     namespace; the forwarder itself is not under Landlock, so this works
+//     on every ABI). NetworkAllow adds neither namespace nor network rule.
+//   - Signals and abstract unix sockets: always scoped (Landlock
+//     LANDLOCK_SCOPE_SIGNAL and LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET): the
+//     target can signal and connect only within its own sandbox. Without
+//     this, a target running as root could kill any process.
+//   - no_new_privs: always set (prctl PR_SET_NO_NEW_PRIVS): setuid bits and
+//     file capabilities give nothing.
+//   - Capabilities: the bounding, ambient, inheritable, permitted and
+//     effective sets are emptied, so a target running as uid 0 holds no
+//     capability (no mknod, chroot, module loading, raw sockets, ...).
+//   - Env: the target's whole environment; the launcher's own environment
+//     (only POLC_SANDBOX_LAUNCHER) is not passed on. A slash-free argv[0] is
+//     looked up in PATH from Env, default /bin:/usr/bin.
+//   - Dir: chdir before exec.
+//   - Limits: setrlimit RLIMIT_CPU (soft N, hard N+1), RLIMIT_FSIZE and
+//     RLIMIT_NPROC, lowered only, never raised. The kernel never enforces
+//     RLIMIT_NPROC for uid 0 (the root user is exempt, capabilities or not),
+//     so a Processes limit for a target that would run as host uid 0 is
+//     refused; Probe reports the "rlimits" facet as degraded then.
+//   - File descriptors: only stdin, stdout and stderr reach the target.
+//
+// # System paths
+//
+// SystemPaths lists what every sandboxed process may use besides its Spec,
+// each only if it exists: /usr, /bin, /sbin, /lib, /lib32 and /lib64 (read
+// and execute: programs, the dynamic loader and libraries); from /etc only
+// the loader cache and configuration, passwd, group, nsswitch.conf, hosts,
+// host.conf, resolv.conf, gai.conf, services, protocols, localtime and the
+// CA certificate directories (to start programs, resolve names and verify
+// TLS) — /etc itself is not granted, so shadow, ssh host keys and
+// ssl/private stay out of reach; /dev/null (read and write), /dev/zero,
+// /dev/random, /dev/urandom; and /proc (read). /proc gives no access to other
+// processes' memory, environment or descriptors: Landlock refuses
+// ptrace-class access to processes outside the sandbox. (Their command lines
+// stay readable, as for any process.) A Deny applies to system paths too.
+//
+// # Deny
+//
+// Landlock can only grant. To keep a path beneath a granted directory
+// inaccessible, the launcher grants that directory minus the denied path:
+// walking from the granted root towards each denied path, it grants every
+// other entry of each directory on the way separately, listing them at spawn
+// (at most 4096 entries per spawn; above that it refuses rather than grant
+// the root). Entries are opened without following symlinks and a symlink is
+// never granted (what it points to is checked on its own when followed).
+// Denied paths are resolved first, so denying a symlink denies its target.
+// The consequences, reported by Probe as the "filesystem_deny" facet being
+// degraded:
+//
+//   - Nothing can be created, removed or renamed directly in a directory on
+//     the way to a denied path; its other entries keep their full rights.
+//   - Such a directory cannot be listed when a denied directory lies beneath
+//     it (listing would reveal the denied directory's names); it can when
+//     only denied files (or absent paths) lie beneath.
+//   - Entries added to such a directory by other processes after spawn are
+//     inaccessible to the target.
+//   - Landlock rules follow the file, not its name. A denied regular file
+//     with more than one hard link is refused (the other name might be
+//     granted); hard links to files inside a denied directory are not
+//     searched for.
+//   - A grant at or beneath a denied path is dropped: denial dominates.
+//
+// # What Landlock does not restrict
+//
+//   - chmod, utime, extended attributes, stat and chdir on any path: a target
+//     can change the mode and times of files it owns, and as uid 0 it owns
+//     the system's files (chown needs CAP_CHOWN, which it lacks). Probe
+//     reports the "filesystem" facet as degraded for this.
+//   - Connecting to pathname unix sockets before ABI 9: a target can reach
+//     any socket it can name (for example a container runtime's). Also in
+//     the "filesystem" facet's reason.
+//   - Multipath TCP and, before ABI 10, UDP: not covered by Landlock's
+//     network rules; the network namespace is what isolates them under
+//     NetworkDeny and NetworkProxy.
+//
+// # Kernel features needed
+//
+// Landlock ABI 6 (Linux 6.12) for every Spec, since signals and abstract
+// unix sockets are always scoped (ABI 6, with the signal-scoping fix, erratum
+// 2; a kernel without it counts as ABI 5). The filesystem rules use ABI 1
+// rights, refer (ABI 2), truncate (ABI 3) and the device ioctl right (ABI 5,
+// handled, never granted); from ABI 9 connecting to pathname unix sockets is
+// handled and never granted. TCP rules need ABI 4, UDP rules ABI 10.
+// NetworkDeny and NetworkProxy also need unprivileged user and network
+// namespaces (Probe tries one once). Probe reports all of this.
+//
+// # How the launcher applies the restrictions
+//
+// The launcher locks its main goroutine to its OS thread, builds the ruleset
+// with go-landlock's Config.NewRulesetFD (strict: never BestEffort, so a
+// missing kernel feature is an error, not a silent downgrade), then on that
+// thread sets the resource limits, drops capabilities, sets no_new_privs,
+// calls landlock_restrict_self for that thread only and execs the target
+// from the same thread; execve gives the new program that thread's
+// credentials and domain. go-landlock's all-thread Restrict (libpsx) is
+// never used.
+//
+// Under NetworkDeny and NetworkAllow the launcher becomes the target (same
+// pid): the caller sees the target's own wait status. Under NetworkProxy the
+// launcher stays as the forwarder and runs a second launcher (which applies
+// everything and execs the target) as its child, with Pdeathsig SIGKILL so
+// that the target dies when the forwarder is killed. It forwards SIGTERM,
+// SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT and SIGALRM
+// to the child and exits as the child did: with its exit code, or by
+// raising the same signal on itself (128+signal only if that fails). A
+// caller that kills the process group reaches both.
+//
+// # Launcher protocol
+//
+// Command starts /proc/self/exe with argv ["polc-sandbox"], the environment
+// POLC_SANDBOX_LAUNCHER=<role> (exec or proxy) and nothing else, and the
+// read end of a pipe as fd 3. The pipe holds one JSON object, at most 1 MiB,
+// then EOF:
+//
+//	{"version":1, "argv":[...], "env":[...], "dir":"", "read":[...],
+//	 "write":[...], "execute":[...], "deny":[...], "network":"deny",
+//	 "proxy_socket":"", "proxy_port":0,
+//	 "limits":{"cpu_seconds":0, "file_size_bytes":0, "processes":0},
+//	 "host_net_ns":{"dev":0,"ino":0}, "host_user_ns":{"dev":0,"ino":0}}
+//
+// The parser is strict: an unknown or duplicated field, trailing data, a
+// version other than 1 or an invalid value (a relative or unclean path, an
+// environment entry without a name, a proxy field outside NetworkProxy, ...)
+// make the launcher refuse. host_net_ns and host_user_ns name the caller's
+// namespaces; under NetworkDeny and NetworkProxy the launcher refuses when it
+// is still in either of them (for example because the caller replaced
+// Cmd.SysProcAttr instead of setting fields in it). The spec never travels in
+// the target's environment or argv.
+//
+// # Exit statuses
+//
+// The target's own status passes through. When the target never ran the
+// launcher writes one line "polc sandbox: <what>: <why>" to stderr and exits
+// with ExitRefused (125: invalid spec, or a restriction could not be
+// applied), ExitCannotExec (126: execve failed, for example Landlock denied
+// executing the program) or ExitNotFound (127: argv[0] not found).
+//
+// # Cost
+//
+// Each spawn starts the running binary once more (twice under NetworkProxy),
+// so its cost is dominated by that binary's start-up, package init functions
+// included, plus namespace creation for NetworkDeny and NetworkProxy. The
+// launcher's own work (reading the spec, building the ruleset, restricting)
+// takes about 2 ms on a slow virtual machine. BenchmarkSpawn measures it.
+package sandbox
