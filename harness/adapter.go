@@ -263,9 +263,25 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 		}
 		return nil, report, &UnsupportedVersionError{p.name(), probe.Version, t.Versions}
 	}
+	if s.Sandbox == SandboxPolc && (s.Yolo || p.name() == "codex") {
+		return nil, nil, &CompileError{s.Name, p.name(), "sandbox polc is not available for codex or with yolo"}
+	}
 	b, err := p.build(s, spawnProbe(s, probe))
 	if err != nil {
 		return nil, nil, &CompileError{s.Name, p.name(), err.Error()}
+	}
+	var osb *OSSandbox
+	if s.Sandbox == SandboxPolc {
+		if osb, err = planOSSandbox(s, probe); err != nil {
+			return nil, nil, &CompileError{s.Name, p.name(), err.Error()}
+		}
+		b.conds |= CondPolc
+		if osb.Network == "proxy" && s.Network == "off" || s.Network == "allowlist" && osb.ModelForward == "" {
+			b.conds |= CondModelViaProxy
+		}
+		for _, c := range []string{CapFSWriteRoots, CapFSReadRoots, CapFSDenyPaths, CapNetEgress, CapNetAllowlist} {
+			b.settings[c] = append(b.settings[c], "sandbox: polc")
+		}
 	}
 	// FromDeclaration refuses these with a position; a Spec built by
 	// hand meets the same refusal here.
@@ -293,6 +309,9 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 		if !ok {
 			row = Row{Capability: c, Status: Unsupported, Reason: fmt.Sprintf("the %s adapter has no way to enforce %s", p.name(), c), Evidence: "docs/harness.md Capability tables"}
 		}
+		if osb != nil {
+			followKernel(&row, osb)
+		}
 		settings := b.settings[c]
 		if why := openSection(s, c); why != "" {
 			// Named in required_capabilities while the spec's own sections
@@ -313,7 +332,7 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 		Executable: probe.Executable, ExecutableSHA256: probe.SHA256, Argv: b.argv, Dir: s.Workspace.Root,
 		Env: assembleEnv(s, probe, b.env), Files: b.files, Workspace: s.Workspace, WallClockMicroseconds: s.WallClock.Microseconds(),
 		PolicyDigest: s.PolicyDigest, Controls: []Control{}, AllowedDegraded: []string{}, ExpectedEvidence: b.evidence,
-		Attestation: b.attestation, Preflight: b.preflight, SandboxHelpers: b.helpers, CapabilityReport: report}
+		Attestation: b.attestation, Preflight: b.preflight, SandboxHelpers: b.helpers, OSSandbox: osb, CapabilityReport: report}
 	if plan.Files == nil {
 		plan.Files = []File{}
 	}

@@ -118,7 +118,9 @@ func (c claudeCode) build(s *Spec, probe *ProbeResult) (*build, error) {
 		// without any rule: more than the allowlist.
 		b.conds |= CondPreapprovedHosts
 	}
-	sandbox := s.HasShell() && probe.Bwrap != "" && probe.Socat != ""
+	// Under polc's sandbox Claude's own cannot run (Landlock forbids the
+	// mounts bubblewrap makes) and is not needed: polc's holds Bash too.
+	sandbox := s.HasShell() && probe.Bwrap != "" && probe.Socat != "" && s.Sandbox != SandboxPolc
 	if sandbox {
 		b.conds |= CondSandbox
 		b.helpers = []SandboxHelper{{Name: "bwrap", Path: probe.Bwrap}, {Name: "socat", Path: probe.Socat}}

@@ -126,7 +126,9 @@ func (g gemini) build(s *Spec, probe *ProbeResult) (*build, error) {
 	security["disableYoloMode"] = true
 	tools := s.EffectiveTools()
 	shell := slices.Contains(tools, "bash")
-	sandbox := shell && probe.Bwrap != ""
+	// Under polc's sandbox Gemini's own cannot run (Landlock forbids the
+	// mounts bubblewrap makes) and is not needed: polc's holds the shell.
+	sandbox := shell && probe.Bwrap != "" && s.Sandbox != SandboxPolc
 	if sandbox {
 		b.conds |= CondSandbox
 		b.helpers = []SandboxHelper{{Name: "bwrap", Path: probe.Bwrap}}

@@ -63,7 +63,10 @@ type Plan struct {
 	// SandboxHelpers are the programs the plan's OS-sandbox claims rest
 	// on, as the provider must find them on its PATH; Spawn refuses to
 	// run when the PATH it resolves finds another or none.
-	SandboxHelpers   []SandboxHelper   `json:"sandbox_helpers"`
+	SandboxHelpers []SandboxHelper `json:"sandbox_helpers"`
+	// OSSandbox is how polc's own sandbox holds the provider (spec field
+	// sandbox: polc); nil (and absent from the JSON) otherwise.
+	OSSandbox        *OSSandbox        `json:"os_sandbox,omitempty"`
 	CapabilityReport *CapabilityReport `json:"capability_report"`
 	Digest           string            `json:"digest"`
 }

@@ -62,7 +62,14 @@ type rowCase struct {
 	// each must be enforced in the plan, with evidence naming this case.
 	covers []string
 	check  func(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server)
+	// control, for a case with sandbox: "polc": the same calls, run with
+	// the spec's sandbox line removed and the provider's own sandbox
+	// helpers hidden, must reach the effects (control checks that), so
+	// that the case shows polc's sandbox is what stops them.
+	control func(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server)
 }
+
+const polcLine = `sandbox: "polc"`
 
 func absent(t *testing.T, paths ...string) {
 	t.Helper()
@@ -236,6 +243,34 @@ var rowCases = []rowCase{
 		},
 	},
 	{
+		// polc's sandbox alone: Claude's Bash sandbox is off, and an
+		// allowed interpreter hides every path from the permission layer.
+		name: "claude-code/polc", provider: "claude-code",
+		spec: polcLine + `
+	tools: allow: ["bash", "read_file"]
+	filesystem: {read: [], deny: ["ws/secrets"]}
+	network: mode: "off"`,
+		calls: func(e *rowEnv) []mockapi.Call {
+			return polcCalls(e, claudeBash)
+		},
+		covers:  []string{harness.CapFSWriteRoots, harness.CapFSReadRoots, harness.CapFSDenyPaths, harness.CapNetEgress},
+		check:   polcCheck,
+		control: polcControl,
+	},
+	{
+		name: "claude-code/polc-allowlist", provider: "claude-code",
+		spec: polcLine + `
+	tools: allow: ["bash"]
+	subprocess: allow: ["touch *", "curl *"]
+	network: {mode: "allowlist", allow: ["registry.npmjs.org"]}`,
+		calls: func(e *rowEnv) []mockapi.Call {
+			return polcAllowCalls(e, claudeBash)
+		},
+		covers:  []string{harness.CapNetAllowlist},
+		check:   polcAllowCheck,
+		control: polcAllowControl,
+	},
+	{
 		name: "claude-code/mcp", provider: "claude-code",
 		spec: `tools: allow: ["read_file"]
 	mcp: servers: polc: {command: %[1]q, args: %[2]s, tools: ["allowed"]}`,
@@ -407,6 +442,32 @@ var rowCases = []rowCase{
 		},
 	},
 	{
+		name: "gemini-cli/polc", provider: "gemini-cli",
+		spec: polcLine + `
+	tools: allow: ["bash", "read_file"]
+	filesystem: {read: [], deny: ["ws/secrets"]}
+	network: mode: "off"`,
+		calls: func(e *rowEnv) []mockapi.Call {
+			return polcCalls(e, geminiShell)
+		},
+		covers:  []string{harness.CapFSWriteRoots, harness.CapFSReadRoots, harness.CapFSDenyPaths, harness.CapNetEgress},
+		check:   polcCheck,
+		control: polcControl,
+	},
+	{
+		name: "gemini-cli/polc-allowlist", provider: "gemini-cli",
+		spec: polcLine + `
+	tools: allow: ["bash"]
+	subprocess: allow: ["touch *", "curl *"]
+	network: {mode: "allowlist", allow: ["registry.npmjs.org"]}`,
+		calls: func(e *rowEnv) []mockapi.Call {
+			return polcAllowCalls(e, geminiShell)
+		},
+		covers:  []string{harness.CapNetAllowlist},
+		check:   polcAllowCheck,
+		control: polcAllowControl,
+	},
+	{
 		name: "gemini-cli/turns", provider: "gemini-cli",
 		spec: `tools: allow: ["write_file"]
 	resources: turns: 2`,
@@ -416,6 +477,81 @@ var rowCases = []rowCase{
 		covers: []string{harness.CapTurns},
 		check:  turnsCheck(2),
 	},
+}
+
+// polcCalls ask, through the provider's shell, for a write outside the
+// roots (directly and through ws/link), for a python script in the
+// workspace that writes outside and into the deny path and reads the deny
+// path and a file outside the read roots (no path is on its command line),
+// for a recursive grep that reads the deny path's files without naming
+// them, and for a connect to the canary server; then for a write inside
+// (in ws/sub: nothing can be created directly in ws, which lies on the way
+// to the deny path).
+func polcCalls(e *rowEnv, shell func(string) mockapi.Call) []mockapi.Call {
+	script := filepath.Join(e.ws, "sub", "try.py")
+	src := fmt.Sprintf(`for op, path in [("w", %q), ("w", %q), ("r", %q), ("r", %q)]:
+    try:
+        if op == "w":
+            open(path, "w").write("x")
+            print("wrote", path)
+        else:
+            print(open(path).read())
+    except Exception as e:
+        print("refused", path, e)
+`, filepath.Join(e.outside, "p.txt"), filepath.Join(e.ws, "secrets", "new.txt"), filepath.Join(e.ws, "secrets", "k.txt"), filepath.Join(e.outside, "secret.txt"))
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+		panic(err)
+	}
+	return []mockapi.Call{
+		shell("touch " + filepath.Join(e.outside, "s.txt")),
+		shell("touch " + filepath.Join(e.ws, "link", "s2.txt")),
+		shell("python3 " + script),
+		shell("grep -r DENIED " + e.ws),
+		shell("curl -s -m 5 " + e.url + "/x"),
+		shell("touch " + filepath.Join(e.ws, "sub", "inside.txt")),
+	}
+}
+
+func polcCheck(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
+	absent(t, filepath.Join(e.outside, "s.txt"), filepath.Join(e.outside, "s2.txt"), filepath.Join(e.outside, "p.txt"),
+		filepath.Join(e.ws, "secrets", "new.txt"))
+	unseen(t, res, mock, outsideSecret, deniedSecret)
+	noHits(t, e)
+	present(t, filepath.Join(e.ws, "sub", "inside.txt"))
+}
+
+// polcControl: without polc's sandbox (and the provider's), the same
+// calls write outside and into the deny path, read both secrets and reach
+// the canary.
+func polcControl(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
+	present(t, filepath.Join(e.outside, "s.txt"), filepath.Join(e.outside, "p.txt"), filepath.Join(e.ws, "secrets", "new.txt"))
+	if !sawText(res, mock, deniedSecret) || !sawText(res, mock, outsideSecret) {
+		t.Errorf("the control run did not read the secrets, so the case proves nothing")
+	}
+	if e.hits.Load() == 0 {
+		t.Errorf("the control run did not reach the canary, so the case proves nothing")
+	}
+}
+
+// polcAllowCalls: the canary (not allowed) directly and through the
+// egress proxy, then an allowed write.
+func polcAllowCalls(e *rowEnv, shell func(string) mockapi.Call) []mockapi.Call {
+	return []mockapi.Call{
+		shell("curl -s -m 5 " + e.url + "/x"),
+		shell("curl -s -m 5 --noproxy '' -x http://127.0.0.1:3128 " + e.url + "/y"),
+		shell("touch " + filepath.Join(e.ws, "inside.txt")),
+	}
+}
+
+func polcAllowCheck(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
+	noHits(t, e)
+	present(t, filepath.Join(e.ws, "inside.txt"))
+}
+
+func polcAllowControl(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
+	if e.hits.Load() == 0 {
+		t.Errorf("the control run did not reach the canary, so the case proves nothing")
+	}
 }
 
 // turnsCheck: of the model's five writes, at least one and at most max
@@ -470,18 +606,36 @@ func TestRealEnforcedRows(t *testing.T) {
 					t.Skip("curl is not installed")
 				}
 			}
-			e := newRowEnv(t, !c.noLink)
-			model := mockModels[c.provider]
-			if c.model != "" {
-				model = c.model
+			runRowCase(t, c, p, false)
+			if c.control != nil {
+				t.Run("control", func(t *testing.T) {
+					cp := *p
+					cp.Bwrap, cp.Socat, cp.InheritedBwrap, cp.InheritedSocat = "", "", "", ""
+					runRowCase(t, c, &cp, true)
+				})
 			}
-			mock := mockapi.Start(t, mockapi.Script{Calls: c.calls(e), Text: "Done.", OutputTokens: c.outputTokens})
-			args := "[" + strings.Join(quoteAll(e.mcpArgs), ", ") + "]"
-			body := c.spec
-			if strings.Contains(body, "%[") {
-				body = fmt.Sprintf(c.spec, e.mcpCmd, args)
-			}
-			s := specFrom(t, e.dir, fmt.Sprintf(`package h
+		})
+	}
+}
+
+// runRowCase runs one case; control runs it without polc's sandbox and
+// checks with c.control.
+func runRowCase(t *testing.T, c rowCase, p *harness.ProbeResult, control bool) {
+	e := newRowEnv(t, !c.noLink)
+	model := mockModels[c.provider]
+	if c.model != "" {
+		model = c.model
+	}
+	mock := mockapi.Start(t, mockapi.Script{Calls: c.calls(e), Text: "Done.", OutputTokens: c.outputTokens})
+	args := "[" + strings.Join(quoteAll(e.mcpArgs), ", ") + "]"
+	body := c.spec
+	if strings.Contains(body, "%[") {
+		body = fmt.Sprintf(c.spec, e.mcpCmd, args)
+	}
+	if control {
+		body = strings.Replace(body, polcLine, "", 1)
+	}
+	s := specFrom(t, e.dir, fmt.Sprintf(`package h
 harnesses: h: {
 	provider: %q
 	model: %q
@@ -492,42 +646,50 @@ harnesses: h: {
 	resources: wall_clock: "150s"
 }
 `, c.provider, model, mock.URL, body, modelKeys[c.provider]))
-			_, rep, err := harness.Compile(s, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, capability := range c.covers {
-				r, _ := rep.Lookup(capability)
-				if r.Status != harness.Enforced || !strings.HasSuffix(r.Evidence, "TestRealEnforcedRows/"+c.name) {
-					t.Fatalf("%s is %s (%s), evidence %q: this case proves its enforced row, which must name it", capability, r.Status, r.Reason, r.Evidence)
-				}
-			}
-			for _, r := range rep.All() {
-				if r.Status != harness.Enforced {
-					s.AllowDegraded = append(s.AllowDegraded, r.Capability)
-				}
-			}
-			plan, _, err := harness.Compile(s, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "do as you are told", Getenv: fixedEnv})
-			if err != nil {
-				t.Fatalf("spawn: %v", err)
-			}
-			for _, o := range res.Observations {
-				t.Logf("%s %s denied=%v error=%v %q %s", o.Kind, o.Tool, o.Denied, o.IsError, clipText(o.Text), o.Input)
-			}
-			offered := map[string]bool{}
-			for _, r := range mock.Requests() {
-				for _, o := range mockapi.OfferedTools(r) {
-					offered[o] = true
-				}
-			}
-			t.Logf("exit %d in %v, stopped %q; tools offered %v; stderr: %s", res.ExitCode, res.Duration, res.Stopped, slices.Sorted(maps.Keys(offered)), clipText(res.Stderr))
-			c.check(t, e, res, mock)
-		})
+	_, rep, err := harness.Compile(s, p)
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, capability := range c.covers {
+		if control {
+			break
+		}
+		r, _ := rep.Lookup(capability)
+		// A claim of polc's sandbox follows the kernel probe: a
+		// degraded facet makes the enforced row degraded.
+		kernel := r.Status == harness.Degraded && strings.Contains(r.Reason, "(sandbox.Probe)")
+		if r.Status != harness.Enforced && !kernel || !strings.HasSuffix(r.Evidence, "TestRealEnforcedRows/"+c.name) {
+			t.Fatalf("%s is %s (%s), evidence %q: this case proves its enforced row, which must name it", capability, r.Status, r.Reason, r.Evidence)
+		}
+	}
+	for _, r := range rep.All() {
+		if r.Status != harness.Enforced {
+			s.AllowDegraded = append(s.AllowDegraded, r.Capability)
+		}
+	}
+	plan, _, err := harness.Compile(s, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "do as you are told", Getenv: fixedEnv})
+	if err != nil {
+		t.Fatalf("spawn: %v", err)
+	}
+	for _, o := range res.Observations {
+		t.Logf("%s %s denied=%v error=%v %q %s", o.Kind, o.Tool, o.Denied, o.IsError, clipText(o.Text), o.Input)
+	}
+	offered := map[string]bool{}
+	for _, r := range mock.Requests() {
+		for _, o := range mockapi.OfferedTools(r) {
+			offered[o] = true
+		}
+	}
+	t.Logf("exit %d in %v, stopped %q; tools offered %v; stderr: %s", res.ExitCode, res.Duration, res.Stopped, slices.Sorted(maps.Keys(offered)), clipText(res.Stderr))
+	if control {
+		c.control(t, e, res, mock)
+		return
+	}
+	c.check(t, e, res, mock)
 }
 
 func clipText(s string) string {
@@ -549,7 +711,7 @@ func newRowEnv(t *testing.T, link bool) *rowEnv {
 	t.Helper()
 	dir := t.TempDir()
 	e := &rowEnv{dir: dir, ws: filepath.Join(dir, "ws"), outside: filepath.Join(dir, "outside"), mcpDir: filepath.Join(dir, "mcp"), hits: &atomic.Int64{}}
-	for _, d := range []string{e.ws, e.outside, e.mcpDir, filepath.Join(e.ws, "secrets")} {
+	for _, d := range []string{e.ws, e.outside, e.mcpDir, filepath.Join(e.ws, "secrets"), filepath.Join(e.ws, "sub")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}

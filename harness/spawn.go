@@ -156,6 +156,14 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 	res := &RunResult{Argv: argv}
 	cmd := &exec.Cmd{Path: plan.Executable, Args: argv, Dir: plan.Dir, Env: env,
 		SysProcAttr: newGroupAttr()}
+	if plan.OSSandbox != nil {
+		sc, pr, err := polcCommand(ctx, plan, argv, env, sub)
+		if err != nil {
+			return nil, err
+		}
+		defer pr.close()
+		cmd = sc
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -32,6 +32,13 @@ const (
 	// CondPreapprovedHosts: the plan allows a web tool that the provider
 	// lets reach built-in hosts without any rule (Claude's WebFetch).
 	CondPreapprovedHosts
+	// CondPolc: polc's Landlock sandbox holds the provider and everything
+	// it starts (spec field sandbox: polc); the provider's own is off.
+	CondPolc
+	// CondModelViaProxy: under polc's sandbox the model API is not on
+	// loopback, so polc's egress proxy admits its host, for the agent's
+	// tools too.
+	CondModelViaProxy
 )
 
 // Row is one line of a capability table: when every condition in When
@@ -83,7 +90,53 @@ var (
 	byProvider = func(scope string) Source { return src(SourceProvider, scope) }
 	byBwrap    = func(scope string) Source { return src(SourceOSSandboxPrefix+"bubblewrap", scope) }
 	byHarness  = func(scope string) Source { return src(SourceHarness, scope) }
+	byPolc     = func(scope string) Source { return src(LandlockSource, scope) }
 )
+
+// Evidence and reasons of the rows that rest on polc's sandbox.
+const (
+	polcEvidence     = "docs/harness.md polc's sandbox"
+	polcMCPReason    = "MCP servers are started by the provider inside polc's sandbox too, but no real-CLI test has shown one held by it"
+	polcModelReason  = "the model API is not on loopback, so polc's egress proxy admits its host, to the agent's tools as much as to the provider"
+	polcScope        = "the provider process and every process it starts"
+	polcWriteReason  = "Landlock grants writes only to the working dirs, the write roots and the run's private directory (the provider's HOME, config and TMPDIR, removed after the run); the provider's own sandbox is off"
+	polcReadReason   = "Landlock grants reads only to the working dirs, the read and write roots, the run's private directory, the provider's install directory and the system paths (docs/harness.md polc's sandbox)"
+	polcDenyReason   = "Landlock carves the deny paths out of every grant, for the provider and everything it starts"
+	polcEgressReason = "the provider runs in a network namespace without interfaces; Landlock allows TCP connect only to the forwarded loopback model endpoint"
+	polcAllowReason  = "the provider runs in a network namespace whose only way out is polc's egress proxy, which admits only the allowed hosts"
+)
+
+// polcRows are the rows of a provider whose own sandbox polc's replaces;
+// evidence names the provider's real-CLI cases (c is the case prefix).
+func polcRows(c string, fileTools, webTools string) []Row {
+	real := "harness/real_rows_test.go TestRealEnforcedRows/" + c
+	return []Row{
+		{Capability: CapFSWriteRoots, When: CondPolc | CondMCP, Status: Degraded, Sources: []Source{byProvider(fileTools), byPolc(polcScope)},
+			Reason: polcMCPReason, Evidence: polcEvidence},
+		{Capability: CapFSWriteRoots, When: CondPolc, Status: Enforced, Sources: []Source{byProvider(fileTools), byPolc(polcScope)},
+			Reason: polcWriteReason, Evidence: real + "/polc"},
+		{Capability: CapFSReadRoots, When: CondPolc | CondMCP, Status: Degraded, Sources: []Source{byProvider(fileTools), byPolc(polcScope)},
+			Reason: polcMCPReason, Evidence: polcEvidence},
+		{Capability: CapFSReadRoots, When: CondPolc, Status: Enforced, Sources: []Source{byProvider(fileTools), byPolc(polcScope)},
+			Reason: polcReadReason, Evidence: real + "/polc"},
+		{Capability: CapFSDenyPaths, When: CondPolc | CondMCP, Status: Degraded, Sources: []Source{byPolc(polcScope)},
+			Reason: polcMCPReason, Evidence: polcEvidence},
+		{Capability: CapFSDenyPaths, When: CondPolc, Status: Enforced, Sources: []Source{byPolc(polcScope)},
+			Reason: polcDenyReason, Evidence: real + "/polc"},
+		{Capability: CapNetEgress, When: CondPolc | CondMCP, Status: Degraded, Sources: []Source{byProvider(webTools), byPolc(polcScope)},
+			Reason: polcMCPReason, Evidence: polcEvidence},
+		{Capability: CapNetEgress, When: CondPolc | CondModelViaProxy, Status: Degraded, Sources: []Source{byProvider(webTools), byPolc(polcScope)},
+			Reason: polcModelReason, Evidence: polcEvidence},
+		{Capability: CapNetEgress, When: CondPolc, Status: Enforced, Sources: []Source{byProvider(webTools), byPolc(polcScope)},
+			Reason: polcEgressReason, Evidence: real + "/polc"},
+		{Capability: CapNetAllowlist, When: CondPolc | CondMCP, Status: Degraded, Sources: []Source{byPolc(polcScope)},
+			Reason: polcMCPReason, Evidence: polcEvidence},
+		{Capability: CapNetAllowlist, When: CondPolc | CondModelViaProxy, Status: Degraded, Sources: []Source{byPolc(polcScope)},
+			Reason: polcModelReason, Evidence: polcEvidence},
+		{Capability: CapNetAllowlist, When: CondPolc, Status: Enforced, Sources: []Source{byPolc(polcScope + " (egress proxy)")},
+			Reason: polcAllowReason, Evidence: real + "/polc-allowlist"},
+	}
+}
 
 // harnessRows are the controls polc enforces itself, whatever the provider.
 var harnessRows = []Row{
@@ -106,7 +159,7 @@ const (
 )
 
 // ClaudeCode is the capability table of Claude Code.
-var ClaudeCode = &Table{Provider: "claude-code", Versions: []string{"2.1.328"}, Rows: slices.Concat([]Row{
+var ClaudeCode = &Table{Provider: "claude-code", Versions: []string{"2.1.328"}, Rows: slices.Concat(polcRows("claude-code", "file tools", "WebFetch, WebSearch"), []Row{
 	// approval
 	{Capability: CapApprovalHeadless, When: CondYolo, Status: Unsupported, Reason: "legacy yolo is --dangerously-skip-permissions (bypassPermissions): every call is approved; as root Claude refuses to start unless IS_SANDBOX=1", Evidence: yoloEvidence},
 	{Capability: CapApprovalHeadless, Status: Enforced, Sources: []Source{byProvider("every tool call")},
@@ -331,7 +384,7 @@ var Codex = &Table{Provider: "codex", Versions: []string{"0.169.0"}, Rows: slice
 }, harnessRows)}
 
 // GeminiCLI is the capability table of Gemini CLI.
-var GeminiCLI = &Table{Provider: "gemini-cli", Versions: []string{"0.61.0"}, Rows: slices.Concat([]Row{
+var GeminiCLI = &Table{Provider: "gemini-cli", Versions: []string{"0.61.0"}, Rows: slices.Concat(polcRows("gemini-cli", "file tools", "web_fetch, google_web_search"), []Row{
 	{Capability: CapApprovalHeadless, When: CondYolo, Status: Unsupported, Reason: "legacy yolo is --approval-mode yolo: every tool call is allowed", Evidence: yoloEvidence},
 	{Capability: CapApprovalHeadless, Status: Enforced, Sources: []Source{byProvider("policy engine")},
 		Reason:   "headless runs never ask (ask_user is deny) and an admin-tier policy denies every tool the plan does not allow",

@@ -34,6 +34,12 @@
 //     (pathname sockets are reached through the filesystem, not the network
 //     namespace; the forwarder itself is not under Landlock, so this works
 //     on every ABI). NetworkAllow adds neither namespace nor network rule.
+//   - Forwards (NetworkDeny and NetworkProxy only): the launcher also
+//     listens on 127.0.0.1:Port for each, forwards each connection to its
+//     unix socket outside, and Landlock allows connect to exactly those
+//     ports. A Spec with forwards runs the forwarder launcher (as
+//     NetworkProxy does) even under NetworkDeny. A caller uses one to let
+//     the target reach one service of its own, such as a model API relay.
 //   - Signals and abstract unix sockets: always scoped (Landlock
 //     LANDLOCK_SCOPE_SIGNAL and LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET): the
 //     target can signal and connect only within its own sandbox. Without
@@ -149,7 +155,7 @@
 //
 //	{"version":1, "argv":[...], "env":[...], "dir":"", "read":[...],
 //	 "write":[...], "execute":[...], "deny":[...], "network":"deny",
-//	 "proxy_socket":"", "proxy_port":0,
+//	 "proxy_socket":"", "proxy_port":0, "forwards":[{"port":0,"socket":""}],
 //	 "limits":{"cpu_seconds":0, "file_size_bytes":0, "processes":0},
 //	 "host_net_ns":{"dev":0,"ino":0}, "host_user_ns":{"dev":0,"ino":0}}
 //

@@ -85,6 +85,9 @@ func buildRuleset(w *wireSpec, abi int) (fd int, flags uint32, err error) {
 	if w.Network == NetworkProxy {
 		rules = append(rules, landlock.ConnectTCP(uint16(w.ProxyPort)))
 	}
+	for _, f := range w.Forwards {
+		rules = append(rules, landlock.ConnectTCP(uint16(f.Port)))
+	}
 	fd, flags, err = cfg.NewRulesetFD(rules...)
 	if err != nil {
 		return -1, 0, err

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -272,8 +273,8 @@ func runProxy() int {
 	if err != nil {
 		return refuse("%v", err)
 	}
-	if w.Network != NetworkProxy {
-		return refuse("proxy launcher started for network %s", w.Network)
+	if w.Network != NetworkProxy && (w.Network != NetworkDeny || len(w.Forwards) == 0) {
+		return refuse("proxy launcher started for network %s without forwards", w.Network)
 	}
 	if err := checkNamespaces(w); err != nil {
 		return refuse("%v", err)
@@ -283,9 +284,18 @@ func runProxy() int {
 	}
 	var lc net.ListenConfig
 	lc.SetMultipathTCP(false)
-	ln, err := lc.Listen(context.Background(), "tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(w.ProxyPort)))
-	if err != nil {
-		return refuse("network proxy: %v", err)
+	// One listener per forwarded port (Spec.Forwards), plus ProxyPort.
+	forwards := slices.Clone(w.Forwards)
+	if w.Network == NetworkProxy {
+		forwards = append(forwards, Forward{Port: w.ProxyPort, Socket: w.ProxySocket})
+	}
+	lns := make([]net.Listener, len(forwards))
+	for i, f := range forwards {
+		ln, err := lc.Listen(context.Background(), "tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port)))
+		if err != nil {
+			return refuse("network proxy: %v", err)
+		}
+		lns[i] = ln
 	}
 	r, err := specPipe(raw)
 	if err != nil {
@@ -316,7 +326,9 @@ func runProxy() int {
 			_ = child.Process.Signal(s)
 		}
 	}()
-	go serveProxy(ln, w.ProxySocket)
+	for i, f := range forwards {
+		go serveProxy(lns[i], f.Socket)
+	}
 	_ = child.Wait()
 	signal.Stop(sigs)
 	ws, ok := child.ProcessState.Sys().(syscall.WaitStatus)

@@ -176,3 +176,39 @@ func TestAbstractUnixSocketScoped(t *testing.T) {
 		t.Fatalf("allow: connected to an abstract socket outside the sandbox:\n%v", r)
 	}
 }
+
+// TestNetworkForwards: under NetworkDeny and NetworkProxy each forwarded
+// port reaches its own unix socket, and only the forwarded ports (and the
+// proxy port) are reachable; under NetworkAllow forwards are refused.
+func TestNetworkForwards(t *testing.T) {
+	f := newFixture(t)
+	sockA, sockB := f.outside+"/a.sock", f.outside+"/b.sock"
+	connsA, connsB := serveUnix(t, sockA, "from-a"), serveUnix(t, sockB, "from-b")
+	talk := func(port int, fd int) string {
+		return fmt.Sprintf("exec %[2]d<>/dev/tcp/127.0.0.1/%[1]d && echo ping >&%[2]d && read -r l <&%[2]d && echo $l", port, fd)
+	}
+	script := talk(4100, 3) + " && " + talk(4101, 4) + "; exec 5<>/dev/tcp/127.0.0.1/4102"
+	for i, n := range []sandbox.Network{sandbox.NetworkDeny, sandbox.NetworkProxy} {
+		spec := withProxy(t, f.spec(n))
+		spec.Forwards = []sandbox.Forward{{Port: 4100, Socket: sockA}, {Port: 4101, Socket: sockB}}
+		r := run(t, spec, sh(script)...)
+		if r.stdout != "from-a\nfrom-b\n" || !strings.Contains(r.stderr, "Permission denied") {
+			t.Fatalf("%s:\n%v", n, r)
+		}
+		if connsA.Load() != int64(i+1) || connsB.Load() != int64(i+1) {
+			t.Errorf("%s: %d and %d connections at the sockets", n, connsA.Load(), connsB.Load())
+		}
+	}
+	spec := f.spec(sandbox.NetworkAllow)
+	spec.Env = baseEnv
+	spec.Forwards = []sandbox.Forward{{Port: 4100, Socket: sockA}}
+	if _, err := sandbox.Command(t.Context(), spec, sh("true")); err == nil || !strings.Contains(err.Error(), "forwards are only") {
+		t.Errorf("allow with forwards: %v", err)
+	}
+	spec = withProxy(t, f.spec(sandbox.NetworkProxy))
+	spec.Env = baseEnv
+	spec.Forwards = []sandbox.Forward{{Port: spec.ProxyPort, Socket: sockA}}
+	if _, err := sandbox.Command(t.Context(), spec, sh("true")); err == nil || !strings.Contains(err.Error(), "forwarded twice") {
+		t.Errorf("forward on the proxy port: %v", err)
+	}
+}

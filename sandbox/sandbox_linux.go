@@ -138,7 +138,7 @@ func launcherCmd(ctx context.Context, w wireSpec) (*exec.Cmd, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	if w.Network == NetworkProxy {
+	if w.Network == NetworkProxy || len(w.Forwards) > 0 {
 		role = roleProxy
 	}
 	data, err := json.Marshal(w)

@@ -102,6 +102,13 @@ type Spec struct {
 	// NetworkProxy (1-65535); 0 otherwise. Telling the process to use it
 	// (HTTP_PROXY=http://127.0.0.1:PORT in Env) is the caller's business.
 	ProxyPort int
+	// Forwards are further loopback endpoints inside the namespace, under
+	// NetworkDeny or NetworkProxy only: for each, the launcher listens on
+	// 127.0.0.1:Port and forwards every connection to the unix socket
+	// Socket outside, and Landlock allows TCP connect to Port. A caller uses
+	// one to let the process reach exactly one service of its own (a model
+	// API relay) without opening the network.
+	Forwards []Forward
 	// Env is the complete environment of the process: nothing is inherited.
 	// Each entry is NAME=value with a unique, non-empty NAME. PATH in Env is
 	// also where a slash-free argv[0] is looked up (default /bin:/usr/bin).
@@ -110,6 +117,15 @@ type Spec struct {
 	Dir string
 	// Limits are the resource limits; see Limits.
 	Limits Limits
+}
+
+// Forward is one loopback port forwarded to a unix socket; see Spec.Forwards.
+type Forward struct {
+	// Port is the TCP port on 127.0.0.1 inside the namespace (1-65535, not
+	// ProxyPort, each at most once).
+	Port int `json:"port"`
+	// Socket is the unix socket outside (absolute, clean, at most 107 bytes).
+	Socket string `json:"socket"`
 }
 
 // Wire protocol between Command and the launcher. The parent writes one JSON
@@ -135,18 +151,19 @@ type nsID struct {
 }
 
 type wireSpec struct {
-	Version     int      `json:"version"`
-	Argv        []string `json:"argv"`
-	Env         []string `json:"env"`
-	Dir         string   `json:"dir"`
-	Read        []string `json:"read"`
-	Write       []string `json:"write"`
-	Execute     []string `json:"execute"`
-	Deny        []string `json:"deny"`
-	Network     Network  `json:"network"`
-	ProxySocket string   `json:"proxy_socket"`
-	ProxyPort   int      `json:"proxy_port"`
-	Limits      Limits   `json:"limits"`
+	Version     int       `json:"version"`
+	Argv        []string  `json:"argv"`
+	Env         []string  `json:"env"`
+	Dir         string    `json:"dir"`
+	Read        []string  `json:"read"`
+	Write       []string  `json:"write"`
+	Execute     []string  `json:"execute"`
+	Deny        []string  `json:"deny"`
+	Network     Network   `json:"network"`
+	ProxySocket string    `json:"proxy_socket"`
+	ProxyPort   int       `json:"proxy_port"`
+	Forwards    []Forward `json:"forwards"`
+	Limits      Limits    `json:"limits"`
 	// HostNetNS and HostUserNS are the caller's namespaces. Under NetworkDeny
 	// and NetworkProxy the launcher refuses to run when it finds itself still
 	// in either (for example because the caller replaced Cmd.SysProcAttr).
@@ -167,6 +184,7 @@ func newWireSpec(spec Spec, argv []string) wireSpec {
 		Network:     spec.Network,
 		ProxySocket: spec.ProxySocket,
 		ProxyPort:   spec.ProxyPort,
+		Forwards:    spec.Forwards,
 		Limits:      spec.Limits,
 	}
 }
@@ -321,6 +339,28 @@ func (w *wireSpec) validate() error {
 		}
 	default:
 		return fmt.Errorf("spec: unknown network mode %d", int(w.Network))
+	}
+	if len(w.Forwards) > 0 && w.Network == NetworkAllow {
+		return errors.New("spec: forwards are only for network deny or proxy (under allow the process reaches loopback itself)")
+	}
+	if len(w.Forwards) > maxPaths {
+		return fmt.Errorf("spec: %d forwards, more than %d", len(w.Forwards), maxPaths)
+	}
+	ports := map[int]bool{w.ProxyPort: w.Network == NetworkProxy}
+	for _, f := range w.Forwards {
+		if f.Port < 1 || f.Port > 65535 {
+			return fmt.Errorf("spec: forward port %d is not in 1-65535", f.Port)
+		}
+		if ports[f.Port] {
+			return fmt.Errorf("spec: port %d is forwarded twice (or is the proxy port)", f.Port)
+		}
+		ports[f.Port] = true
+		if err := checkPath("forward socket", f.Socket); err != nil {
+			return err
+		}
+		if len(f.Socket) > maxSunPath {
+			return fmt.Errorf("spec: forward socket is %d bytes, a unix socket path holds at most %d", len(f.Socket), maxSunPath)
+		}
 	}
 	return nil
 }
