@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"polc.dev/polc/approval"
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/executor/statestore"
 	"polc.dev/polc/keys"
 )
 
@@ -268,5 +270,30 @@ func TestApprovalUnavailable(t *testing.T) {
 	out := r.exec.Execute(context.Background(), withApprovals(req("1", "write_note", args), ap.sign(t, r, args, nil)), r.ctx(executor.ProfileMinimal, nil))
 	if out.Kind() != executor.KindEscalated || out.Base().ReasonCode != approval.CodeUnavailable {
 		t.Fatalf("got %s %s", out.Kind(), out.Base().ReasonCode)
+	}
+}
+
+// TestApprovalReplayAfterRestart: the nonce ledger is the SQLite state
+// store: an executor built after a restart (a new store on the same file)
+// still refuses the spent approval.
+func TestApprovalReplayAfterRestart(t *testing.T) {
+	ap := newApprover(t, "lead-key", "lead")
+	path := filepath.Join(t.TempDir(), "state.db")
+	args := map[string]any{"text": "hi"}
+	var signed []byte
+	for i, want := range []string{"", approval.CodeReplayed} {
+		st, err := statestore.OpenSQLite(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := approvalRig(t, ap, st, nil)
+		if signed == nil {
+			signed = ap.sign(t, r, args, nil)
+		}
+		out := r.exec.Execute(context.Background(), withApprovals(req("1", "write_note", args), signed), r.ctx(executor.ProfileMinimal, nil))
+		if out.Base().ReasonCode != want || (want == "" && out.Kind() != executor.KindSucceeded) {
+			t.Fatalf("run %d: %s %q, want %q", i, out.Kind(), out.Base().ReasonCode, want)
+		}
+		st.Close()
 	}
 }
