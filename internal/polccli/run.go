@@ -161,6 +161,7 @@ certificate could not be minted or evidence failed, 2 on bad input.`,
 	}
 	sessionFlags(c, p, "scenario")
 	c.Flags().StringVar(&p.format, "format", "text", "text or json")
+	c.Flags().StringVar(&p.approvalRequests, "approval-requests", "", "directory where each escalated action's approval request is written (<id>.json)")
 	c.Flags().BoolVar(&p.showOutput, "show-output", false, fmt.Sprintf("print each action's result (secrets redacted, each text cut at %d bytes)", maxShownText))
 	return c
 }
@@ -177,7 +178,6 @@ func sessionFlags(c *cobra.Command, p *runParams, file string) {
 	c.Flags().StringVar(&p.now, "now", "", "fixed clock, RFC 3339 (reproducible runs)")
 	c.Flags().StringArrayVar(&p.approvals, "approval", nil, "signed approval file (polc approve) presented with every action; repeatable")
 	c.Flags().StringVar(&p.trust, "trust", "", "trust file naming the approver keys (approver:<class> <vkey>) approvals are checked against")
-	c.Flags().StringVar(&p.approvalRequests, "approval-requests", "", "directory where each escalated action's approval request is written (<id>.json)")
 	c.Flags().IntVar(&p.idSeed, "id-seed", 0, "derive ids from this seed instead of randomness (reproducible runs)")
 	c.Flags().MarkHidden("now")
 	c.Flags().MarkHidden("id-seed")

@@ -49,6 +49,8 @@ type session struct {
 	// approvals are the signed approvals presented with every action
 	// (the scenario's and --approval's; polc serve adds those POSTed).
 	approvals approvalSet
+	// approvalsOn: the executor has approver trust and a nonce ledger.
+	approvalsOn bool
 }
 
 // openSession loads p.scenario (with actions for polc run, without for
@@ -169,6 +171,7 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		if err := s.loadApprovals(&cfg, profile); err != nil {
 			return nil, err
 		}
+		s.approvalsOn = true
 	}
 	switch {
 	case profile == executor.ProfileDurable:
