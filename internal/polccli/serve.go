@@ -27,8 +27,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"polc.dev/polc/certificate"
 	"polc.dev/polc/approval"
+	"polc.dev/polc/certificate"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/strictjson"
