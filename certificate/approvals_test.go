@@ -116,3 +116,50 @@ func TestCheckApprovals(t *testing.T) {
 		}
 	})
 }
+
+// TestGateSummaryCountsApprovals: Derive counts approval_granted records;
+// approval_count is in the certificate only when it is not zero (so a
+// certificate without approvals keeps its bytes) and a stated 0 is refused.
+func TestGateSummaryCountsApprovals(t *testing.T) {
+	rm := evidencegen.NewKey("release-manager", "approvals")
+	snap, _ := evidencegen.Snapshot("approvals", "1", evidencegen.NewIDs("approvals-snapshot"))
+	p := evidencegen.NewProducer("approvals-summary", snap)
+	issued := evidencegen.Epoch.Add(-time.Minute)
+	a := &approval.Approval{
+		Version: 1, ApprovalID: "00000000-0000-4000-8000-0000000000a1", RequestID: "00000000-0000-4000-8000-0000000000a2",
+		Decision: approval.DecisionApprove, ApproverClass: "release-manager", GateID: "release",
+		KeyID: rm.Signer.Name() + "+" + strings.Split(rm.VKey, "+")[1], Nonce: strings.Repeat("1", 64),
+		PolicyDigest: snap.Digest, SubjectDigest: evidencegen.Digest("subject"),
+		IssuedAt: chain.FormatTime(issued), ExpiresAt: chain.FormatTime(issued.Add(time.Hour)),
+	}
+	signed, err := approval.Sign(a, rm.Signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := approvalChain(t, p, chain.ApprovalGrantedPayload{ApproverClass: "release-manager", ExpiresAt: a.ExpiresAt, GateID: "release",
+		IssuedAt: a.IssuedAt, Nonce: a.Nonce, SignedApproval: string(signed), SubjectDigest: a.SubjectDigest})
+	sum, grade := certificate.Derive(res)
+	if sum.ApprovalCount != 1 || sum.SoftDeny != 1 || grade != certificate.GradeFull {
+		t.Fatalf("summary %+v grade %s", sum, grade)
+	}
+	c := &certificate.Certificate{GateSummary: sum}
+	b, err := c.Marshal()
+	if err != nil || !bytes.Contains(b, []byte(`"approval_count":1,`)) {
+		t.Fatalf("%s %v", b, err)
+	}
+	c.GateSummary.ApprovalCount = 0
+	if b, _ := c.Marshal(); bytes.Contains(b, []byte("approval_count")) {
+		t.Fatalf("approval_count written when zero: %s", b)
+	}
+	var g certificate.GateSummary
+	zero := `{"advisory_allow":0,"advisory_deny":0,"approval_count":0,"exception_count":0,"hard_allow":0,"hard_deny":0,"soft_allow":0,"soft_deny":0}`
+	if err := g.UnmarshalJSON([]byte(zero)); err == nil {
+		t.Fatal("approval_count 0 accepted")
+	}
+	if err := g.UnmarshalJSON([]byte(strings.Replace(zero, `"approval_count":0`, `"approval_count":3`, 1))); err != nil || g.ApprovalCount != 3 {
+		t.Fatalf("approval_count 3: %v %+v", err, g)
+	}
+	if err := g.UnmarshalJSON([]byte(strings.Replace(zero, `"approval_count":0`, `"approvals":3`, 1))); err == nil {
+		t.Fatal("an unknown member accepted")
+	}
+}
