@@ -173,19 +173,24 @@ func (a *attempt) takeApproval(gate string, d *decision.Decision) (*acceptedAppr
 
 // approvalRequest builds the escalated outcome's approval request.
 func (a *attempt) approvalRequest(gate, reason string, d *decision.Decision) ApprovalRequest {
+	// One reading of the clock, as the expiry alone took before the
+	// request had a creation time: the clock of a reproducible run
+	// advances on every reading.
 	now := a.e.now()
 	r := ApprovalRequest{
-		ID: a.newID(), RequestID: a.req.RequestID, ApproverClass: *d.ApproverClass, GateID: gate,
+		ID: a.base.AttemptID, RequestID: a.req.RequestID, ApproverClass: *d.ApproverClass, GateID: gate,
 		RequestDigest: a.requestDigest(), SubjectDigest: a.subjectDigest(), Action: a.req.Action,
 		Principal: a.principal, Tenant: a.ec.Tenant, ReasonCode: reason, RuleIDs: slices.Clone(d.RuleIDs),
 		PolicyID: a.pol.snap.PolicyID, PolicyVersion: a.pol.snap.Version, PolicyDigest: a.pol.snap.Digest,
-		CreatedAt: now, ExpiresAt: a.approvalExpiry(d.RuleIDs),
+		CreatedAt: now,
 	}
 	if r.RuleIDs == nil {
 		r.RuleIDs = []string{}
 	}
 	if life, ok := a.approvalLifetime(d.RuleIDs); ok {
 		r.ExpiresAfter = life
+		exp := now.Add(life)
+		r.ExpiresAt = &exp
 	}
 	n := a.normalized()
 	r.Target = approval.Target{Commands: [][]string{}, Paths: []approval.PathAccess{}, Hosts: []string{}}

@@ -1141,22 +1141,6 @@ func (a *attempt) exceptions(gates []decision.GateResult) (lifts []*ExceptionGra
 	return lifts, fresh
 }
 
-// approvalExpiry is the shortest expires_after of the matched approvals.
-func (a *attempt) approvalExpiry(ids []string) *time.Time {
-	var best *time.Time
-	for _, r := range a.pol.snap.CompiledRules {
-		ar, ok := r.(*snapshot.ApprovalRule)
-		if !ok || ar.ExpiresAfterMicroseconds == nil || !slices.Contains(ids, ar.RuleID) {
-			continue
-		}
-		t := a.e.now().Add(time.Duration(*ar.ExpiresAfterMicroseconds) * time.Microsecond)
-		if best == nil || t.Before(*best) {
-			best = &t
-		}
-	}
-	return best
-}
-
 // Stage 8: user transformations, in configured order.
 func (a *attempt) transform() Outcome {
 	if len(a.e.cfg.Transformers) == 0 {

@@ -516,7 +516,8 @@ type Escalated struct {
 // ApprovalRequest says who must approve what, until when
 // (docs/approvals.md). File gives the form polc writes for an approver.
 type ApprovalRequest struct {
-	// ID identifies this approval request; an approval names it.
+	// ID identifies this approval request (an approval names it): the
+	// escalated attempt's id, since each escalation issues one.
 	ID            string
 	ApproverClass string
 	GateID        string
