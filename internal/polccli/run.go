@@ -150,7 +150,12 @@ task certificate to --cert FILE, signed as a DSSE envelope with --sign-key (a
 polc keygen signer key). certverify cert verifies what it writes. Budgets
 are accounted per principal, tenant and policy: in memory (minimal), or in
 the --state FILE SQLite database, so that a restart does not reset them
-(durable; governed and certifiable when the policy has budgets). Exit 0 when
+(durable; governed and certifiable when the policy has budgets). An
+escalated action's approval request is written to --approval-requests DIR;
+signed approvals (polc approve), from the scenario's approvals: [FILE…] or
+--approval FILE, are presented with every action and checked against the
+approver keys of --trust FILE, spent approvals recorded in --state FILE
+(docs/approvals.md). Exit 0 when
 the scenario ran and every outcome met its expect, 1 when one did not, or a
 certificate could not be minted or evidence failed, 2 on bad input.`,
 		Args: cobra.ExactArgs(1),
