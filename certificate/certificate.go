@@ -17,13 +17,16 @@
 //	evidence_chain_head  64 lowercase hex: chain_hash of the task_closed record
 //	tree_size            records in the chain
 //	merkle_root          standard base64 of the RFC 6962 root (as in checkpoints)
-//	gate_summary         {advisory_allow, advisory_deny, exception_count,
-//	                      hard_allow, hard_deny, soft_allow, soft_deny}
+//	gate_summary         {advisory_allow, advisory_deny, [approval_count,]
+//	                      exception_count, hard_allow, hard_deny, soft_allow,
+//	                      soft_deny}
 //	process_grade        "FULL" | "DEGRADED"
 //	minted_at            YYYY-MM-DDTHH:MM:SS.ffffffZ
 //
-// gate_summary counts gate_evaluated records by level and decision and
-// exception_granted records; process_grade is DEGRADED exactly when an
+// gate_summary counts gate_evaluated records by level and decision,
+// exception_granted records and approval_granted records (approval_count,
+// present exactly when it is not zero: a certificate without approvals is
+// byte for byte what it was before approvals existed); process_grade is DEGRADED exactly when an
 // exception was granted. Both are derived from the records, never supplied.
 //
 // A signed certificate is a DSSE envelope (canonical JSON):
@@ -44,6 +47,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 
@@ -69,8 +73,25 @@ const MaxCertificateBytes = 1 << 16
 // policy_mismatch without parsing it), so a verifier reads no more.
 const MaxSnapshotBytes = 16 << 20
 
-// GateSummary counts gate results by level and decision, and exceptions.
+// GateSummary counts gate results by level and decision, exceptions and
+// approvals. ApprovalCount (the chain's approval_granted records,
+// docs/approvals.md) is written only when it is not zero, so a
+// certificate of a task without approvals is what it was before approvals
+// existed; a certificate that states approval_count 0 is not canonical and
+// is refused.
 type GateSummary struct {
+	AdvisoryAllow  int64 `json:"advisory_allow"`
+	AdvisoryDeny   int64 `json:"advisory_deny"`
+	ApprovalCount  int64 `json:"approval_count,omitempty"`
+	ExceptionCount int64 `json:"exception_count"`
+	HardAllow      int64 `json:"hard_allow"`
+	HardDeny       int64 `json:"hard_deny"`
+	SoftAllow      int64 `json:"soft_allow"`
+	SoftDeny       int64 `json:"soft_deny"`
+}
+
+// gateCounts is GateSummary without approval_count, for strict decoding.
+type gateCounts struct {
 	AdvisoryAllow  int64 `json:"advisory_allow"`
 	AdvisoryDeny   int64 `json:"advisory_deny"`
 	ExceptionCount int64 `json:"exception_count"`
@@ -78,6 +99,35 @@ type GateSummary struct {
 	HardDeny       int64 `json:"hard_deny"`
 	SoftAllow      int64 `json:"soft_allow"`
 	SoftDeny       int64 `json:"soft_deny"`
+}
+
+// UnmarshalJSON decodes a gate summary strictly: exactly the seven counts,
+// plus approval_count when it is not zero.
+func (g *GateSummary) UnmarshalJSON(b []byte) error {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return errors.New("want an object")
+	}
+	var c gateCounts
+	var approvals int64
+	if _, ok := probe["approval_count"]; ok {
+		var w struct {
+			gateCounts
+			ApprovalCount int64 `json:"approval_count"`
+		}
+		if err := strictjson.Decode(b, &w); err != nil {
+			return err
+		}
+		if w.ApprovalCount == 0 {
+			return errors.New("approval_count: omitted when zero, never 0")
+		}
+		c, approvals = w.gateCounts, w.ApprovalCount
+	} else if err := strictjson.Decode(b, &c); err != nil {
+		return err
+	}
+	*g = GateSummary{AdvisoryAllow: c.AdvisoryAllow, AdvisoryDeny: c.AdvisoryDeny, ApprovalCount: approvals, ExceptionCount: c.ExceptionCount,
+		HardAllow: c.HardAllow, HardDeny: c.HardDeny, SoftAllow: c.SoftAllow, SoftDeny: c.SoftDeny}
+	return nil
 }
 
 // Certificate is a TaskCertificate. Values returned by Parse are valid.
@@ -100,7 +150,7 @@ type Certificate struct {
 func Derive(res *chain.Result) (GateSummary, string) {
 	g := res.Gates
 	s := GateSummary{
-		AdvisoryAllow: g.AdvisoryAllow, AdvisoryDeny: g.AdvisoryDeny, ExceptionCount: res.Exceptions,
+		AdvisoryAllow: g.AdvisoryAllow, AdvisoryDeny: g.AdvisoryDeny, ApprovalCount: res.Approvals, ExceptionCount: res.Exceptions,
 		HardAllow: g.HardAllow, HardDeny: g.HardDeny, SoftAllow: g.SoftAllow, SoftDeny: g.SoftDeny,
 	}
 	grade := GradeFull
@@ -177,7 +227,7 @@ func (c *Certificate) validate() error {
 		return fail("minted_at", "want YYYY-MM-DDTHH:MM:SS.ffffffZ")
 	}
 	g := c.GateSummary
-	for _, n := range []int64{g.AdvisoryAllow, g.AdvisoryDeny, g.ExceptionCount, g.HardAllow, g.HardDeny, g.SoftAllow, g.SoftDeny} {
+	for _, n := range []int64{g.AdvisoryAllow, g.AdvisoryDeny, g.ApprovalCount, g.ExceptionCount, g.HardAllow, g.HardDeny, g.SoftAllow, g.SoftDeny} {
 		if n < 0 || n > chain.MaxSequence {
 			return fail("gate_summary", "counts must be in [0, 2^53-1]")
 		}

@@ -44,7 +44,8 @@ type Report struct {
 // gate_summary and process_grade equal what the records give; with a
 // snapshot, its digest recomputes and equals the certificate's and the
 // chain's; with a trust file, the envelope is signed by a certifier key
-// valid at minted_at. It adds unanchored when neither a matching expected
+// valid at minted_at, and every recorded approval verifies under its
+// approver keys (CheckApprovals). It adds unanchored when neither a matching expected
 // head nor a trusted signature covers the head. The error is non-nil only
 // when reading the chain fails.
 func Verify(in VerifyInput) (*Report, error) {
@@ -156,6 +157,9 @@ func Verify(in VerifyInput) (*Report, error) {
 		}
 	} else {
 		add(chain.NewFinding(chain.CodePolicyUnchecked, "no snapshot given: the policy digest was not checked against the policy"))
+	}
+	if in.Trust != nil {
+		rep.Findings = append(rep.Findings, CheckApprovals(res, in.Trust)...)
 	}
 	signedOK := false
 	if sigs != nil {

@@ -60,6 +60,11 @@ const (
 	CodePolicyUnchecked      Code = "policy_unchecked"         // no snapshot given: the policy pin was not checked
 	CodeIgnoredSignature     Code = "ignored_signature"        // a signature by an unknown key was ignored
 	CodeMintedBeforeClose    Code = "minted_before_close"      // certificate minted_at precedes the task_closed record's closed_at
+	CodeApprovalForged       Code = "approval_forged"          // an approval_granted's signed approval does not verify under a trusted approver key
+	CodeApprovalExpired      Code = "approval_expired"         // an approval was used outside its signed validity window or its key's
+	CodeApprovalReplayed     Code = "approval_replayed"        // an approval's nonce is used by a second approval_granted
+	CodeApprovalWrongClass   Code = "approval_wrong_class"     // an approval's class is not the escalation's or its key's approver class
+	CodeApprovalWrongRequest Code = "approval_wrong_request"   // an approval is bound to another request, gate or policy than the record's
 )
 
 // Severity says how a finding affects the verdict.
@@ -106,7 +111,8 @@ var Codes = []Code{
 	CodeGradeMismatch, CodeMalformedCertificate, CodeMalformedCheckpoint, CodeMalformedProof,
 	CodeBadSignature, CodeUnknownKey, CodeKeyRoleMismatch, CodeKeyNotValid, CodeValidityUnchecked,
 	CodeInclusionFailed, CodeConsistencyFailed, CodeUnanchored, CodePolicyUnchecked,
-	CodeIgnoredSignature, CodeMintedBeforeClose,
+	CodeIgnoredSignature, CodeMintedBeforeClose, CodeApprovalForged, CodeApprovalExpired, CodeApprovalReplayed,
+	CodeApprovalWrongClass, CodeApprovalWrongRequest,
 }
 
 // Finding is one verification result. Sequence and Line locate record-level

@@ -20,7 +20,7 @@
 //	policy_version        non-empty string
 //	previous_chain_hash   64 lowercase hex; null exactly on the genesis record
 //	record_id             lowercase UUID, unique in the chain
-//	record_type           one of the twelve Types
+//	record_type           one of the thirteen Types
 //	sequence              integer, 0 for the genesis record, then +1, at most 2^53-1
 //	supersedes_record_id  lowercase UUID; set exactly on record_superseded
 //
@@ -38,6 +38,7 @@
 //	operation_started          actor ("kind:id"|null), attempt_id (uuid), parent_operation_id (uuid|null), request_digest (hex), run_id (string|null), tool_id
 //	gate_evaluated             arguments_digest (hex), decision (allow|deny), gate_id, level (hard|soft|advisory), reason_code, result_id (uuid), rule_ids ([string])
 //	exception_granted          actor ("kind:id"), expires_at (time, > issued_at), gate_id, grant_id (uuid), issued_at (time), reason_code
+//	approval_granted           approver_class, expires_at (time, > issued_at), gate_id, issued_at (time), nonce (hex), signed_approval (string), subject_digest (hex)
 //	operation_denied           approver_class (string, null unless escalate), disposition (deny|escalate), gate_id (string|null), reason_code
 //	callable_completed         duration_us (int), result_digest (hex)
 //	callable_failed            duration_us, error_class
@@ -47,14 +48,29 @@
 //	task_closed                closed_at (time, >= opened_at), opened_at (time), operation_count (int), task_boundary_id (uuid)
 //	record_superseded          reason_code
 //
+// approval_granted (added with format version sha256-v1, which it does not
+// change: a verifier that predates it reports payload_invalid, never a
+// silent pass) records a signed approval that lifted a soft gate's
+// escalation (docs/approvals.md). signed_approval is the approval exactly
+// as presented: a C2SP signed note whose text is "polc.dev/approval/v1\n"
+// and the approval's canonical JSON (version 1: approval_id,
+// approver_class, decision, expires_at, gate_id, issued_at, key_id, nonce,
+// note, policy_digest, request_id, subject_digest, version), parsed
+// strictly by package approval. The other members are what the executor
+// checked it against: the escalation's gate and approver class, the
+// operation's subject digest (executor.SubjectDigest) and the approval's
+// signed window and nonce. The executor appends it after operation_started
+// and before the operation's gate_evaluated records; each nonce appears
+// at most once in a chain (approval_replayed).
+//
 // # Chain rules
 //
 // Besides each record's own checks and the links, a valid chain has one
 // policy id, version and policy_bound digest, one task boundary; each
-// operation's records read policy_bound, operation_started, gate_evaluated
-// or exception_granted records, then exactly one terminal (in a closed
-// chain); a hard deny, or a soft deny without an earlier unexpired exception
-// for its gate, ends in operation_denied; task_closed is the last record and
+// operation's records read policy_bound, operation_started, gate_evaluated,
+// exception_granted or approval_granted records, then exactly one terminal
+// (in a closed chain); a hard deny, or a soft deny without an earlier
+// unexpired exception or approval for its gate, ends in operation_denied; task_closed is the last record and
 // counts the operation_started records; record_superseded names an earlier
 // record. docs/certverify.md lists the finding code of every violation.
 //

@@ -67,6 +67,23 @@ type ExceptionGrantedPayload struct {
 	ReasonCode string `json:"reason_code"`
 }
 
+// ApprovalGrantedPayload records a signed approval that lifted a soft
+// gate's escalation (docs/approvals.md). SignedApproval is the approval
+// exactly as presented (a signed note), so that an auditor can check its
+// signature offline; the other members are what the executor checked it
+// against: the escalating gate and approver class, the subject digest it
+// computed for the operation, and the approval's validity window and
+// nonce as signed. ExpiresAt must be later than IssuedAt.
+type ApprovalGrantedPayload struct {
+	ApproverClass  string `json:"approver_class"`
+	ExpiresAt      string `json:"expires_at"`
+	GateID         string `json:"gate_id"`
+	IssuedAt       string `json:"issued_at"`
+	Nonce          string `json:"nonce"`
+	SignedApproval string `json:"signed_approval"`
+	SubjectDigest  string `json:"subject_digest"`
+}
+
 // OperationDeniedPayload is the terminal of a denied operation. Disposition
 // escalate requires an ApproverClass; deny requires it to be nil. GateID is
 // nil when no gate produced the denial (e.g. policy.no_gate_binding).
@@ -133,6 +150,9 @@ func (GateEvaluatedPayload) RecordType() Type { return GateEvaluated }
 
 // RecordType implements Payload.
 func (ExceptionGrantedPayload) RecordType() Type { return ExceptionGranted }
+
+// RecordType implements Payload.
+func (ApprovalGrantedPayload) RecordType() Type { return ApprovalGranted }
 
 // RecordType implements Payload.
 func (OperationDeniedPayload) RecordType() Type { return OperationDenied }
@@ -222,6 +242,15 @@ var schemas = []schema{
 		{key: "issued_at", kind: kTime},
 		{key: "reason_code", kind: kString},
 	}, func() Payload { return &ExceptionGrantedPayload{} }},
+	{ApprovalGranted, []field{
+		{key: "approver_class", kind: kString},
+		{key: "expires_at", kind: kTime},
+		{key: "gate_id", kind: kString},
+		{key: "issued_at", kind: kTime},
+		{key: "nonce", kind: kHex},
+		{key: "signed_approval", kind: kString},
+		{key: "subject_digest", kind: kHex},
+	}, func() Payload { return &ApprovalGrantedPayload{} }},
 	{OperationDenied, []field{
 		{key: "approver_class", kind: kStringNull},
 		{key: "disposition", kind: kEnum, enum: []string{"deny", "escalate"}},
@@ -338,6 +367,8 @@ func DecodePayload(t Type, payloadJSON string) (Payload, error) {
 	case *GateEvaluatedPayload:
 		return *v, nil
 	case *ExceptionGrantedPayload:
+		return *v, nil
+	case *ApprovalGrantedPayload:
 		return *v, nil
 	case *OperationDeniedPayload:
 		return *v, nil
@@ -495,6 +526,11 @@ func checkPayloadRules(s *schema, p []byte, spans *[maxFields]span) error {
 	case ExceptionGranted:
 		// expires_at (1) must be later than issued_at (4).
 		if string(spans[1].of(p)) <= string(spans[4].of(p)) {
+			return fail("expires_at", "must be later than issued_at")
+		}
+	case ApprovalGranted:
+		// expires_at (1) must be later than issued_at (3).
+		if string(spans[1].of(p)) <= string(spans[3].of(p)) {
 			return fail("expires_at", "must be later than issued_at")
 		}
 	case OperationDenied:

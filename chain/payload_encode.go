@@ -120,6 +120,19 @@ func (p ExceptionGrantedPayload) AppendCanonical(b []byte) ([]byte, error) {
 }
 
 // AppendCanonical implements jcs.Appender.
+func (p ApprovalGrantedPayload) AppendCanonical(b []byte) ([]byte, error) {
+	e := penc{b: b}
+	e.str(`{"approver_class":`, p.ApproverClass)
+	e.str(`,"expires_at":`, p.ExpiresAt)
+	e.str(`,"gate_id":`, p.GateID)
+	e.str(`,"issued_at":`, p.IssuedAt)
+	e.str(`,"nonce":`, p.Nonce)
+	e.str(`,"signed_approval":`, p.SignedApproval)
+	e.str(`,"subject_digest":`, p.SubjectDigest)
+	return e.end()
+}
+
+// AppendCanonical implements jcs.Appender.
 func (p OperationDeniedPayload) AppendCanonical(b []byte) ([]byte, error) {
 	e := penc{b: b}
 	e.nullable(`{"approver_class":`, p.ApproverClass)

@@ -45,6 +45,7 @@ func TestPayloadAppendersMatchReflection(t *testing.T) {
 		func() Payload { return OperationStartedPayload{ptr(), str(), ptr(), str(), ptr(), str()} },
 		func() Payload { return GateEvaluatedPayload{str(), str(), str(), str(), str(), str(), list()} },
 		func() Payload { return ExceptionGrantedPayload{str(), str(), str(), str(), str(), str()} },
+		func() Payload { return ApprovalGrantedPayload{str(), str(), str(), str(), str(), str(), str()} },
 		func() Payload { return OperationDeniedPayload{ptr(), str(), ptr(), str()} },
 		func() Payload { return CallableCompletedPayload{num(), str()} },
 		func() Payload { return CallableFailedPayload{num(), str()} },

@@ -38,12 +38,13 @@ const MaxSequence = 1<<53 - 1
 // Type is a record_type, from a closed set (docs/evidence.md "Records").
 type Type string
 
-// The twelve record types.
+// The thirteen record types.
 const (
 	PolicyBound             Type = "policy_bound"
 	OperationStarted        Type = "operation_started"
 	GateEvaluated           Type = "gate_evaluated"
 	ExceptionGranted        Type = "exception_granted"
+	ApprovalGranted         Type = "approval_granted"
 	OperationDenied         Type = "operation_denied"
 	CallableCompleted       Type = "callable_completed"
 	CallableFailed          Type = "callable_failed"
@@ -56,12 +57,12 @@ const (
 
 // Types lists every record type, in the order of the taxonomy.
 var Types = []Type{
-	PolicyBound, OperationStarted, GateEvaluated, ExceptionGranted,
+	PolicyBound, OperationStarted, GateEvaluated, ExceptionGranted, ApprovalGranted,
 	OperationDenied, CallableCompleted, CallableFailed, OperationCancelled,
 	OperationTimedOut, ExternalResultAmbiguous, TaskClosed, RecordSuperseded,
 }
 
-// Valid reports whether t is one of the twelve record types.
+// Valid reports whether t is one of the thirteen record types.
 func (t Type) Valid() bool { return schemaOf(t) != nil }
 
 // Terminal reports whether t closes an operation. Exactly one terminal record

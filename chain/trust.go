@@ -14,12 +14,15 @@ import (
 // Role says what a trusted key may sign.
 type Role string
 
-// The two roles of a trust file.
+// The roles of a trust file.
 const (
 	// RoleLog keys sign checkpoints.
 	RoleLog Role = "log"
 	// RoleCertifier keys sign task certificates.
 	RoleCertifier Role = "certifier"
+	// RoleApprover keys sign approvals (docs/approvals.md) for one
+	// approver class, which the trust line names: approver:<class>.
+	RoleApprover Role = "approver"
 )
 
 // MaxTrustBytes bounds a trust file.
@@ -28,7 +31,10 @@ const MaxTrustBytes = 1 << 20
 // Key is one trusted verifier key. Its validity window, when set, is a closed
 // interval compared with the time inside the signed artifact.
 type Key struct {
-	Role       Role
+	Role Role
+	// Class is the approver class of a RoleApprover key ("" for the
+	// other roles).
+	Class      string
 	VKey       string // name+hex8+base64(0x01 || public key)
 	Name       string
 	KeyHash    uint32
@@ -119,7 +125,8 @@ func IsSmallOrder(pub []byte) bool {
 //	# comment
 //	<role> <vkey> [valid_from=<RFC3339>] [valid_until=<RFC3339>]
 //
-// role is "log" or "certifier"; vkey is a signed-note Ed25519 verifier key
+// role is "log", "certifier" or "approver:<class>" (a key that signs
+// approvals for that approver class: non-empty, no spaces); vkey is a signed-note Ed25519 verifier key
 // (name+hex8+base64(0x01 || public key)). '#' starts a comment anywhere on a
 // line. It rejects unknown roles or options, repeated options, malformed or
 // small-order keys, a key listed twice, an empty window (valid_from after
@@ -146,8 +153,17 @@ func ParseTrust(data []byte) (*Trust, error) {
 			return nil, &TrustError{n, "want <role> <vkey> [valid_from=…] [valid_until=…]"}
 		}
 		k := &Key{Role: Role(fields[0]), VKey: fields[1], Line: n}
-		if k.Role != RoleLog && k.Role != RoleCertifier {
-			return nil, &TrustError{n, fmt.Sprintf("unknown role %q (want log or certifier)", fields[0])}
+		if class, ok := strings.CutPrefix(fields[0], string(RoleApprover)+":"); ok {
+			if class == "" {
+				return nil, &TrustError{n, "approver: names no class (want approver:<class>)"}
+			}
+			k.Role, k.Class = RoleApprover, class
+		}
+		if k.Role != RoleLog && k.Role != RoleCertifier && k.Role != RoleApprover {
+			return nil, &TrustError{n, fmt.Sprintf("unknown role %q (want log, certifier or approver:<class>)", fields[0])}
+		}
+		if k.Role == RoleApprover && k.Class == "" {
+			return nil, &TrustError{n, "approver needs a class (want approver:<class>)"}
 		}
 		v, err := note.NewVerifier(k.VKey)
 		if err != nil {

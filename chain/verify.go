@@ -79,12 +79,17 @@ type Result struct {
 	PolicyDigest   string // from the policy_bound records ("" if none)
 	TaskBoundaryID string // from policy_bound or task_closed ("" if none)
 
-	Gates       GateCounts
-	Exceptions  int64
-	Operations  int64 // operation_started records
-	MaxOpenOps  int   // peak number of simultaneously open operations
-	TornTail    bool
-	HeadMatched bool // ExpectedHead was set and equals Head
+	Gates      GateCounts
+	Exceptions int64
+	Approvals  int64 // approval_granted records
+	// ApprovalRecords are the chain's approval_granted records (the first
+	// MaxApprovalRecords), which a verifier with a trust file checks
+	// against its approver keys (certificate.Verify).
+	ApprovalRecords []ApprovalRecord
+	Operations      int64 // operation_started records
+	MaxOpenOps      int   // peak number of simultaneously open operations
+	TornTail        bool
+	HeadMatched     bool // ExpectedHead was set and equals Head
 
 	// Roots and Times hold, for each size in VerifyOptions.RootSizes that
 	// the chain reached, the Merkle root and the created_at of record size-1.
@@ -135,6 +140,17 @@ type opState struct {
 	// bytes.
 	excepted map[Hash][]exceptionWindow
 }
+
+// ApprovalRecord is one approval_granted record of a verified chain.
+type ApprovalRecord struct {
+	Sequence  int64
+	Line      int64
+	CreatedAt string
+	Payload   ApprovalGrantedPayload
+}
+
+// MaxApprovalRecords bounds the approval_granted records a Result keeps.
+const MaxApprovalRecords = 4096
 
 // exceptionWindow is an exception's issued_at and expires_at, in
 // TimeFormat (which compares as strings).
@@ -187,11 +203,14 @@ type Verifier struct {
 	rootSizes   map[uint64]bool
 
 	// state machine
-	ops        map[uuid]*opState
-	tainted    map[uuid]bool
-	holes      bool // a record was kept out of the state machine
-	closedOps  map[uuid]int64
-	recordIDs  map[uuid]int64
+	ops       map[uuid]*opState
+	tainted   map[uuid]bool
+	holes     bool // a record was kept out of the state machine
+	closedOps map[uuid]int64
+	recordIDs map[uuid]int64
+	// nonces maps the SHA-256 of each approval_granted nonce to the
+	// sequence of the record that used it: an approval is single-use.
+	nonces     map[Hash]int64
 	closed     bool
 	afterClose int64
 	res        Result
@@ -674,7 +693,7 @@ func (v *Verifier) apply(l *line, seq int64) {
 		default:
 			st.phase, st.startSeq, st.startLine = phaseStarted, seq, v.lineNo
 		}
-	case GateEvaluated, ExceptionGranted:
+	case GateEvaluated, ExceptionGranted, ApprovalGranted:
 		if l.typ == GateEvaluated {
 			level, decision := raw(3), raw(1)
 			deny := decision == `"deny"`
@@ -705,11 +724,17 @@ func (v *Verifier) apply(l *line, seq int64) {
 				}
 			}
 		} else {
-			v.res.Exceptions++
+			issued := 4 // exception_granted: actor, expires_at, gate_id, grant_id, issued_at
+			if l.typ == ApprovalGranted {
+				issued = 3 // approver_class, expires_at, gate_id, issued_at
+				v.approval(l, p, sp[4].of(p), seq, at)
+			} else {
+				v.res.Exceptions++
+			}
 			if st != nil && st.phase == phaseStarted {
 				// The times' JSON strings without their quotes.
 				var w exceptionWindow
-				copy(w[0][:], sp[4].of(p)[1:])
+				copy(w[0][:], sp[issued].of(p)[1:])
 				copy(w[1][:], sp[1].of(p)[1:])
 				if st.excepted == nil {
 					st.excepted = make(map[Hash][]exceptionWindow)
@@ -761,6 +786,27 @@ func (v *Verifier) apply(l *line, seq int64) {
 			delete(v.ops, op)
 			v.closedOps[op] = seq
 		}
+	}
+}
+
+// approval counts an approval_granted record, keeps it for a trust check
+// and reports a nonce used before in the chain (approval_replayed).
+func (v *Verifier) approval(l *line, p, nonce []byte, seq int64, at func(Finding) Finding) {
+	v.res.Approvals++
+	h := sha256.Sum256(nonce)
+	if v.nonces == nil {
+		v.nonces = make(map[Hash]int64)
+	}
+	if first, dup := v.nonces[h]; dup {
+		v.add(at(NewFinding(CodeApprovalReplayed, "approval_granted uses a nonce an earlier approval_granted used").Values("a nonce used once", "the nonce of sequence "+strconv.FormatInt(first, 10))))
+	} else {
+		v.nonces[h] = seq
+	}
+	if len(v.res.ApprovalRecords) >= MaxApprovalRecords {
+		return
+	}
+	if dp, err := DecodePayload(ApprovalGranted, string(p)); err == nil {
+		v.res.ApprovalRecords = append(v.res.ApprovalRecords, ApprovalRecord{Sequence: seq, Line: v.lineNo, CreatedAt: string(l.createdAt), Payload: dp.(ApprovalGrantedPayload)})
 	}
 }
 

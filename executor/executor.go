@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"polc.dev/polc/approval"
 	"polc.dev/polc/chain"
 	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/digest"
@@ -72,6 +73,13 @@ type Config struct {
 	// the policy's scopes, which stage 7 evaluates); an error denies. It
 	// gets a copy of the descriptor: what it changes reaches nothing.
 	Authorize func(ctx context.Context, ec ExecutionContext, d normalize.ActionDescriptor) error
+	// ApprovalTrust holds the approver keys (trust lines
+	// approver:<class>) whose signed approvals may lift an escalation,
+	// and ApprovalLedger records the nonces of those accepted (single
+	// use). Without both, every approval presented is refused
+	// (approval_unavailable). docs/approvals.md.
+	ApprovalTrust  *chain.Trust
+	ApprovalLedger ApprovalLedger
 	// Now and IDs make runs deterministic in tests; defaults are the clock
 	// and random UUIDs.
 	Now func() time.Time
@@ -361,6 +369,8 @@ type attempt struct {
 	// grants are the exceptions this attempt recorded (governed): a
 	// recheck of the same gate holds them instead of spending others.
 	grants []ExceptionGrant
+	// approved is the approval this attempt accepted (stage 7).
+	approved *acceptedApproval
 	// usage is what the policy judges budgets on: the context's, plus
 	// the ledger's once stage 7 reserved the call (reserved, resv).
 	usage    normalize.Usage
@@ -962,10 +972,36 @@ func (a *attempt) evaluate(stage int) Outcome {
 	if d.Disposition != decision.Allow && a.boundary != nil {
 		lifts, fresh = a.exceptions(d.Gates)
 	}
+	// approvedGate: the soft gate a presented approval lifts, when no
+	// exception lifted the denials (docs/approvals.md). Verified and
+	// recorded before the gates' results, as an exception is.
+	var approvedGate string
+	var refusal *approval.Error
+	if lifts == nil {
+		if gate := approvalGate(&d, len(a.req.Approvals)); gate != "" {
+			if h := a.approved; h != nil && h.gate == gate && a.e.now().Before(h.expires) {
+				approvedGate = gate
+				a.trail(stage, TrailApproved, "approval %s, recorded at stage 7, lifts soft gate %s", h.a.ApprovalID, gate)
+			} else if h == nil {
+				acc, err := a.takeApproval(gate, &d)
+				switch {
+				case err != nil && err.Code == "evidence":
+					return a.appendFailed(stage, chain.ApprovalGranted, errors.New(err.Msg))
+				case err != nil:
+					refusal = err
+				default:
+					a.approved, approvedGate = acc, gate
+					a.trail(stage, TrailApproved, "approval %s by %s (%s) lifts soft gate %s", acc.a.ApprovalID, acc.a.KeyID, acc.a.ApproverClass, gate)
+				}
+			}
+		}
+	}
 	for i := range d.Gates {
 		g := &d.Gates[i]
-		lifted := lifts != nil && lifts[i] != nil
-		if lifted && fresh[i] {
+		lifted := (lifts != nil && lifts[i] != nil) || (approvedGate != "" && g.GateID == approvedGate && g.Level == snapshot.LevelSoft)
+		if lifted && lifts == nil {
+			// lifted by the approval, recorded above
+		} else if lifted && fresh[i] {
 			grant := lifts[i]
 			if err := a.append(chain.ExceptionGrantedPayload{
 				GrantID: grant.GrantID, GateID: grant.GateID, Actor: grant.Actor, ReasonCode: grant.ReasonCode,
@@ -1015,16 +1051,27 @@ func (a *attempt) evaluate(stage int) Outcome {
 	a.base.ReasonCode = reason
 	gate := blocking.GateID
 	if escalate {
-		a.trail(stage, TrailEscalate, "gate %s: approval by %s%s", gate, *d.ApproverClass, budget)
+		code := blocking.ReasonCode
+		if refusal != nil {
+			// The presented approval was refused: the operation still
+			// escalates (a new approval may be given), under the
+			// refusal's code.
+			code = refusal.Code
+			a.base.ReasonCode = code
+			a.trail(stage, TrailEscalate, "gate %s: approval by %s; the approval presented was refused: %s%s", gate, *d.ApproverClass, refusal.Error(), budget)
+		} else {
+			a.trail(stage, TrailEscalate, "gate %s: approval by %s%s", gate, *d.ApproverClass, budget)
+		}
 		if a.started {
-			if rt, err := a.appendTerminal(chain.OperationDeniedPayload{GateID: &gate, ReasonCode: blocking.ReasonCode, Disposition: "escalate", ApproverClass: d.ApproverClass}); err != nil {
+			if rt, err := a.appendTerminal(chain.OperationDeniedPayload{GateID: &gate, ReasonCode: code, Disposition: "escalate", ApproverClass: d.ApproverClass}); err != nil {
 				return a.evidenceFailure(stage, rt, err, false)
 			}
 		}
-		return &Escalated{OutcomeBase: a.base, Approval: ApprovalRequest{
-			ApproverClass: *d.ApproverClass, GateID: gate, RequestDigest: a.requestDigest(), RuleIDs: slices.Clone(d.RuleIDs),
-			ExpiresAt: a.approvalExpiry(d.RuleIDs),
-		}}
+		req := a.approvalRequest(gate, blocking.ReasonCode, &d)
+		if refusal != nil {
+			req.Refusal = refusal.Code
+		}
+		return &Escalated{OutcomeBase: a.base, Approval: req}
 	}
 	a.trail(stage, TrailDeny, "gate %s: %s%s", gate, strings.Join(d.Reasons, ", "), budget)
 	if a.started {
@@ -1092,22 +1139,6 @@ func (a *attempt) exceptions(gates []decision.GateResult) (lifts []*ExceptionGra
 	}
 	a.grants = append(a.grants, taken...)
 	return lifts, fresh
-}
-
-// approvalExpiry is the shortest expires_after of the matched approvals.
-func (a *attempt) approvalExpiry(ids []string) *time.Time {
-	var best *time.Time
-	for _, r := range a.pol.snap.CompiledRules {
-		ar, ok := r.(*snapshot.ApprovalRule)
-		if !ok || ar.ExpiresAfterMicroseconds == nil || !slices.Contains(ids, ar.RuleID) {
-			continue
-		}
-		t := a.e.now().Add(time.Duration(*ar.ExpiresAfterMicroseconds) * time.Microsecond)
-		if best == nil || t.Before(*best) {
-			best = &t
-		}
-	}
-	return best
 }
 
 // Stage 8: user transformations, in configured order.

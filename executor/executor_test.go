@@ -521,7 +521,7 @@ func TestTrailJSON(t *testing.T) {
 	}
 	// Every result has its own text, and decodes back from it.
 	seen := map[string]bool{}
-	for r := executor.TrailOK; r <= executor.TrailPersistFailed; r++ {
+	for r := executor.TrailOK; r <= executor.TrailApproved; r++ {
 		text := r.String()
 		if text == "" || seen[text] {
 			t.Fatalf("result %d: text %q", r, text)
@@ -532,7 +532,7 @@ func TestTrailJSON(t *testing.T) {
 			t.Fatalf("result %q: %+v %v", text, e, err)
 		}
 	}
-	if (executor.TrailPersistFailed + 1).String() != "" {
+	if (executor.TrailApproved + 1).String() != "" {
 		t.Fatal("a result past the last has a text")
 	}
 	var back []executor.TrailEntry

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"polc.dev/polc/approval"
 	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/digest"
 	"polc.dev/polc/internal/jcs"
@@ -86,6 +87,15 @@ type ExecutionRequest struct {
 	// Metadata is the caller's annotations (JSON values): covered by the
 	// request digest, never policy input and never trusted.
 	Metadata map[string]any
+	// Approvals are signed approvals (package approval) the caller
+	// presents for this request, a retry of an escalated one
+	// (docs/approvals.md). When a soft gate escalates, the first that
+	// verifies (trusted approver key, validity window, class, subject,
+	// gate, policy, lifetime, unused nonce) lifts it, is recorded
+	// (approval_granted) and is spent; they never lift a hard denial.
+	// They are not covered by the request digest: the approval binds
+	// the request, not the other way round.
+	Approvals [][]byte
 }
 
 // Digest is the sha256-v1 digest of the request's canonical JSON: what
@@ -382,6 +392,7 @@ const (
 	TrailAmbiguous
 	TrailEvidenceFailed
 	TrailPersistFailed
+	TrailApproved
 )
 
 var trailResultText = [...]string{
@@ -389,7 +400,7 @@ var trailResultText = [...]string{
 	TrailEscalate: "escalate", TrailException: "exception", TrailChanged: "changed", TrailUnchanged: "unchanged",
 	TrailInvoke: "invoke", TrailSucceeded: "succeeded", TrailFailed: "failed", TrailCancelled: "cancelled",
 	TrailTimedOut: "timed_out", TrailAmbiguous: "ambiguous", TrailEvidenceFailed: "evidence_failed",
-	TrailPersistFailed: "persist_failed",
+	TrailPersistFailed: "persist_failed", TrailApproved: "approved",
 }
 
 // String is the result's text ("" for a value that is no result).
@@ -502,13 +513,38 @@ type Escalated struct {
 	Approval ApprovalRequest
 }
 
-// ApprovalRequest says who must approve what, until when.
+// ApprovalRequest says who must approve what, until when
+// (docs/approvals.md). File gives the form polc writes for an approver.
 type ApprovalRequest struct {
+	// ID identifies this approval request (an approval names it): the
+	// escalated attempt's id, since each escalation issues one.
+	ID            string
 	ApproverClass string
 	GateID        string
+	// RequestID and RequestDigest are the escalated request's.
+	RequestID     string
 	RequestDigest string
+	// SubjectDigest is what an approval must be bound to (SubjectDigest):
+	// the retry, a new request, has the same one when nothing but its
+	// identity changed.
+	SubjectDigest string
+	Action        string
+	Target        approval.Target
+	Principal     string
+	Tenant        string
+	ReasonCode    string
 	RuleIDs       []string
-	ExpiresAt     *time.Time
+	PolicyID      string
+	PolicyVersion string
+	PolicyDigest  string
+	CreatedAt     time.Time
+	// ExpiresAt is CreatedAt plus the rule's expires_after (ExpiresAfter),
+	// past which no approval of it is valid.
+	ExpiresAt    *time.Time
+	ExpiresAfter time.Duration
+	// Refusal is the code of the approval the request presented and the
+	// executor refused (approval_expired, …), "" when it presented none.
+	Refusal string
 }
 
 // Failed: the callable (or the evidence layer) failed. Class is a stable

@@ -25,13 +25,36 @@ polc compile ./examples -o "$out"
 
 echo "== run examples/scenario.yaml (certifiable)"
 polc keygen demo-certifier -o "$out/keys" >/dev/null
+polc keygen release-manager -o "$out/keys" >/dev/null
+# The trust file names the certifier and the approver of git pushes.
+echo "certifier $(cat "$out/keys/demo-certifier.vkey")" > "$out/keys/trust.txt"
+echo "approver:release-manager $(cat "$out/keys/release-manager.vkey")" >> "$out/keys/trust.txt"
+# A repository with a local remote, so that the approved push below really
+# pushes.
+rm -rf "$out/remote.git" "$out/state.db" "$out/approval-requests" "$out/retry-evidence"
+git init -q --bare "$out/remote.git"
+git init -q -b main "$out/workspace"
+git -C "$out/workspace" -c user.email=demo@example.com -c user.name=demo commit -q --allow-empty -m init
+git -C "$out/workspace" remote add origin ../remote.git
 polc run examples/scenario.yaml --snapshot "$out/snapshots/demo-agent.json" --workspace "$out/workspace" \
-  --evidence "$out/evidence" --cert "$out/certificate.dsse.json" --sign-key "$out/keys/demo-certifier.key"
+  --evidence "$out/evidence" --cert "$out/certificate.dsse.json" --sign-key "$out/keys/demo-certifier.key" \
+  --state "$out/state.db" --trust "$out/keys/trust.txt" --approval-requests "$out/approval-requests"
 
 echo "== certverify (offline, trusting the certifier key)"
-echo "certifier $(cat "$out/keys/demo-certifier.vkey")" > "$out/keys/trust.txt"
 chainfile=$(ls "$out"/evidence/*.jsonl)
 certverify cert "$out/certificate.dsse.json" --chain "$chainfile" \
+  --snapshot "$out/snapshots/demo-agent.json" --trust "$out/keys/trust.txt"
+
+echo "== escalate -> approve -> retry: the release manager approves the push (docs/approvals.md)"
+request=$(ls "$out"/approval-requests/*.json)
+polc approvals show "$request"
+polc approve "$request" --key "$out/keys/release-manager.key" --expires 30m --note "demo release" -o "$out/push.approval"
+polc run examples/push-retry.yaml --snapshot "$out/snapshots/demo-agent.json" --workspace "$out/workspace" \
+  --evidence "$out/retry-evidence" --cert "$out/retry-certificate.dsse.json" --sign-key "$out/keys/demo-certifier.key" \
+  --state "$out/state.db" --trust "$out/keys/trust.txt" --approval "$out/push.approval"
+git -C "$out/remote.git" log --oneline -1 main
+chainfile=$(ls "$out"/retry-evidence/*.jsonl)
+certverify cert "$out/retry-certificate.dsse.json" --chain "$chainfile" \
   --snapshot "$out/snapshots/demo-agent.json" --trust "$out/keys/trust.txt"
 
 echo "== run examples/build-scenario.yaml (landlock backend: the kernel holds an allowed build script)"

@@ -29,7 +29,7 @@ import (
 // SchemaVersion is the schema version this package creates and reads. A
 // database with a newer version is refused rather than misread; one of an
 // older version is migrated at open.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // busyTimeoutMS bounds how long a statement waits for a lock held by another
 // process (inside this process the writer pool already serializes writes).
@@ -267,9 +267,20 @@ DROP TABLE budget_usage;
 ALTER TABLE budget_usage_v3 RENAME TO budget_usage;
 `
 
+// schemaV4 is what version 4 adds: the nonces of the approvals the
+// executor accepted (docs/approvals.md), so that an approval stays spent
+// across restarts. Like schemaV1 it is frozen.
+const schemaV4 = `
+CREATE TABLE approval_nonces (
+	nonce       TEXT NOT NULL PRIMARY KEY CHECK (length(nonce) = 64),
+	approval_id TEXT NOT NULL,
+	used_at_us  INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+`
+
 // schemas are the statements each version adds to the one before it
 // (schemas[v-1] creates what version v adds, or changes).
-var schemas = []string{schemaV1, schemaV2, schemaV3}
+var schemas = []string{schemaV1, schemaV2, schemaV3, schemaV4}
 
 // migrate creates the schema in an empty database, migrates one of an
 // older version and checks the version of an existing one. It first checks

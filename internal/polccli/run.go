@@ -43,6 +43,14 @@ type runParams struct {
 	idSeed     int
 	// backend overrides the scenario's backend (--backend).
 	backend string
+	// approvals are signed approvals presented with every action
+	// (--approval), beside the scenario's; trust holds the approver
+	// keys they are checked against (--trust); approvalRequests is where
+	// an escalated action's approval request is written
+	// (--approval-requests). docs/approvals.md.
+	approvals        []string
+	trust            string
+	approvalRequests string
 }
 
 // Scenario is a polc run input file (YAML or JSON).
@@ -64,8 +72,12 @@ type Scenario struct {
 	// Secrets names values polc run --show-output must never print, each
 	// by reference (env:NAME or file:/path, as a harness's secret
 	// variables): each is replaced by [redacted:NAME] in what is shown.
-	Secrets map[string]any   `json:"secrets"`
-	Actions []ScenarioAction `json:"actions"`
+	Secrets map[string]any `json:"secrets"`
+	// Approvals are files of signed approvals (polc approve) presented
+	// with every action: one lifts the escalation it is bound to
+	// (docs/approvals.md).
+	Approvals []string         `json:"approvals"`
+	Actions   []ScenarioAction `json:"actions"`
 
 	// secretAt is where each secret is named (for an error reading it).
 	secretAt map[string]*posError
@@ -138,7 +150,12 @@ task certificate to --cert FILE, signed as a DSSE envelope with --sign-key (a
 polc keygen signer key). certverify cert verifies what it writes. Budgets
 are accounted per principal, tenant and policy: in memory (minimal), or in
 the --state FILE SQLite database, so that a restart does not reset them
-(durable; governed and certifiable when the policy has budgets). Exit 0 when
+(durable; governed and certifiable when the policy has budgets). An
+escalated action's approval request is written to --approval-requests DIR;
+signed approvals (polc approve), from the scenario's approvals: [FILE…] or
+--approval FILE, are presented with every action and checked against the
+approver keys of --trust FILE, spent approvals recorded in --state FILE
+(docs/approvals.md). Exit 0 when
 the scenario ran and every outcome met its expect, 1 when one did not, or a
 certificate could not be minted or evidence failed, 2 on bad input.`,
 		Args: cobra.ExactArgs(1),
@@ -149,6 +166,7 @@ certificate could not be minted or evidence failed, 2 on bad input.`,
 	}
 	sessionFlags(c, p, "scenario")
 	c.Flags().StringVar(&p.format, "format", "text", "text or json")
+	c.Flags().StringVar(&p.approvalRequests, "approval-requests", "", "directory where each escalated action's approval request is written (<id>.json)")
 	c.Flags().BoolVar(&p.showOutput, "show-output", false, fmt.Sprintf("print each action's result (secrets redacted, each text cut at %d bytes)", maxShownText))
 	return c
 }
@@ -163,6 +181,8 @@ func sessionFlags(c *cobra.Command, p *runParams, file string) {
 	c.Flags().StringVar(&p.backend, "backend", "", "effect backend, overriding the "+file+"'s: inprocess or landlock (docs/containment.md)")
 	c.Flags().StringVar(&p.state, "state", "", "SQLite state database (durable; governed and certifiable: where budget usage is accounted)")
 	c.Flags().StringVar(&p.now, "now", "", "fixed clock, RFC 3339 (reproducible runs)")
+	c.Flags().StringArrayVar(&p.approvals, "approval", nil, "signed approval file (polc approve) presented with every action; repeatable")
+	c.Flags().StringVar(&p.trust, "trust", "", "trust file naming the approver keys (approver:<class> <vkey>) approvals are checked against")
 	c.Flags().IntVar(&p.idSeed, "id-seed", 0, "derive ids from this seed instead of randomness (reproducible runs)")
 	c.Flags().MarkHidden("now")
 	c.Flags().MarkHidden("id-seed")
@@ -509,6 +529,9 @@ type runOutcome struct {
 	// Output is the action's result as shown (--show-output only):
 	// secrets redacted, text bounded.
 	Output any `json:"output,omitempty"`
+	// ApprovalRequest is the file an escalated action's approval request
+	// was written to (--approval-requests).
+	ApprovalRequest *string `json:"approval_request,omitempty"`
 	// Expect and ExpectMet are the step's expectation and whether the
 	// outcome met it (steps with an expect only).
 	Expect    *expectation `json:"expect,omitempty"`
@@ -610,6 +633,13 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 				o.Output = map[string]any{"result": nil}
 			}
 		}
+		if esc, ok := out.(*executor.Escalated); ok && p.approvalRequests != "" {
+			path, err := s.writeApprovalRequest(&esc.Approval)
+			if err != nil {
+				return err
+			}
+			o.ApprovalRequest = &path
+		}
 		unmet += o.judge(a.expect)
 		rep.Outcomes = append(rep.Outcomes, o)
 		if b.EvidenceError != nil || b.StateError != nil {
@@ -632,6 +662,9 @@ func runRun(ctx context.Context, e *env, p *runParams) error {
 				fmt.Fprintf(e.stdout, "%-16s %-10s %s (%s)\n", o.ID, o.Kind, o.ReasonCode, o.detail)
 			} else {
 				fmt.Fprintf(e.stdout, "%-16s %-10s %s\n", o.ID, o.Kind, o.ReasonCode)
+			}
+			if o.ApprovalRequest != nil {
+				fmt.Fprintf(e.stdout, "    approval request: %s\n", *o.ApprovalRequest)
 			}
 			if o.ExpectMet != nil && !*o.ExpectMet {
 				fmt.Fprintf(e.stdout, "    expected %s\n", o.Expect)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"polc.dev/polc/approval"
 	"polc.dev/polc/certificate"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/jcs"
@@ -58,6 +59,10 @@ never the request's. Actions come as HTTP requests (JSON):
   POST /v1/execute   {"action", "arguments", "timeout"} -> the outcome
   POST /v1/usage     {"tokens", "cost_microunits"}: usage the runtime reports
                      (its model's), charged to the session's budgets
+  POST /v1/approvals {"approval": "<signed approval>"} (polc approve): added
+                     to the session's approvals, presented with every later
+                     action; retry the escalated action after it
+                     (docs/approvals.md; needs --trust and --state)
   POST /v1/close     close the task boundary (governed: evidence; certifiable:
                      the certificate to --cert), answer, and stop serving;
                      actions still running after {"grace": "30s"} are
@@ -416,6 +421,8 @@ func (sv *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route = sv.closeSession
 	case "/v1/usage":
 		route = sv.usage
+	case "/v1/approvals":
+		route = sv.addApproval
 	default:
 		apiError(w, http.StatusNotFound, "not_found", "no endpoint %s", r.URL.Path)
 		return
@@ -659,6 +666,12 @@ func outcomeJSON(out executor.Outcome) map[string]any {
 	case *executor.Escalated:
 		m["approval"] = map[string]any{"approver_class": o.Approval.ApproverClass, "gate_id": o.Approval.GateID,
 			"request_digest": o.Approval.RequestDigest, "rule_ids": o.Approval.RuleIDs, "expires_at": o.Approval.ExpiresAt}
+		// The approval request as polc approve reads it (save it as a
+		// file), and the refusal of the approval presented, if any.
+		m["approval_request"] = o.Approval.File()
+		if o.Approval.Refusal != "" {
+			m["approval_refusal"] = o.Approval.Refusal
+		}
 	}
 	return m
 }
@@ -702,6 +715,42 @@ func (sv *server) usage(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"charged": map[string]any{"tokens": u.Tokens, "cost_microunits": u.CostMicrounits}})
+}
+
+// approvalBody is POST /v1/approvals' body: a signed approval (polc
+// approve's output) as a JSON string.
+type approvalBody struct {
+	Approval string `json:"approval"`
+}
+
+// addApproval adds a signed approval to the session's approvals: the
+// client then retries the escalated action, a new request that presents
+// it (docs/approvals.md). It must parse; whether it verifies, is bound to
+// the retried request and unspent is the executor's to judge then.
+func (sv *server) addApproval(w http.ResponseWriter, r *http.Request, body []byte) {
+	var req approvalBody
+	if err := decodeBody(body, &req); err != nil {
+		apiError(w, http.StatusBadRequest, "invalid_input", "%v", err)
+		return
+	}
+	if !sv.s.approvalsOn {
+		apiError(w, http.StatusConflict, approval.CodeUnavailable, "the session takes no approvals: serve it with --trust FILE (approver keys) and --state FILE")
+		return
+	}
+	a, err := approval.Parse([]byte(req.Approval))
+	if err != nil {
+		apiError(w, http.StatusBadRequest, approval.CodeMalformed, "%v", err)
+		return
+	}
+	sv.mu.RLock()
+	defer sv.mu.RUnlock()
+	if sv.closed || sv.closeBegan.Load() {
+		apiError(w, http.StatusConflict, "session_closed", "the session is closed")
+		return
+	}
+	sv.s.approvals.add([]byte(req.Approval))
+	writeJSON(w, http.StatusOK, map[string]any{"approval_id": a.ApprovalID, "request_id": a.RequestID, "approver_class": a.ApproverClass,
+		"decision": a.Decision, "expires_at": a.ExpiresAt})
 }
 
 // closeRequest is POST /v1/close's body.

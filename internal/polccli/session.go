@@ -46,6 +46,11 @@ type session struct {
 	// secrets are the values of the scenario's secrets, by name: what
 	// polc run --show-output redacts.
 	secrets map[string]string
+	// approvals are the signed approvals presented with every action
+	// (the scenario's and --approval's; polc serve adds those POSTed).
+	approvals approvalSet
+	// approvalsOn: the executor has approver trust and a nonce ledger.
+	approvalsOn bool
 }
 
 // openSession loads p.scenario (with actions for polc run, without for
@@ -158,6 +163,16 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		return nil, usagef("profile certifiable needs --cert FILE")
 	}
 	limited := budgetKinds(snap)
+	for _, f := range s.sc.Approvals {
+		p.approvals = append(p.approvals, rel(f))
+	}
+	approvals := len(p.approvals) > 0 || p.trust != ""
+	if approvals {
+		if err := s.loadApprovals(&cfg, profile); err != nil {
+			return nil, err
+		}
+		s.approvalsOn = true
+	}
 	switch {
 	case profile == executor.ProfileDurable:
 		st, closeFn, err := openState(e, p.state, "the durable profile needs --state FILE (a SQLite database)")
@@ -166,6 +181,14 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		}
 		s.closers = append(s.closers, closeFn)
 		cfg.State, cfg.Budgets = st, st
+		cfg.ApprovalLedger = st
+	case governed && approvals:
+		st, closeFn, err := openState(e, p.state, fmt.Sprintf("profile %s: approvals need --state FILE (a SQLite database), where spent approvals are recorded across restarts", profile))
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, closeFn)
+		cfg.Budgets, cfg.ApprovalLedger = st, st
 	case governed && (p.state != "" || len(limited) > 0):
 		// The executor writes no state for these profiles; the file
 		// holds the usage budgets are judged on, which a restart must
@@ -322,7 +345,7 @@ func idsFlag(seed int) func() string {
 // context; timeout is a Go duration ("" for none). The error is about the
 // input (a bad timeout); everything else is in the outcome.
 func (s *session) execute(ctx context.Context, action string, args map[string]any, timeout string) (executor.Outcome, error) {
-	req := executor.ExecutionRequest{RequestID: s.ids(), Action: action, Arguments: args, Scope: s.ec.Scope}
+	req := executor.ExecutionRequest{RequestID: s.ids(), Action: action, Arguments: args, Scope: s.ec.Scope, Approvals: s.approvals.all()}
 	d, err := parseTimeout(timeout)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,63 @@
+package certificate
+
+import (
+	"errors"
+	"strconv"
+
+	"polc.dev/polc/approval"
+	"polc.dev/polc/chain"
+)
+
+// CheckApprovals checks every approval_granted record of a verified chain
+// against the trust file's approver keys, offline (docs/approvals.md
+// "What an auditor sees"): the recorded approval's signature verifies
+// under an approver:<class> key valid at its issued_at (else
+// approval_forged, or approval_expired for a key outside its window); it
+// approves, and its members are the record's (approval_forged); its class
+// is the record's, which is the escalation's (approval_wrong_class); it is
+// bound to the record's subject and gate and to the chain's policy
+// (approval_wrong_request); the record was written inside its validity
+// window (approval_expired). A nonce used twice is the chain verifier's
+// approval_replayed.
+func CheckApprovals(res *chain.Result, trust *chain.Trust) []chain.Finding {
+	var out []chain.Finding
+	for _, r := range res.ApprovalRecords {
+		p := r.Payload
+		add := func(code chain.Code, msg, exp, act string) {
+			out = append(out, chain.NewFinding(code, "approval_granted: "+msg).Values(exp, act).At(r.Sequence, r.Line))
+		}
+		a, key, err := approval.Open([]byte(p.SignedApproval), trust)
+		if err != nil {
+			var ae *approval.Error
+			code := chain.CodeApprovalForged
+			if errors.As(err, &ae) {
+				switch ae.Code {
+				case approval.CodeExpired:
+					code = chain.CodeApprovalExpired
+				case approval.CodeWrongClass:
+					code = chain.CodeApprovalWrongClass
+				}
+			}
+			add(code, err.Error(), "an approval signed by a trusted approver key", "not verified")
+			continue
+		}
+		_ = key
+		switch {
+		case a.Decision != approval.DecisionApprove:
+			add(chain.CodeApprovalForged, "the recorded approval refuses the request", approval.DecisionApprove, a.Decision)
+		case a.Nonce != p.Nonce || a.IssuedAt != p.IssuedAt || a.ExpiresAt != p.ExpiresAt:
+			add(chain.CodeApprovalForged, "the record's nonce or times differ from its signed approval's", a.Nonce+" "+a.IssuedAt+" "+a.ExpiresAt, p.Nonce+" "+p.IssuedAt+" "+p.ExpiresAt)
+		case a.ApproverClass != p.ApproverClass:
+			add(chain.CodeApprovalWrongClass, "the approval's class is not the escalation's", p.ApproverClass, a.ApproverClass)
+		case a.SubjectDigest != p.SubjectDigest:
+			add(chain.CodeApprovalWrongRequest, "the approval is bound to another request", p.SubjectDigest, a.SubjectDigest)
+		case a.GateID != p.GateID:
+			add(chain.CodeApprovalWrongRequest, "the approval is for another gate", p.GateID, a.GateID)
+		case res.PolicyDigest != "" && a.PolicyDigest != res.PolicyDigest:
+			add(chain.CodeApprovalWrongRequest, "the approval is bound to another policy", res.PolicyDigest, a.PolicyDigest)
+		case r.CreatedAt < a.IssuedAt || r.CreatedAt >= a.ExpiresAt:
+			add(chain.CodeApprovalExpired, "used outside its validity window", "["+a.IssuedAt+", "+a.ExpiresAt+")", r.CreatedAt+" (sequence "+strconv.FormatInt(r.Sequence, 10)+")")
+		}
+	}
+	return out
+}
