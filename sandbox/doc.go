@@ -52,7 +52,13 @@
 //     RLIMIT_NPROC for uid 0 (the root user is exempt, capabilities or not),
 //     so a Processes limit for a target that would run as host uid 0 is
 //     refused; Probe reports the "rlimits" facet as degraded then.
-//   - File descriptors: only stdin, stdout and stderr reach the target.
+//   - File descriptors: only stdin, stdout, stderr and ExtraFiles reach the
+//     target, ExtraFiles[i] as descriptor 3+i (a nil entry stays closed),
+//     as exec.Cmd.ExtraFiles would place them. A passed file is already
+//     open, so the grants do not restrict reading or writing it; they do
+//     restrict reopening it by a path (/proc/self/fd/N resolves to the
+//     file, which must then lie under a grant). Every other descriptor,
+//     including one the caller left open without close-on-exec, is closed.
 //
 // # System paths
 //
@@ -143,9 +149,11 @@
 // # Launcher protocol
 //
 // Command starts /proc/self/exe with argv ["polc-sandbox"], the environment
-// POLC_SANDBOX_LAUNCHER=<role> (exec or proxy) and nothing else, and the
-// read end of a pipe as fd 3. The pipe holds one JSON object, at most 1 MiB,
-// then EOF:
+// POLC_SANDBOX_LAUNCHER=<role> (exec or proxy) and POLC_SANDBOX_SPEC_FD=<N>
+// and nothing else, Spec.ExtraFiles as descriptors 3 to N-1 and the read
+// end of a pipe as descriptor N (so N is 3 without ExtraFiles; at most
+// 1003, written in plain decimal, anything else is refused). The pipe holds
+// one JSON object, at most 1 MiB, then EOF:
 //
 //	{"version":1, "argv":[...], "env":[...], "dir":"", "read":[...],
 //	 "write":[...], "execute":[...], "deny":[...], "network":"deny",
@@ -161,6 +169,15 @@
 // is still in either of them (for example because the caller replaced
 // Cmd.SysProcAttr instead of setting fields in it). The spec never travels in
 // the target's environment or argv.
+//
+// The exec launcher closes the pipe after reading it and, just before
+// execve, marks descriptor N and every one above it close-on-exec;
+// descriptors 3 to N-1 pass as they are (Go's fork left a nil entry
+// closed, and every descriptor the launcher opened itself is
+// close-on-exec). The proxy launcher takes descriptors 3 to N-1 that lack
+// close-on-exec (exactly the inherited ones) before it opens any of its
+// own, passes them to its child launcher at the same numbers with a new
+// spec pipe at N, and closes its copies as soon as the child has started.
 //
 // # Exit statuses
 //

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,9 +68,12 @@ func Init() {
 // returned Cmd.SysProcAttr (Setsid, Setpgid, Pdeathsig, ...), but must not
 // replace SysProcAttr (it carries the namespace flags; a launcher that finds
 // itself in the caller's namespaces refuses to run) nor set Path, Args, Env or
-// ExtraFiles (the launcher closes every descriptor above 2 before exec). ctx
-// kills the launcher; under NetworkProxy the target dies with it (Pdeathsig).
-// The Cmd holds the read end of the spec pipe until it is garbage collected.
+// ExtraFiles: files for the target go in spec.ExtraFiles, which the Cmd's
+// ExtraFiles carries, followed by the spec pipe (the launcher closes that
+// pipe and every descriptor above it before exec). ctx kills the launcher;
+// under NetworkProxy the target dies with it (Pdeathsig). The Cmd holds the
+// read end of the spec pipe until it is garbage collected; the caller keeps
+// owning spec.ExtraFiles and may close them once the Cmd has started.
 //
 // Command refuses, with an error wrapping ErrUnsupported, a Spec the running
 // system cannot enforce (see Probe), and with a plain error an invalid Spec.
@@ -77,10 +82,13 @@ func Command(ctx context.Context, spec Spec, argv []string) (*exec.Cmd, error) {
 	if err := w.validate(); err != nil {
 		return nil, err
 	}
+	if len(spec.ExtraFiles) > maxExtraFiles {
+		return nil, fmt.Errorf("sandbox: %d extra files, more than %d", len(spec.ExtraFiles), maxExtraFiles)
+	}
 	if err := preflight(spec); err != nil {
 		return nil, err
 	}
-	return launcherCmd(ctx, w)
+	return launcherCmd(ctx, w, spec.ExtraFiles)
 }
 
 // preflight refuses what Probe says cannot be enforced.
@@ -121,8 +129,10 @@ func preflight(spec Spec) error {
 	return nil
 }
 
-// launcherCmd builds the launcher's Cmd for an already validated spec.
-func launcherCmd(ctx context.Context, w wireSpec) (*exec.Cmd, error) {
+// launcherCmd builds the launcher's Cmd for an already validated spec; the
+// target inherits extra at descriptors 3 and up, the launcher the spec pipe
+// right after them.
+func launcherCmd(ctx context.Context, w wireSpec, extra []*os.File) (*exec.Cmd, error) {
 	role := roleExec
 	attr := &syscall.SysProcAttr{}
 	if w.Network != NetworkAllow {
@@ -154,10 +164,45 @@ func launcherCmd(ctx context.Context, w wireSpec) (*exec.Cmd, error) {
 	}
 	cmd := exec.CommandContext(ctx, selfExe)
 	cmd.Args = []string{launcherArg0}
-	cmd.Env = []string{launcherEnv + "=" + role}
-	cmd.ExtraFiles = []*os.File{r}
+	cmd.Env = launcherEnviron(role, len(extra))
+	cmd.ExtraFiles = append(slices.Clone(extra), r)
 	cmd.SysProcAttr = attr
 	return cmd, nil
+}
+
+// maxExtraFiles bounds Spec.ExtraFiles: descriptors stay below 1024, the
+// usual soft RLIMIT_NOFILE a child starts with.
+const maxExtraFiles = 1000
+
+// specFDEnv, in the launcher's environment, is the descriptor of the spec
+// pipe: 3 plus the number of files passed to the target before it.
+const specFDEnv = "POLC_SANDBOX_SPEC_FD"
+
+// launcherEnviron is the launcher's whole environment.
+func launcherEnviron(role string, extra int) []string {
+	return []string{launcherEnv + "=" + role, specFDEnv + "=" + strconv.Itoa(3+extra)}
+}
+
+// specFDFromEnv returns the spec pipe's descriptor from the environment,
+// strictly: decimal digits without a sign or leading zero, from 3 to
+// 3+maxExtraFiles.
+func specFDFromEnv() (int, error) {
+	v, ok := os.LookupEnv(specFDEnv)
+	if !ok {
+		return 0, fmt.Errorf("%s is not set", specFDEnv)
+	}
+	bad := v == "" || len(v) > 4 || v[0] == '0'
+	for i := 0; i < len(v) && !bad; i++ {
+		bad = v[i] < '0' || v[i] > '9'
+	}
+	n := 0
+	if !bad {
+		n, _ = strconv.Atoi(v)
+	}
+	if bad || n < 3 || n > 3+maxExtraFiles {
+		return 0, fmt.Errorf("%s=%q is not a descriptor from 3 to %d", specFDEnv, v, 3+maxExtraFiles)
+	}
+	return n, nil
 }
 
 // specPipe returns the read end of a pipe that holds data and whose write end

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -110,6 +111,13 @@ type Spec struct {
 	Dir string
 	// Limits are the resource limits; see Limits.
 	Limits Limits
+	// ExtraFiles are open files the process inherits, as exec.Cmd.ExtraFiles
+	// passes them: entry i becomes descriptor 3+i, a nil entry leaves that
+	// descriptor closed. They are the only descriptors besides stdin, stdout
+	// and stderr that reach the process (at most 1000). The grants do not
+	// apply to a passed file itself (it is already open), only to reopening
+	// it by a path such as /proc/self/fd/N.
+	ExtraFiles []*os.File
 }
 
 // Wire protocol between Command and the launcher. The parent writes one JSON
