@@ -16,7 +16,11 @@
 // # What each part of a Spec maps to
 //
 //   - Read, Write, Execute and the system paths: one Landlock "path beneath"
-//     rule per path (on the file or directory the path resolves to at spawn).
+//     rule per path, on the file or directory the path names at spawn. A
+//     Spec's path is opened without following symlinks and the launcher
+//     refuses one with a link on its way, so that a link swapped in after
+//     the caller chose the path cannot move the grant; a system path is
+//     followed (/lib is a link on a merged /usr).
 //     The ruleset handles every filesystem right the kernel's ABI knows, so
 //     what is not granted is denied. Read grants read_file and read_dir;
 //     Execute adds execute; Write adds write_file, truncate, remove_file,

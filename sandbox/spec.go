@@ -78,9 +78,10 @@ type Limits struct {
 }
 
 // Spec is what the kernel holds a sandboxed process to. Every path is
-// absolute and clean (filepath.Clean(p) == p). Paths are resolved (symlinks
-// followed) when the launcher starts, and the grants attach to the resolved
-// files and directories, not to names.
+// absolute and clean (filepath.Clean(p) == p). Read, Write and Execute paths
+// are opened without following symlinks when the launcher starts (one on
+// the way makes it refuse), Deny paths with symlinks followed, and the
+// grants attach to the files and directories, not to names.
 type Spec struct {
 	// Read lists files and directory trees the process may read (and list).
 	Read []string
