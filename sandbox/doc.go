@@ -2,8 +2,9 @@
 // filesystem, TCP and scope rules, no_new_privs, no capabilities, an exact
 // environment, resource limits and, for network isolation, a new user and
 // network namespace. Nothing in polc's own process is restricted: the
-// restrictions are applied by a launcher, a re-executed copy of the running
-// binary (/proc/self/exe) that restricts itself and then execs the target.
+// restrictions are applied by a launcher, the dedicated program
+// polc-sandbox or else a re-executed copy of the running binary
+// (/proc/self/exe), that restricts itself and then execs the target.
 //
 // # Use
 //
@@ -150,9 +151,32 @@
 // raising the same signal on itself (128+signal only if that fails). A
 // caller that kills the process group reaches both.
 //
+// # Which launcher
+//
+// When a file named polc-sandbox (LauncherFile; built from cmd/polc-sandbox)
+// lies in the directory of the running executable (os.Executable), Command
+// starts it as the launcher; otherwise it re-executes the running binary
+// through /proc/self/exe. The dedicated launcher links only this package,
+// the standard library and x/sys, so it starts far faster than polc, whose
+// package init functions (CUE, OPA) alone take tens of milliseconds. It is
+// trusted only if no one but root and the current user can have placed or
+// changed it: a regular file, not a symlink, with an execute bit, owned by
+// root or the effective user and writable by neither group nor others, in a
+// directory owned by root or the effective user that group and others
+// cannot write to (or that is sticky). A polc-sandbox that is present but
+// fails these checks is not silently replaced by /proc/self/exe: Command
+// refuses (ErrUnsupported) and Probe reports every facet unsupported, naming
+// the file and the failed check, because such a file means a broken or
+// tampered installation. The choice is made once per process; UseLauncher
+// sets another launcher (after the same checks) or, with "", the running
+// binary, for tests, benchmarks and programs that install the launcher
+// elsewhere. Report.Launcher says which one is used. The launcher and the
+// running binary must come from the same build: a launcher that speaks
+// another protocol version refuses every spec (ExitRefused).
+//
 // # Launcher protocol
 //
-// Command starts /proc/self/exe with argv ["polc-sandbox"], the environment
+// Command starts the launcher with argv ["polc-sandbox"], the environment
 // POLC_SANDBOX_LAUNCHER=<role> (exec or proxy) and POLC_SANDBOX_SPEC_FD=<N>
 // and nothing else, Spec.ExtraFiles as descriptors 3 to N-1 and the read
 // end of a pipe as descriptor N (so N is 3 without ExtraFiles; at most
@@ -193,9 +217,14 @@
 //
 // # Cost
 //
-// Each spawn starts the running binary once more (twice under NetworkProxy),
-// so its cost is dominated by that binary's start-up, package init functions
-// included, plus namespace creation for NetworkDeny and NetworkProxy. The
-// launcher's own work (reading the spec, building the ruleset, restricting)
-// takes about 2 ms on a slow virtual machine. BenchmarkSpawn measures it.
+// Each spawn starts the launcher once (twice under NetworkProxy), so its
+// cost is dominated by the launcher binary's start-up, package init
+// functions included (hence the dedicated launcher), plus namespace
+// creation for NetworkDeny and NetworkProxy. The launcher's own work
+// (reading the spec, building the ruleset, restricting) is well under a
+// millisecond; BenchmarkLauncherWork measures it in-process,
+// BenchmarkSpawn the whole spawn per launcher and network mode, and
+// bench/spawn.sh prints them side by side. A launcher built without cgo
+// (CGO_ENABLED=0) is statically linked and skips the dynamic loader: the
+// package's net import links the C resolver otherwise.
 package sandbox

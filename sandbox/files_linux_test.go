@@ -80,7 +80,10 @@ func TestOnlyPassedDescriptorsReachTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer passed.Close()
-	list := `ls /proc/$$/fd | sort -n | tr '\n' ' '`
+	// ls lists its own descriptors: what it inherited, and the directory it
+	// reads at the lowest free number (4 here). No pipeline: bash holds a
+	// pipeline's pipes while it starts its commands.
+	list := `exec ls /proc/self/fd`
 	plain := exec.Command("bash", "-c", list)
 	plain.Env = baseEnv
 	o, err := plain.Output()
@@ -95,8 +98,8 @@ func TestOnlyPassedDescriptorsReachTarget(t *testing.T) {
 		spec.ExtraFiles = []*os.File{passed}
 		r := run(t, spec, sh(list)...)
 		ok(t, n.String(), r)
-		if got := strings.TrimSpace(r.stdout); got != "0 1 2 3" {
-			t.Errorf("%s: the target holds descriptors %q, want 0 1 2 3", n, got)
+		if got := fds(r.stdout); got != "0 1 2 3 4" {
+			t.Errorf("%s: the target holds descriptors %q, want 0 1 2 3 (and ls's own 4)", n, got)
 		}
 	}
 }
@@ -160,4 +163,59 @@ func TestCommandRefusesTooManyExtraFiles(t *testing.T) {
 	if _, err := sandbox.Command(context.Background(), spec, []string{"true"}); err == nil || !strings.Contains(err.Error(), "more than 1000") {
 		t.Fatalf("1001 extra files: %v", err)
 	}
+}
+
+// TestDedicatedLauncher: cmd/polc-sandbox, built, runs targets in every
+// network mode with passed files, as the re-executed binary does.
+func TestDedicatedLauncher(t *testing.T) {
+	launcher := buildLauncher(t)
+	if err := sandbox.UseLauncher(launcher); err != nil {
+		t.Fatal(err)
+	}
+	defer sandbox.UseLauncher("")
+	if r := sandbox.Probe(); r.Launcher != launcher || !r.UserNetNamespaces {
+		t.Fatalf("Probe with the dedicated launcher: %+v", r)
+	}
+	f := newFixture(t)
+	for _, n := range allNetworks {
+		wf, err := os.Create(filepath.Join(f.outside, "out-"+n.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := withProxy(t, f.spec(n))
+		spec.ExtraFiles = []*os.File{wf}
+		r := run(t, spec, sh("echo via-fd >&3; cat "+filepath.Join(f.outside, "secret")+"; exec ls /proc/self/fd")...)
+		wf.Close()
+		if r.code != 0 || fds(r.stdout) != "0 1 2 3 4" || !strings.Contains(r.stderr, "Permission denied") {
+			t.Errorf("%s: %v", n, r)
+		}
+		if b, _ := os.ReadFile(filepath.Join(f.outside, "out-"+n.String())); string(b) != "via-fd\n" {
+			t.Errorf("%s: written through the passed file: %q", n, b)
+		}
+	}
+	// Run by hand, it says what it is and exits 2.
+	cmd := exec.Command(launcher)
+	cmd.Env = []string{}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "runs only when polc starts it") {
+		t.Errorf("run by hand: %v %q", err, out)
+	}
+}
+
+// fds returns ls's listing of descriptors sorted by number, space-separated.
+func fds(listing string) string {
+	var ns []int
+	for _, f := range strings.Fields(listing) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return "unexpected: " + listing
+		}
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	var out []string
+	for _, n := range ns {
+		out = append(out, strconv.Itoa(n))
+	}
+	return strings.Join(out, " ")
 }

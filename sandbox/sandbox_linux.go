@@ -158,11 +158,15 @@ func launcherCmd(ctx context.Context, w wireSpec, extra []*os.File) (*exec.Cmd, 
 	if len(data) > maxWireBytes {
 		return nil, fmt.Errorf("sandbox: spec is %d bytes encoded, more than %d", len(data), maxWireBytes)
 	}
+	l := currentLauncher()
+	if l.err != nil {
+		return nil, fmt.Errorf("%w: launcher %s: %v", ErrUnsupported, l.path, l.err)
+	}
 	r, err := specPipe(data)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, selfExe)
+	cmd := exec.CommandContext(ctx, l.path)
 	cmd.Args = []string{launcherArg0}
 	cmd.Env = launcherEnviron(role, len(extra))
 	cmd.ExtraFiles = append(slices.Clone(extra), r)
@@ -277,19 +281,43 @@ func detectABI() int {
 	return v
 }
 
-var probeResult = sync.OnceValue(probe)
+var (
+	probeMu  sync.Mutex
+	probed   *Report
+	probedBy launcherChoice
+)
 
-// Probe reports what the running system can enforce: the Landlock ABI,
-// whether a user and network namespace can be created (tried once by
-// starting the launcher in one; needs Init), and a verdict per facet. The
-// result is computed once per process and is the same for a given kernel,
-// configuration and user.
-func Probe() Report { return probeResult().clone() }
+// Probe reports what the running system can enforce: the launcher used,
+// the Landlock ABI, whether a user and network namespace can be created
+// (tried once by starting the launcher in one; needs Init), and a verdict
+// per facet. The result is computed once per process (again after
+// UseLauncher) and is the same for a given kernel, configuration, user and
+// launcher.
+func Probe() Report {
+	l := currentLauncher()
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	if probed == nil || probedBy.path != l.path {
+		r := probe(l)
+		probed, probedBy = &r, l
+	}
+	return probed.clone()
+}
 
-func probe() Report {
+func probe(l launcherChoice) Report {
+	if l.err != nil {
+		// Nothing runs without a launcher.
+		r := Report{Launcher: l.path}
+		for _, name := range []string{FacetAbstractUnix, FacetCapabilities, FacetEnvironment, FacetFilesystem,
+			FacetFilesystemDeny, FacetNetwork, FacetNoNewPrivs, FacetRlimits, FacetSignals} {
+			r.Facets = append(r.Facets, Facet{Name: name, State: Unsupported, Reason: "the launcher " + l.path + " is not trusted: " + l.err.Error()})
+		}
+		sortFacets(r.Facets)
+		return r
+	}
 	abi := detectABI()
-	nsErr := probeNamespaces()
-	r := Report{LandlockABI: abi, UserNetNamespaces: nsErr == nil}
+	nsErr := probeNamespaces(l.path)
+	r := Report{Launcher: l.path, LandlockABI: abi, UserNetNamespaces: nsErr == nil}
 	add := func(name string, st State, reason string) {
 		r.Facets = append(r.Facets, Facet{Name: name, State: st, Reason: reason})
 	}
@@ -338,7 +366,7 @@ func probe() Report {
 
 // probeNamespaces starts the launcher in a new user and network namespace,
 // where it brings up lo and reports its namespaces.
-func probeNamespaces() error {
+func probeNamespaces(launcher string) error {
 	if !initCalled.Load() {
 		return errors.New("sandbox.Init was not called, so the launcher cannot run")
 	}
@@ -352,7 +380,7 @@ func probeNamespaces() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, selfExe)
+	cmd := exec.CommandContext(ctx, launcher)
 	cmd.Args = []string{launcherArg0}
 	cmd.Env = []string{launcherEnv + "=" + roleProbe}
 	var stderr bytes.Buffer
