@@ -156,9 +156,10 @@
 // When a file named polc-sandbox (LauncherFile; built from cmd/polc-sandbox)
 // lies in the directory of the running executable (os.Executable), Command
 // starts it as the launcher; otherwise it re-executes the running binary
-// through /proc/self/exe. The dedicated launcher links only this package,
-// the standard library and x/sys, so it starts far faster than polc, whose
-// package init functions (CUE, OPA) alone take tens of milliseconds. It is
+// through /proc/self/exe. The dedicated launcher links only this package
+// and its dependencies (the standard library, x/sys, go-landlock), so it
+// starts far faster than polc, whose package init functions (CUE, OPA)
+// alone take tens of milliseconds. It is
 // trusted only if no one but root and the current user can have placed or
 // changed it: a regular file, not a symlink, with an execute bit, owned by
 // root or the effective user and writable by neither group nor others, in a
