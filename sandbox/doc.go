@@ -2,8 +2,9 @@
 // filesystem, TCP and scope rules, no_new_privs, no capabilities, an exact
 // environment, resource limits and, for network isolation, a new user and
 // network namespace. Nothing in polc's own process is restricted: the
-// restrictions are applied by a launcher, a re-executed copy of the running
-// binary (/proc/self/exe) that restricts itself and then execs the target.
+// restrictions are applied by a launcher, the dedicated program
+// polc-sandbox or else a re-executed copy of the running binary
+// (/proc/self/exe), that restricts itself and then execs the target.
 //
 // # Use
 //
@@ -16,7 +17,11 @@
 // # What each part of a Spec maps to
 //
 //   - Read, Write, Execute and the system paths: one Landlock "path beneath"
-//     rule per path (on the file or directory the path resolves to at spawn).
+//     rule per path, on the file or directory the path names at spawn. A
+//     Spec's path is opened without following symlinks and the launcher
+//     refuses one with a link on its way, so that a link swapped in after
+//     the caller chose the path cannot move the grant; a system path is
+//     followed (/lib is a link on a merged /usr).
 //     The ruleset handles every filesystem right the kernel's ABI knows, so
 //     what is not granted is denied. Read grants read_file and read_dir;
 //     Execute adds execute; Write adds write_file, truncate, remove_file,
@@ -58,7 +63,13 @@
 //     RLIMIT_NPROC for uid 0 (the root user is exempt, capabilities or not),
 //     so a Processes limit for a target that would run as host uid 0 is
 //     refused; Probe reports the "rlimits" facet as degraded then.
-//   - File descriptors: only stdin, stdout and stderr reach the target.
+//   - File descriptors: only stdin, stdout, stderr and ExtraFiles reach the
+//     target, ExtraFiles[i] as descriptor 3+i (a nil entry stays closed),
+//     as exec.Cmd.ExtraFiles would place them. A passed file is already
+//     open, so the grants do not restrict reading or writing it; they do
+//     restrict reopening it by a path (/proc/self/fd/N resolves to the
+//     file, which must then lie under a grant). Every other descriptor,
+//     including one the caller left open without close-on-exec, is closed.
 //
 // # System paths
 //
@@ -146,12 +157,38 @@
 // raising the same signal on itself (128+signal only if that fails). A
 // caller that kills the process group reaches both.
 //
+// # Which launcher
+//
+// When a file named polc-sandbox (LauncherFile; built from cmd/polc-sandbox)
+// lies in the directory of the running executable (os.Executable), Command
+// starts it as the launcher; otherwise it re-executes the running binary
+// through /proc/self/exe. The dedicated launcher links only this package
+// and its dependencies (the standard library, x/sys, go-landlock), so it
+// starts far faster than polc, whose package init functions (CUE, OPA)
+// alone take tens of milliseconds. It is
+// trusted only if no one but root and the current user can have placed or
+// changed it: a regular file, not a symlink, with an execute bit, owned by
+// root or the effective user and writable by neither group nor others, in a
+// directory owned by root or the effective user that group and others
+// cannot write to (or that is sticky). A polc-sandbox that is present but
+// fails these checks is not silently replaced by /proc/self/exe: Command
+// refuses (ErrUnsupported) and Probe reports every facet unsupported, naming
+// the file and the failed check, because such a file means a broken or
+// tampered installation. The choice is made once per process; UseLauncher
+// sets another launcher (after the same checks) or, with "", the running
+// binary, for tests, benchmarks and programs that install the launcher
+// elsewhere. Report.Launcher says which one is used. The launcher and the
+// running binary must come from the same build: a launcher that speaks
+// another protocol version refuses every spec (ExitRefused).
+//
 // # Launcher protocol
 //
-// Command starts /proc/self/exe with argv ["polc-sandbox"], the environment
-// POLC_SANDBOX_LAUNCHER=<role> (exec or proxy) and nothing else, and the
-// read end of a pipe as fd 3. The pipe holds one JSON object, at most 1 MiB,
-// then EOF:
+// Command starts the launcher with argv ["polc-sandbox"], the environment
+// POLC_SANDBOX_LAUNCHER=<role> (exec or proxy) and POLC_SANDBOX_SPEC_FD=<N>
+// and nothing else, Spec.ExtraFiles as descriptors 3 to N-1 and the read
+// end of a pipe as descriptor N (so N is 3 without ExtraFiles; at most
+// 1003, written in plain decimal, anything else is refused). The pipe holds
+// one JSON object, at most 1 MiB, then EOF:
 //
 //	{"version":1, "argv":[...], "env":[...], "dir":"", "read":[...],
 //	 "write":[...], "execute":[...], "deny":[...], "network":"deny",
@@ -168,6 +205,15 @@
 // Cmd.SysProcAttr instead of setting fields in it). The spec never travels in
 // the target's environment or argv.
 //
+// The exec launcher closes the pipe after reading it and, just before
+// execve, marks descriptor N and every one above it close-on-exec;
+// descriptors 3 to N-1 pass as they are (Go's fork left a nil entry
+// closed, and every descriptor the launcher opened itself is
+// close-on-exec). The proxy launcher takes descriptors 3 to N-1 that lack
+// close-on-exec (exactly the inherited ones) before it opens any of its
+// own, passes them to its child launcher at the same numbers with a new
+// spec pipe at N, and closes its copies as soon as the child has started.
+//
 // # Exit statuses
 //
 // The target's own status passes through. When the target never ran the
@@ -178,9 +224,14 @@
 //
 // # Cost
 //
-// Each spawn starts the running binary once more (twice under NetworkProxy),
-// so its cost is dominated by that binary's start-up, package init functions
-// included, plus namespace creation for NetworkDeny and NetworkProxy. The
-// launcher's own work (reading the spec, building the ruleset, restricting)
-// takes about 2 ms on a slow virtual machine. BenchmarkSpawn measures it.
+// Each spawn starts the launcher once (twice under NetworkProxy), so its
+// cost is dominated by the launcher binary's start-up, package init
+// functions included (hence the dedicated launcher), plus namespace
+// creation for NetworkDeny and NetworkProxy. The launcher's own work
+// (reading the spec, building the ruleset, restricting) is well under a
+// millisecond; BenchmarkLauncherWork measures it in-process,
+// BenchmarkSpawn the whole spawn per launcher and network mode, and
+// bench/spawn.sh prints them side by side. A launcher built without cgo
+// (CGO_ENABLED=0) is statically linked and skips the dynamic loader: the
+// package's net import links the C resolver otherwise.
 package sandbox

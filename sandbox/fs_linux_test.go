@@ -275,3 +275,28 @@ func TestMetadataGap(t *testing.T) {
 	}
 	denied(t, "but reading stays denied", run(t, f.spec(sandbox.NetworkAllow), "cat", secret))
 }
+
+// TestGrantThroughSymlinkRefused: a grant is opened without following
+// links, with or without a Deny to carve out: a link in the grant's path
+// (made, or swapped in, after the caller chose the path) makes the launcher
+// refuse instead of granting what the link points to.
+func TestGrantThroughSymlinkRefused(t *testing.T) {
+	f := newFixture(t)
+	link := filepath.Join(f.root, "wslink")
+	if err := os.Symlink(f.outside, link); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(f.outside, "marker")
+	for _, deny := range [][]string{nil, {f.secrets}} {
+		for _, grant := range []string{link, filepath.Join(link, "secret")} {
+			spec := sandbox.Spec{Write: []string{grant}, Deny: deny, Network: sandbox.NetworkAllow, Env: baseEnv}
+			r := run(t, spec, sh("touch "+marker)...)
+			if r.code != sandbox.ExitRefused || !strings.Contains(r.stderr, "a symbolic link is on its way") {
+				t.Errorf("grant %s (deny %v): want a refusal, got\n%v", grant, deny, r)
+			}
+			if exists(marker) {
+				t.Fatalf("grant %s (deny %v): the target ran and wrote through the link", grant, deny)
+			}
+		}
+	}
+}

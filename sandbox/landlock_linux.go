@@ -139,28 +139,43 @@ func (b *rulesetBuilder) addGrants(w *wireSpec) error {
 	}
 	for _, g := range grants {
 		if len(denies) == 0 {
-			// Nothing to carve out: the grant attaches to whatever the path
-			// resolves to now, without resolving it twice.
-			if err := b.addPath(g.path, g.rights&b.handled); err != nil {
+			// Nothing to carve out: the grant attaches to what the path
+			// names now, without resolving it twice.
+			if err := b.addPath(g.path, g.rights&b.handled, !g.optional); err != nil {
 				if g.optional && errors.Is(err, unix.ENOENT) {
+					continue
+				}
+				return grantError(g.path, err)
+			}
+			continue
+		}
+		// A Spec's grant is opened without following links (addGrant), so
+		// it needs no resolving; a system path may be a link (/lib on a
+		// merged /usr) and is resolved.
+		resolved := g.path
+		if g.optional {
+			var err error
+			if resolved, err = filepath.EvalSymlinks(g.path); err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
 					continue
 				}
 				return fmt.Errorf("grant %q: %w", g.path, err)
 			}
-			continue
-		}
-		resolved, err := filepath.EvalSymlinks(g.path)
-		if err != nil {
-			if g.optional && errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			return fmt.Errorf("grant %q: %w", g.path, err)
 		}
 		if err := b.addGrant(resolved, g.rights&b.handled, denies); err != nil {
-			return fmt.Errorf("grant %q: %w", g.path, err)
+			return grantError(g.path, err)
 		}
 	}
 	return nil
+}
+
+// grantError names the grant that failed; ELOOP from a link on its way
+// gets its reason spelled out.
+func grantError(path string, err error) error {
+	if errors.Is(err, unix.ELOOP) {
+		return fmt.Errorf("grant %q: a symbolic link is on its way (a grant must name its file or directory without links, so that a link swapped in cannot move it)", path)
+	}
+	return fmt.Errorf("grant %q: %w", path, err)
 }
 
 // resolveDenies resolves symlinks in each denied path (as far as it exists),
@@ -250,8 +265,14 @@ func (b *rulesetBuilder) addGrant(path string, rights uint64, denies []deny) err
 	return b.split(fd, path, rights, below)
 }
 
-func (b *rulesetBuilder) addPath(path string, rights uint64) error {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+// addPath adds a rule for path; with noFollow no component of path may be
+// a symbolic link.
+func (b *rulesetBuilder) addPath(path string, rights uint64, noFollow bool) error {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC}
+	if noFollow {
+		how.Resolve = unix.RESOLVE_NO_SYMLINKS
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
 	if err != nil {
 		return err
 	}

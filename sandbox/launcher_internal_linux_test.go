@@ -25,7 +25,7 @@ func bypass(t *testing.T, spec Spec, argv ...string) *exec.Cmd {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	cmd, err := launcherCmd(ctx, w)
+	cmd, err := launcherCmd(ctx, w, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,5 +116,33 @@ print(len(kids), refused)
 	var refused string
 	if _, err := fmt.Sscan(stdout, &n, &refused); err != nil || refused != "True" || n >= 5 {
 		t.Fatalf("under Processes=5: %q (forked %d, refused %s)", stdout, n, refused)
+	}
+}
+
+// The launcher finds the spec pipe at the descriptor POLC_SANDBOX_SPEC_FD
+// names and refuses anything but a plain number in range, or a descriptor
+// that is not the pipe.
+func TestLauncherSpecFDStrict(t *testing.T) {
+	ws := t.TempDir()
+	marker := filepath.Join(ws, "marker")
+	for _, v := range []string{"", "3 ", "+3", "03", "0x3", "2", "1004", "99999", "-1", "4"} {
+		cmd := bypass(t, Spec{Write: []string{ws}, Env: []string{"PATH=/usr/bin:/bin"}, Network: NetworkAllow}, "touch", marker)
+		cmd.Env = []string{launcherEnv + "=" + roleExec, specFDEnv + "=" + v}
+		_, stderr, code := runCmd(cmd)
+		if code != ExitRefused || !strings.Contains(stderr, "polc sandbox: ") {
+			t.Errorf("%s=%q: code %d, stderr %q", specFDEnv, v, code, stderr)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%s=%q: the target ran", specFDEnv, v)
+		}
+	}
+	cmd := bypass(t, Spec{Write: []string{ws}, Env: []string{"PATH=/usr/bin:/bin"}, Network: NetworkAllow}, "touch", marker)
+	cmd.Env = []string{launcherEnv + "=" + roleExec}
+	if _, stderr, code := runCmd(cmd); code != ExitRefused || !strings.Contains(stderr, specFDEnv+" is not set") {
+		t.Errorf("without %s: code %d, stderr %q", specFDEnv, code, stderr)
+	}
+	cmd = bypass(t, Spec{Write: []string{ws}, Env: []string{"PATH=/usr/bin:/bin"}, Network: NetworkAllow}, "touch", marker)
+	if _, stderr, code := runCmd(cmd); code != 0 {
+		t.Fatalf("the unchanged launcher: code %d, stderr %q", code, stderr)
 	}
 }

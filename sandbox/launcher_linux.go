@@ -22,9 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// specFD is where the launcher finds the spec pipe (Cmd.ExtraFiles[0]).
-const specFD = 3
-
 // launch runs the launcher role and returns its exit status. It runs on the
 // locked main thread (see Init).
 func launch(role string) int {
@@ -51,8 +48,17 @@ func fail(status int, format string, args ...any) int {
 	return status
 }
 
-// readSpec reads the raw spec from the inherited pipe and closes it.
-func readSpec() ([]byte, error) {
+// readSpec reads the raw spec from the inherited pipe, whose descriptor
+// specFDEnv gives, and closes it.
+func readSpec() (specFD int, data []byte, err error) {
+	if specFD, err = specFDFromEnv(); err != nil {
+		return 0, nil, err
+	}
+	data, err = readSpecFrom(specFD)
+	return specFD, data, err
+}
+
+func readSpecFrom(specFD int) ([]byte, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(specFD, &st); err != nil {
 		return nil, fmt.Errorf("spec pipe (fd %d): %w", specFD, err)
@@ -60,7 +66,7 @@ func readSpec() ([]byte, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
 		return nil, fmt.Errorf("fd %d is not the spec pipe", specFD)
 	}
-	f := os.NewFile(specFD, "polc-sandbox-spec")
+	f := os.NewFile(uintptr(specFD), "polc-sandbox-spec")
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxWireBytes+1))
 	if err != nil {
@@ -95,7 +101,7 @@ func checkNamespaces(w *wireSpec) error {
 // runExec applies every restriction of the spec to this thread and execs the
 // target in its place.
 func runExec() int {
-	raw, err := readSpec()
+	specFD, raw, err := readSpec()
 	if err != nil {
 		return refuse("%v", err)
 	}
@@ -136,8 +142,10 @@ func runExec() int {
 		return refuse("landlock: restrict: %v", err)
 	}
 	unix.Close(rulesetFD)
-	// Only stdin, stdout and stderr reach the target.
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+	// Only stdin, stdout, stderr and the caller's ExtraFiles (below the spec
+	// pipe; Go's fork left a nil entry closed there, and every descriptor
+	// this launcher opened itself is close-on-exec) reach the target.
+	if err := unix.CloseRange(uint(specFD), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return refuse("close_range: %v", err)
 	}
 	err = syscall.Exec(path, w.Argv, w.Env)
@@ -221,14 +229,10 @@ func setLimits(l Limits) error {
 // holds no capability, since such a process gains none on execve under
 // no_new_privs.
 func dropCapabilities() error {
-	last := 63
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			last = n
-		}
-	}
+	// Up to the highest capability the kernel knows: it answers EINVAL
+	// above it (cheaper than reading /proc/sys/kernel/cap_last_cap).
 	var bsetErr error
-	for c := 0; c <= last; c++ {
+	for c := 0; c <= 63; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
 			if errors.Is(err, unix.EINVAL) { // beyond what the kernel knows
 				break
@@ -265,7 +269,17 @@ func dropCapabilities() error {
 // child, forwards each accepted connection to ProxySocket, forwards
 // termination signals to the child, and exits as the child did.
 func runProxy() int {
-	raw, err := readSpec()
+	specFD, err := specFDFromEnv()
+	if err != nil {
+		return refuse("%v", err)
+	}
+	// The files for the target, taken before this process opens any
+	// descriptor of its own, and closed as soon as the child holds them.
+	extra, err := inheritedFiles(specFD)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	raw, err := readSpecFrom(specFD)
 	if err != nil {
 		return refuse("%v", err)
 	}
@@ -304,11 +318,11 @@ func runProxy() int {
 	child := &exec.Cmd{
 		Path:       selfExe,
 		Args:       []string{launcherArg0},
-		Env:        []string{launcherEnv + "=" + roleExec},
+		Env:        launcherEnviron(roleExec, len(extra)),
 		Stdin:      os.Stdin,
 		Stdout:     os.Stdout,
 		Stderr:     os.Stderr,
-		ExtraFiles: []*os.File{r},
+		ExtraFiles: append(extra, r),
 		// The kernel sends Pdeathsig when the thread that forked the child
 		// exits; that is this locked main thread, which lives until exit.
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
@@ -321,6 +335,11 @@ func runProxy() int {
 		return refuse("network proxy: starting the target: %v", err)
 	}
 	r.Close()
+	for _, f := range extra {
+		if f != nil {
+			f.Close()
+		}
+	}
 	go func() {
 		for s := range sigs {
 			_ = child.Process.Signal(s)
@@ -340,6 +359,26 @@ func runProxy() int {
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
+}
+
+// inheritedFiles returns descriptors 3 to specFD-1 as files (nil for a
+// closed one), each made close-on-exec, for the proxy launcher to pass to
+// its child exactly where it got them. Only a descriptor without
+// close-on-exec was inherited: every one this process opened itself (the
+// Go runtime's, package init's) has the flag and is left alone.
+func inheritedFiles(specFD int) ([]*os.File, error) {
+	extra := make([]*os.File, specFD-3)
+	for fd := 3; fd < specFD; fd++ {
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC); err != nil {
+			return nil, fmt.Errorf("inherited descriptor %d: %w", fd, err)
+		}
+		extra[fd-3] = os.NewFile(uintptr(fd), "polc-sandbox-extra-"+strconv.Itoa(fd))
+	}
+	return extra, nil
 }
 
 // serveProxy forwards every connection accepted on ln to the unix socket.

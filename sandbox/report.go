@@ -60,6 +60,10 @@ type Facet struct {
 
 // Report is what Probe found. Facets are sorted by name.
 type Report struct {
+	// Launcher is the program Command starts as the launcher: the dedicated
+	// launcher's path, or /proc/self/exe when the running binary is
+	// re-executed (see UseLauncher).
+	Launcher string `json:"launcher,omitempty"`
 	// LandlockABI is the Landlock ABI version the kernel offers (0: none),
 	// lowered to 5 when the kernel lacks the fix for signal scoping.
 	LandlockABI int `json:"landlock_abi"`

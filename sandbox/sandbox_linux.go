@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,9 +68,12 @@ func Init() {
 // returned Cmd.SysProcAttr (Setsid, Setpgid, Pdeathsig, ...), but must not
 // replace SysProcAttr (it carries the namespace flags; a launcher that finds
 // itself in the caller's namespaces refuses to run) nor set Path, Args, Env or
-// ExtraFiles (the launcher closes every descriptor above 2 before exec). ctx
-// kills the launcher; under NetworkProxy the target dies with it (Pdeathsig).
-// The Cmd holds the read end of the spec pipe until it is garbage collected.
+// ExtraFiles: files for the target go in spec.ExtraFiles, which the Cmd's
+// ExtraFiles carries, followed by the spec pipe (the launcher closes that
+// pipe and every descriptor above it before exec). ctx kills the launcher;
+// under NetworkProxy the target dies with it (Pdeathsig). The Cmd holds the
+// read end of the spec pipe until it is garbage collected; the caller keeps
+// owning spec.ExtraFiles and may close them once the Cmd has started.
 //
 // Command refuses, with an error wrapping ErrUnsupported, a Spec the running
 // system cannot enforce (see Probe), and with a plain error an invalid Spec.
@@ -77,10 +82,13 @@ func Command(ctx context.Context, spec Spec, argv []string) (*exec.Cmd, error) {
 	if err := w.validate(); err != nil {
 		return nil, err
 	}
+	if len(spec.ExtraFiles) > maxExtraFiles {
+		return nil, fmt.Errorf("sandbox: %d extra files, more than %d", len(spec.ExtraFiles), maxExtraFiles)
+	}
 	if err := preflight(spec); err != nil {
 		return nil, err
 	}
-	return launcherCmd(ctx, w)
+	return launcherCmd(ctx, w, spec.ExtraFiles)
 }
 
 // preflight refuses what Probe says cannot be enforced.
@@ -121,8 +129,10 @@ func preflight(spec Spec) error {
 	return nil
 }
 
-// launcherCmd builds the launcher's Cmd for an already validated spec.
-func launcherCmd(ctx context.Context, w wireSpec) (*exec.Cmd, error) {
+// launcherCmd builds the launcher's Cmd for an already validated spec; the
+// target inherits extra at descriptors 3 and up, the launcher the spec pipe
+// right after them.
+func launcherCmd(ctx context.Context, w wireSpec, extra []*os.File) (*exec.Cmd, error) {
 	role := roleExec
 	attr := &syscall.SysProcAttr{}
 	if w.Network != NetworkAllow {
@@ -148,16 +158,55 @@ func launcherCmd(ctx context.Context, w wireSpec) (*exec.Cmd, error) {
 	if len(data) > maxWireBytes {
 		return nil, fmt.Errorf("sandbox: spec is %d bytes encoded, more than %d", len(data), maxWireBytes)
 	}
+	l := currentLauncher()
+	if l.err != nil {
+		return nil, fmt.Errorf("%w: launcher %s: %v", ErrUnsupported, l.path, l.err)
+	}
 	r, err := specPipe(data)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, selfExe)
+	cmd := exec.CommandContext(ctx, l.path)
 	cmd.Args = []string{launcherArg0}
-	cmd.Env = []string{launcherEnv + "=" + role}
-	cmd.ExtraFiles = []*os.File{r}
+	cmd.Env = launcherEnviron(role, len(extra))
+	cmd.ExtraFiles = append(slices.Clone(extra), r)
 	cmd.SysProcAttr = attr
 	return cmd, nil
+}
+
+// maxExtraFiles bounds Spec.ExtraFiles: descriptors stay below 1024, the
+// usual soft RLIMIT_NOFILE a child starts with.
+const maxExtraFiles = 1000
+
+// specFDEnv, in the launcher's environment, is the descriptor of the spec
+// pipe: 3 plus the number of files passed to the target before it.
+const specFDEnv = "POLC_SANDBOX_SPEC_FD"
+
+// launcherEnviron is the launcher's whole environment.
+func launcherEnviron(role string, extra int) []string {
+	return []string{launcherEnv + "=" + role, specFDEnv + "=" + strconv.Itoa(3+extra)}
+}
+
+// specFDFromEnv returns the spec pipe's descriptor from the environment,
+// strictly: decimal digits without a sign or leading zero, from 3 to
+// 3+maxExtraFiles.
+func specFDFromEnv() (int, error) {
+	v, ok := os.LookupEnv(specFDEnv)
+	if !ok {
+		return 0, fmt.Errorf("%s is not set", specFDEnv)
+	}
+	bad := v == "" || len(v) > 4 || v[0] == '0'
+	for i := 0; i < len(v) && !bad; i++ {
+		bad = v[i] < '0' || v[i] > '9'
+	}
+	n := 0
+	if !bad {
+		n, _ = strconv.Atoi(v)
+	}
+	if bad || n < 3 || n > 3+maxExtraFiles {
+		return 0, fmt.Errorf("%s=%q is not a descriptor from 3 to %d", specFDEnv, v, 3+maxExtraFiles)
+	}
+	return n, nil
 }
 
 // specPipe returns the read end of a pipe that holds data and whose write end
@@ -232,19 +281,43 @@ func detectABI() int {
 	return v
 }
 
-var probeResult = sync.OnceValue(probe)
+var (
+	probeMu  sync.Mutex
+	probed   *Report
+	probedBy launcherChoice
+)
 
-// Probe reports what the running system can enforce: the Landlock ABI,
-// whether a user and network namespace can be created (tried once by
-// starting the launcher in one; needs Init), and a verdict per facet. The
-// result is computed once per process and is the same for a given kernel,
-// configuration and user.
-func Probe() Report { return probeResult().clone() }
+// Probe reports what the running system can enforce: the launcher used,
+// the Landlock ABI, whether a user and network namespace can be created
+// (tried once by starting the launcher in one; needs Init), and a verdict
+// per facet. The result is computed once per process (again after
+// UseLauncher) and is the same for a given kernel, configuration, user and
+// launcher.
+func Probe() Report {
+	l := currentLauncher()
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	if probed == nil || probedBy.path != l.path {
+		r := probe(l)
+		probed, probedBy = &r, l
+	}
+	return probed.clone()
+}
 
-func probe() Report {
+func probe(l launcherChoice) Report {
+	if l.err != nil {
+		// Nothing runs without a launcher.
+		r := Report{Launcher: l.path}
+		for _, name := range []string{FacetAbstractUnix, FacetCapabilities, FacetEnvironment, FacetFilesystem,
+			FacetFilesystemDeny, FacetNetwork, FacetNoNewPrivs, FacetRlimits, FacetSignals} {
+			r.Facets = append(r.Facets, Facet{Name: name, State: Unsupported, Reason: "the launcher " + l.path + " is not trusted: " + l.err.Error()})
+		}
+		sortFacets(r.Facets)
+		return r
+	}
 	abi := detectABI()
-	nsErr := probeNamespaces()
-	r := Report{LandlockABI: abi, UserNetNamespaces: nsErr == nil}
+	nsErr := probeNamespaces(l.path)
+	r := Report{Launcher: l.path, LandlockABI: abi, UserNetNamespaces: nsErr == nil}
 	add := func(name string, st State, reason string) {
 		r.Facets = append(r.Facets, Facet{Name: name, State: st, Reason: reason})
 	}
@@ -293,7 +366,7 @@ func probe() Report {
 
 // probeNamespaces starts the launcher in a new user and network namespace,
 // where it brings up lo and reports its namespaces.
-func probeNamespaces() error {
+func probeNamespaces(launcher string) error {
 	if !initCalled.Load() {
 		return errors.New("sandbox.Init was not called, so the launcher cannot run")
 	}
@@ -307,7 +380,7 @@ func probeNamespaces() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, selfExe)
+	cmd := exec.CommandContext(ctx, launcher)
 	cmd.Args = []string{launcherArg0}
 	cmd.Env = []string{launcherEnv + "=" + roleProbe}
 	var stderr bytes.Buffer

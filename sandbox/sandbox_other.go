@@ -5,6 +5,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 )
@@ -30,4 +31,15 @@ func Probe() Report {
 	}
 	sortFacets(r.Facets)
 	return r
+}
+
+// LauncherMain says that there is no launcher on this system and exits 2.
+func LauncherMain() {
+	fmt.Fprintf(os.Stderr, "polc-sandbox: the sandbox needs Linux, this is %s\n", runtime.GOOS)
+	os.Exit(2)
+}
+
+// UseLauncher refuses: the sandbox needs Linux.
+func UseLauncher(path string) error {
+	return fmt.Errorf("%w: the sandbox needs Linux, this is %s", ErrUnsupported, runtime.GOOS)
 }

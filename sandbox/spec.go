@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -77,9 +78,10 @@ type Limits struct {
 }
 
 // Spec is what the kernel holds a sandboxed process to. Every path is
-// absolute and clean (filepath.Clean(p) == p). Paths are resolved (symlinks
-// followed) when the launcher starts, and the grants attach to the resolved
-// files and directories, not to names.
+// absolute and clean (filepath.Clean(p) == p). Read, Write and Execute paths
+// are opened without following symlinks when the launcher starts (one on
+// the way makes it refuse), Deny paths with symlinks followed, and the
+// grants attach to the files and directories, not to names.
 type Spec struct {
 	// Read lists files and directory trees the process may read (and list).
 	Read []string
@@ -117,6 +119,13 @@ type Spec struct {
 	Dir string
 	// Limits are the resource limits; see Limits.
 	Limits Limits
+	// ExtraFiles are open files the process inherits, as exec.Cmd.ExtraFiles
+	// passes them: entry i becomes descriptor 3+i, a nil entry leaves that
+	// descriptor closed. They are the only descriptors besides stdin, stdout
+	// and stderr that reach the process (at most 1000). The grants do not
+	// apply to a passed file itself (it is already open), only to reopening
+	// it by a path such as /proc/self/fd/N.
+	ExtraFiles []*os.File
 }
 
 // Forward is one loopback port forwarded to a unix socket; see Spec.Forwards.

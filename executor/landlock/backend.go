@@ -244,13 +244,12 @@ func (s *spawner) Command(ctx context.Context, argv []string, dir string, env []
 	if len(argv) == 0 {
 		return nil, errors.New("no program")
 	}
-	if len(extra) > 0 {
-		// The launcher does not pass inherited descriptors on yet: bash
-		// would not find the files polc opened for its redirections.
-		return nil, errors.New("a command with redirections cannot run contained yet (the sandbox passes no inherited descriptors)")
-	}
 	spec := s.spec
 	spec.Dir = dir
+	// The files polc opened for the command's redirections: the process
+	// reopens each through /proc/self/fd, which Landlock checks against
+	// the grants like any other open.
+	spec.ExtraFiles = extra
 	spec.Env = nil
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")

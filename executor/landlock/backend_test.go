@@ -78,7 +78,7 @@ policies: p: {
 	actions: allow: ["bash"]
 	filesystem: {read: ["**"], write: ["out/**"], deny: ["secrets/**"]}
 	network: {mode: "allowlist", allow: [%q]}
-	subprocess: {mode: "allowlist", allow: ["sh *", "curl *", "echo *"], shell: "allow"}
+	subprocess: {mode: "allowlist", allow: ["sh *", "curl *", "echo *", "cat"], shell: "allow"}
 }
 `, hostport)
 	os.WriteFile(filepath.Join(dir, "p.cue"), []byte(policy), 0o644)
@@ -207,26 +207,60 @@ func TestBackendProxiesTheAllowlist(t *testing.T) {
 	}
 }
 
-// TestBackendRefusesRedirections: with shell control, bash reopens files
-// polc opened for its redirections (inherited descriptors), which the
-// launcher does not pass on yet: the call must fail closed
-// (containment_failed) with nothing written by the command, not run with the redirection
-// lost or opened by another route.
-func TestBackendRefusesRedirections(t *testing.T) {
+// TestBackendRedirections: with shell control, bash reopens the files polc
+// opened for its redirections (descriptors the sandbox passes on). Under
+// the landlock backend a redirection works as under the in-process one,
+// its file is the one polc judged (a symlink on the way is refused before
+// any process runs, under either backend), and the command still cannot
+// open a file outside the write roots by itself.
+func TestBackendRedirections(t *testing.T) {
 	r := newRig(t, nil)
-	out := r.bash(t, landlock.Name, "echo hi > out/r.txt")
-	f, ok := out.(*executor.Failed)
-	if !ok || !strings.Contains(f.ReasonCode, "containment_failed") {
-		t.Fatalf("want failed containment_failed, got %T %+v", out, out)
+	for _, backend := range []string{"inprocess", landlock.Name} {
+		t.Run(backend, func(t *testing.T) {
+			defer os.Remove(filepath.Join(r.ws, "out", "r.txt"))
+			res := result(t, r.bash(t, backend, "echo hi > out/r.txt && echo more >> out/r.txt && cat < out/r.txt"))
+			if res["exit_code"] != 0 || res["stdout"] != "hi\nmore\n" {
+				t.Fatalf("redirections: %+v", res)
+			}
+			if b, _ := os.ReadFile(filepath.Join(r.ws, "out", "r.txt")); string(b) != "hi\nmore\n" {
+				t.Fatalf("out/r.txt holds %q", b)
+			}
+			// A link on the way to the redirection's file: polc refuses to
+			// open it, so nothing lands where the link points.
+			link := filepath.Join(r.ws, "out", "link")
+			if err := os.Symlink(r.outside, link); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(link)
+			out := r.bash(t, backend, "echo hi > out/link/vialink")
+			if _, ok := out.(*executor.Succeeded); ok {
+				t.Errorf("a redirection through a link succeeded: %+v", out)
+			}
+			if exists(filepath.Join(r.outside, "vialink")) {
+				t.Fatal("the redirection's file landed outside the workspace")
+			}
+		})
 	}
-	// polc opens (creates) the redirection's file before it starts the
-	// process, as the policy allowed; the command never wrote to it.
-	if contains(filepath.Join(r.ws, "out", "r.txt"), "hi") {
-		t.Fatal("out/r.txt was written")
+	// The command's own open, beside a redirection polc opened: the
+	// in-process backend lets it write outside (the attempt is real), the
+	// landlock backend does not, while the redirection still works.
+	byItself := filepath.Join(r.outside, "byitself")
+	command := fmt.Sprintf("echo hi > out/r2.txt; sh -c 'echo x > %s'", byItself)
+	res := result(t, r.bash(t, "inprocess", command))
+	if !exists(byItself) || !contains(filepath.Join(r.ws, "out", "r2.txt"), "hi") {
+		t.Fatalf("inprocess: the command did not write outside, so the attempt proves nothing: %+v", res)
 	}
-	// The same command under the in-process backend writes the file.
-	if res := result(t, r.bash(t, "inprocess", "echo hi > out/r.txt")); res["exit_code"] != 0 || !contains(filepath.Join(r.ws, "out", "r.txt"), "hi") {
-		t.Fatalf("inprocess: %+v", res)
+	os.Remove(byItself)
+	os.Remove(filepath.Join(r.ws, "out", "r2.txt"))
+	res = result(t, r.bash(t, landlock.Name, command))
+	if exists(byItself) {
+		t.Errorf("landlock: the command wrote outside the write roots: %+v", res)
+	}
+	if !contains(filepath.Join(r.ws, "out", "r2.txt"), "hi") {
+		t.Errorf("landlock: the redirection beside it did not write: %+v", res)
+	}
+	if s, _ := res["stderr"].(string); !strings.Contains(s, "Permission denied") {
+		t.Errorf("landlock: want the kernel's refusal in stderr: %+v", res)
 	}
 }
 
