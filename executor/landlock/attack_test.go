@@ -254,3 +254,49 @@ func TestAttackExecuteOutsideExecuteRoots(t *testing.T) {
 		t.Errorf("a program under a write root without an execute right ran through the loader: %q", s)
 	}
 }
+
+// TestAttackGrantFollowsSwappedSymlink: planFor checks that a granted
+// path is no symbolic link (resolver.walk, Lstat) when the call starts,
+// but the launcher opens the path again when the process starts, and
+// follows links then (addPath opens without O_NOFOLLOW; with denies,
+// addGrant runs EvalSymlinks first). A contained process with a write
+// root that holds a path another pattern grants (here read "out/data"
+// under write "out/**") swaps that path between a regular file and a
+// link to any file on the host; a concurrent call of the same policy
+// whose launcher opens it as a link gets a Landlock rule on the link's
+// target and reads a file no pattern grants.
+func TestAttackGrantFollowsSwappedSymlink(t *testing.T) {
+	r := newAtkRig(t, `	actions: allow: ["bash"]
+	filesystem: {read: ["out/data", "*.py"], write: ["out/**"]}
+	network: {mode: "deny"}
+	subprocess: {mode: "allowlist", allow: ["python3 *", "cat *"], shell: "forbid"}`, nil)
+	secret := filepath.Join(r.outside, "file")
+	os.WriteFile(filepath.Join(r.ws, "out", "data"), []byte("data"), 0o644)
+	racer := fmt.Sprintf(`import os, time
+end = time.time() + 20
+while time.time() < end:
+    try:
+        os.symlink(%q, "out/l"); os.rename("out/l", "out/data")
+        open("out/f", "w").close(); os.rename("out/f", "out/data")
+    except OSError:
+        pass
+`, secret)
+	os.WriteFile(filepath.Join(r.ws, "race.py"), []byte(racer), 0o644)
+	done := make(chan struct{})
+	go func() { defer close(done); o := r.bash(t, "python3 race.py"); t.Logf("racer: %T %v", o, o) }()
+	defer func() { <-done }()
+	time.Sleep(500 * time.Millisecond)
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			t.Logf("%d attempts", i)
+			return // the race was never won while the racer ran
+		default:
+		}
+		out := r.bash(t, "cat "+secret)
+		if s, ok := out.(*executor.Succeeded); ok && strings.Contains(fmt.Sprint(s.Result.(map[string]any)["stdout"]), "outside") {
+			t.Errorf("attempt %d: a file no pattern grants was read after the granted path was swapped for a link to it", i)
+			return
+		}
+	}
+}
