@@ -40,6 +40,20 @@
 //     this, a target running as root could kill any process.
 //   - no_new_privs: always set (prctl PR_SET_NO_NEW_PRIVS): setuid bits and
 //     file capabilities give nothing.
+//   - A seccomp filter (classic BPF, installed on the launcher's thread after
+//     no_new_privs, inherited by everything the target starts): io_uring_setup,
+//     io_uring_enter and io_uring_register fail with EPERM (io_uring
+//     operations such as IORING_OP_SOCKET and IORING_OP_CONNECT never pass
+//     seccomp's argument checks); before Landlock ABI 9, which is the first to
+//     check connect(2) and sendmsg(2) to a pathname unix socket, socket(AF_UNIX,
+//     ...) and socketpair(AF_UNIX, SOCK_DGRAM, ...) fail with EACCES (a stream
+//     or seqpacket socketpair stays allowed: it is connected at birth and can
+//     reach no path; a datagram one could sendto(2) any path); under
+//     NetworkDeny and NetworkProxy socket(2) of any family other than AF_UNIX,
+//     AF_INET, AF_INET6 and AF_NETLINK fails with EACCES (AF_VSOCK and others
+//     are not isolated by the network namespace). A syscall of another
+//     architecture (the 32-bit x86 entry, x32) kills the process. Only amd64
+//     and arm64 are supported; elsewhere the launcher refuses.
 //   - Capabilities: the bounding, ambient, inheritable, permitted and
 //     effective sets are emptied, so a target running as uid 0 holds no
 //     capability (no mknod, chroot, module loading, raw sockets, ...).
@@ -101,9 +115,13 @@
 //     can change the mode and times of files it owns, and as uid 0 it owns
 //     the system's files (chown needs CAP_CHOWN, which it lacks). Probe
 //     reports the "filesystem" facet as degraded for this.
-//   - Connecting to pathname unix sockets before ABI 9: a target can reach
-//     any socket it can name (for example a container runtime's). Also in
-//     the "filesystem" facet's reason.
+//   - Connecting to pathname unix sockets before ABI 9. The seccomp filter
+//     closes this by refusing unix sockets altogether (see above), so a
+//     program that needs one (a local server on a socket in its workspace,
+//     an ssh-agent client) fails under the sandbox on such a kernel. A unix
+//     datagram socket the caller passes as stdin, stdout or stderr could
+//     still send to a path: pass pipes or files. Also in the "filesystem"
+//     facet's reason.
 //   - Multipath TCP and, before ABI 10, UDP: not covered by Landlock's
 //     network rules; the network namespace is what isolates them under
 //     NetworkDeny and NetworkProxy.
@@ -115,7 +133,8 @@
 // 2; a kernel without it counts as ABI 5). The filesystem rules use ABI 1
 // rights, refer (ABI 2), truncate (ABI 3) and the device ioctl right (ABI 5,
 // handled, never granted); from ABI 9 connecting to pathname unix sockets is
-// handled and never granted. TCP rules need ABI 4, UDP rules ABI 10.
+// handled and never granted. TCP rules need ABI 4, UDP rules ABI 10. Every
+// spawn needs seccomp filters with the errno and kill_process actions.
 // NetworkDeny and NetworkProxy also need unprivileged user and network
 // namespaces (Probe tries one once). Probe reports all of this.
 //
@@ -125,7 +144,8 @@
 // with go-landlock's Config.NewRulesetFD (strict: never BestEffort, so a
 // missing kernel feature is an error, not a silent downgrade), then on that
 // thread sets the resource limits, drops capabilities, sets no_new_privs,
-// calls landlock_restrict_self for that thread only and execs the target
+// calls landlock_restrict_self for that thread only, installs the seccomp
+// filter on that thread only and execs the target
 // from the same thread; execve gives the new program that thread's
 // credentials and domain. go-landlock's all-thread Restrict (libpsx) is
 // never used.

@@ -231,29 +231,6 @@ func TestDenySystemPath(t *testing.T) {
 	denied(t, "sandboxed, denied", run(t, spec, "cat", "/etc/passwd"))
 }
 
-// Landlock ABI < 9 cannot restrict connecting to a pathname unix socket:
-// this records what the kernel does, next to Probe saying so.
-func TestPathnameUnixSocketGap(t *testing.T) {
-	f := newFixture(t)
-	sock := filepath.Join(f.outside, "s.sock")
-	srv := serveUnix(t, sock, "pong")
-	_ = srv
-	script := fmt.Sprintf(`python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect("%s"); s.sendall(b"ping\n"); print(s.recv(100).decode().strip())'`, sock)
-	ok(t, "direct", direct(t, f.ws, sh(script)...))
-	r := run(t, f.spec(sandbox.NetworkAllow), sh(script)...)
-	fs, _ := sandbox.Probe().Facet(sandbox.FacetFilesystem)
-	if sandbox.Probe().LandlockABI < 9 {
-		if r.code != 0 || r.stdout != "pong\n" {
-			t.Fatalf("ABI < 9: expected the connect to work (the documented gap):\n%v", r)
-		}
-		if fs.State != sandbox.Degraded || !strings.Contains(fs.Reason, "pathname unix sockets") {
-			t.Errorf("Probe does not report the gap: %+v", fs)
-		}
-	} else {
-		denied(t, "ABI >= 9", r)
-	}
-}
-
 // Landlock does not restrict chmod: a process running as uid 0 can change
 // the mode of files it cannot read. This records the kernel's behaviour next
 // to Probe saying so.

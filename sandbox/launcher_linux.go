@@ -134,6 +134,9 @@ func runExec() int {
 	if err := landlockRestrictSelf(rulesetFD, flags); err != nil {
 		return refuse("landlock: restrict: %v", err)
 	}
+	if err := installSeccomp(w.Network, abi); err != nil {
+		return refuse("%v", err)
+	}
 	unix.Close(rulesetFD)
 	// Only stdin, stdout and stderr reach the target.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {

@@ -138,14 +138,15 @@ func TestAttackChmodOutsideWriteRoots(t *testing.T) {
 
 // TestAttackPrivateUnixSocketReachable: a pathname unix socket that only
 // its owner (root, mode 0600) may use, outside every grant, as polc serve
-// makes its API socket ("its permissions are the access control"): the
+// makes its API socket ("its permissions are the access control"). The
 // contained process is uid 0 of the socket's owner, Landlock ABI 7 does
 // not check connect(2) on a pathname socket, and a network-deny namespace
-// does not cover unix sockets. So an allowed action reaches polc serve's
-// unauthenticated API (POST /v1/execute, /v1/close) or any root daemon's
-// socket. The socket's path need not be guessed: /proc/<pid>/net/unix of
-// any host process (polc, the parent) lists every bound socket of the host
-// network namespace and is readable from inside the sandbox.
+// does not cover unix sockets; the socket's path need not be guessed:
+// /proc/<pid>/net/unix of any host process lists every bound socket of
+// the host network namespace and is readable from inside the sandbox.
+// Before the fix the process reached the API; now the launcher's seccomp
+// filter refuses creating the socket (before ABI 9; from ABI 9 Landlock
+// refuses the connect), so the script finds the socket and fails.
 func TestAttackPrivateUnixSocketReachable(t *testing.T) {
 	r := newAtkRig(t, `	actions: allow: ["bash"]
 	filesystem: {read: ["**"], write: ["out/**"]}
@@ -179,16 +180,21 @@ for line in open("/proc/%d/net/unix" % os.getppid()):
 	if s, _ := res["stdout"].(string); strings.Contains(s, "reached-private-api") {
 		t.Errorf("the contained process (network deny) reached a 0600 root unix socket outside its grants: %q", s)
 	}
+	if s, _ := res["stderr"].(string); !strings.Contains(s, "PermissionError") {
+		t.Errorf("the script did not fail on the socket (did it find it?): %+v", res)
+	}
 }
 
 // TestAttackCrossCallEgressProxy: the egress proxy of an allowlisted call
 // listens on a unix socket (dir/proxy.sock, a 0700 root directory) for the
 // call's whole duration. Another contained call whose policy denies the
 // network finds it in /proc/<ppid>/net/unix and talks to it directly: the
-// proxy admits by the OTHER call's policy, so the network-deny call
-// reaches the host that only the other policy lists. Two policies run in
-// one polc process here (two executors, as an embedding program or a
-// second session's polc on the same host would have them).
+// proxy admits by the OTHER call's policy, so before the fix the
+// network-deny call reached the host that only the other policy lists.
+// Two policies run in one polc process here (two executors, as an
+// embedding program or a second session's polc on the same host would
+// have them). Now the seccomp filter (Landlock from ABI 9) refuses the
+// unix socket: the script finds the proxy's socket and gets EACCES.
 func TestAttackCrossCallEgressProxy(t *testing.T) {
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { fmt.Fprint(w, "reached-by-proxy") }))
 	t.Cleanup(target.Close)
@@ -226,8 +232,12 @@ for _ in range(100):
 	time.Sleep(300 * time.Millisecond)
 	res := ranOK(t, narrow.bash(t, "python3 steal.py"))
 	wg.Wait()
-	if s, _ := res["stdout"].(string); strings.Contains(s, "reached-by-proxy") {
+	s, _ := res["stdout"].(string)
+	if strings.Contains(s, "reached-by-proxy") {
 		t.Errorf("a network-deny call reached a host through another call's egress proxy: %q", s)
+	}
+	if !strings.Contains(s, "proxy.sock [Errno 13] Permission denied") {
+		t.Errorf("the script did not find the other call's proxy socket and fail on it: %q", s)
 	}
 }
 
