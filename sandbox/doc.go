@@ -24,6 +24,10 @@
 //     refer. Device nodes (make_char, make_block) and device ioctls are never
 //     granted. On a file, only the rights meaningful for files apply.
 //   - Deny: see "Deny" below.
+//   - Mounts: the launcher gives the target a private mount namespace in
+//     which every mount is read-only except the write roots (see "Mounts"
+//     below), so that chmod, chown, utime and extended attributes, which
+//     Landlock does not restrict, fail with EROFS outside the write roots.
 //   - Network: NetworkDeny and NetworkProxy start the launcher in a new user
 //     namespace (uid and gid 0 inside mapped to the caller's effective ids)
 //     and a new network namespace, and handle Landlock's TCP bind and connect
@@ -109,12 +113,37 @@
 //     searched for.
 //   - A grant at or beneath a denied path is dropped: denial dominates.
 //
+// # Mounts
+//
+// Landlock does not restrict chmod, utime, extended attributes, stat or
+// chdir, and a target running as uid 0 of the caller's user owns every file
+// that user owns (as root: the system's files). So the exec launcher, on its
+// locked thread, before anything else: unshares its mount namespace
+// (CLONE_NEWNS; under NetworkDeny and NetworkProxy it already holds
+// CAP_SYS_ADMIN in its own user namespace; under NetworkAllow a caller that
+// is not root gets a new user namespace with the same mapping for it, and
+// root needs none); makes every mount private, recursively, so that no
+// change propagates to the caller's namespace; clones the mount tree of each
+// write root (open_tree OPEN_TREE_CLONE|AT_RECURSIVE, the root opened with
+// RESOLVE_NO_SYMLINKS) while it is still writable; makes every mount
+// read-only (mount_setattr of "/" with AT_RECURSIVE and MOUNT_ATTR_RDONLY);
+// and mounts each clone back on its write root (move_mount; a file on a
+// file). Write roots beneath another write root or at or beneath a denied
+// path get no clone of their own. Device nodes such as /dev/null stay usable
+// on a read-only mount, and a link or rename between a write root and the
+// rest of the tree fails with EXDEV. The target holds no capability and
+// Landlock forbids mounting, so it cannot undo this. It costs about 0.3 ms
+// per spawn (BenchmarkPrivateMounts).
+//
 // # What Landlock does not restrict
 //
-//   - chmod, utime, extended attributes, stat and chdir on any path: a target
-//     can change the mode and times of files it owns, and as uid 0 it owns
-//     the system's files (chown needs CAP_CHOWN, which it lacks). Probe
-//     reports the "filesystem" facet as degraded for this.
+//   - chmod, utime, extended attributes, stat and chdir on any path. Outside
+//     the write roots the read-only mounts refuse the first three (EROFS);
+//     inside a write root a target can change the mode, times and extended
+//     attributes of any path it owns, denied paths included (their content
+//     stays out of reach), and stat and chdir work everywhere (chown needs
+//     CAP_CHOWN, which it lacks). Probe reports the "filesystem" facet as
+//     degraded for this.
 //   - Connecting to pathname unix sockets before ABI 9. The seccomp filter
 //     closes this by refusing unix sockets altogether (see above), so a
 //     program that needs one (a local server on a socket in its workspace,

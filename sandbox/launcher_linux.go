@@ -105,6 +105,9 @@ func runExec() int {
 	if err := checkNamespaces(w); err != nil {
 		return refuse("%v", err)
 	}
+	if err := privateMounts(w); err != nil {
+		return refuse("mount namespace: %v", err)
+	}
 	abi := detectABI()
 	if abi < minABI {
 		return refuse("landlock: kernel offers ABI %d, need %d", abi, minABI)

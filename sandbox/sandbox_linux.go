@@ -138,6 +138,13 @@ func launcherCmd(ctx context.Context, w wireSpec) (*exec.Cmd, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
+	if w.Network == NetworkAllow && os.Geteuid() != 0 {
+		// The launcher's private mount namespace needs CAP_SYS_ADMIN: in a
+		// user namespace of its own, with the same mapping as above.
+		attr.Cloneflags = syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
 	if w.Network == NetworkProxy {
 		role = roleProxy
 	}
@@ -257,11 +264,14 @@ func probe() Report {
 	case abi < minABI:
 		add(FacetFilesystem, Unsupported, lowABI(3, "filesystem confinement (refer, truncate)"))
 		add(FacetFilesystemDeny, Unsupported, lowABI(3, "filesystem confinement"))
+	case os.Geteuid() != 0 && nsErr != nil:
+		add(FacetFilesystem, Unsupported, "the private mount namespace (read-only outside the write roots) needs a user namespace: "+nsErr.Error())
+		add(FacetFilesystemDeny, Unsupported, "the private mount namespace needs a user namespace: "+nsErr.Error())
 	case scErr != nil:
 		add(FacetFilesystem, Unsupported, "the launcher's seccomp filter (io_uring, unix sockets) cannot be installed: "+scErr.Error())
 		add(FacetFilesystemDeny, Unsupported, "the launcher's seccomp filter cannot be installed: "+scErr.Error())
 	default:
-		gaps := []string{"Landlock does not restrict chmod, utime, extended attributes, stat or chdir: the process can change the mode and times of any file it owns (as uid 0 that includes system files)"}
+		gaps := []string{"Landlock does not restrict chmod, utime, extended attributes, stat or chdir: outside the write roots every mount is read-only (the process has a private mount namespace), so metadata changes there fail, but inside a write root the process can change the mode, times and extended attributes of any path it owns, denied paths included; stat and chdir work on every path"}
 		if unixSocketsFiltered(abi) {
 			gaps = append(gaps, fmt.Sprintf("Landlock ABI %d does not restrict connecting to pathname unix sockets (ABI 9 does), so a seccomp filter refuses creating unix sockets (socket(AF_UNIX) and datagram socketpairs fail with EACCES; stream socketpairs work): programs that need a unix socket fail", abi))
 		}

@@ -111,19 +111,22 @@ func TestAttackDenyAbsentAtSpawn(t *testing.T) {
 
 // TestAttackChmodOutsideWriteRoots: Landlock does not restrict chmod or
 // utime, and the contained process runs as uid 0 (mapped to polc's root),
-// so it owns every root-owned file on the host: it makes a root-owned
-// file outside every write root set-uid and world-writable and resets its
-// times. The capability report states this (filesystem: degraded), but
-// the claim "cannot write outside the write roots" does not hold for
-// metadata, and a set-uid root file is a host-wide privilege escalation
-// for whoever runs it later, outside the sandbox.
+// so it owns every root-owned file on the host: before the fix it made a
+// root-owned file outside every write root set-uid and world-writable and
+// reset its times, a host-wide privilege escalation for whoever runs the
+// file later, outside the sandbox. Now every contained process has a
+// private mount namespace in which everything outside the write roots is
+// read-only: both fail with EROFS, while chmod inside the write root
+// still works.
 func TestAttackChmodOutsideWriteRoots(t *testing.T) {
 	r := newAtkRig(t, `	actions: allow: ["bash"]
 	filesystem: {read: ["**"], write: ["out/**"]}
 	network: {mode: "deny"}
 	subprocess: {mode: "allowlist", allow: ["sh *"], shell: "forbid"}`, nil)
 	target := filepath.Join(r.outside, "file")
-	ranOK(t, r.bash(t, "sh -c 'chmod 4777 "+target+"; touch -d 2000-01-01 "+target+"'"))
+	own := filepath.Join(r.ws, "out", "own")
+	os.WriteFile(own, []byte("own"), 0o644)
+	res := ranOK(t, r.bash(t, "sh -c 'chmod 4777 "+target+"; touch -d 2000-01-01 "+target+"; chmod 0600 out/own'"))
 	fi, err := os.Stat(target)
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +136,12 @@ func TestAttackChmodOutsideWriteRoots(t *testing.T) {
 	}
 	if fi.ModTime().Year() == 2000 {
 		t.Errorf("a file outside the write roots had its time set by the contained process")
+	}
+	if s, _ := res["stderr"].(string); !strings.Contains(s, "Read-only file system") {
+		t.Errorf("not refused by the read-only mount: %+v", res)
+	}
+	if fi, err := os.Stat(own); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("chmod inside the write root did not take: %v %v", fi.Mode(), err)
 	}
 }
 
