@@ -86,26 +86,33 @@ func ranOK(t *testing.T, out executor.Outcome) map[string]any {
 	return result(t, out)
 }
 
-// TestAttackDenyAbsentAtSpawn: filesystem.deny holds only for paths that
-// exist when the process starts. planFor passes the sandbox only the
-// existing paths a deny pattern matches (resolver.expand), so a denied
-// path that does not exist yet is no deny at all: under a write grant the
-// contained process creates it, writes it and reads it back. That holds
+// TestAttackDenyAbsentAtSpawn: filesystem.deny used to hold only for
+// paths that existed when the process started: planFor passed the sandbox
+// only the existing paths a deny pattern matched, so under a write grant
+// the contained process created a denied path, wrote it and read it back,
 // for a literal pattern (".env") and for "secrets/**" alike, in any case
-// ("SECRETS/..." is denied by the case-folding engine too).
+// ("SECRETS/..." is denied by the case-folding engine too). Now planFor
+// also passes the absent literal prefix (ws/secrets, ws/.env) and the
+// sandbox carves it out of the workspace's grant: nothing can be created
+// directly in the workspace, under any name, while a directory that exists
+// stays writable.
 func TestAttackDenyAbsentAtSpawn(t *testing.T) {
 	r := newAtkRig(t, `	actions: allow: ["bash"]
 	filesystem: {read: ["**"], write: ["**"], deny: ["secrets/**", ".env"]}
 	network: {mode: "deny"}
 	subprocess: {mode: "allowlist", allow: ["sh *"], shell: "forbid"}`, nil)
-	res := ranOK(t, r.bash(t, "sh -c 'mkdir secrets; echo planted > secrets/key; cat secrets/key; echo X=1 > .env; cat .env'"))
-	for _, p := range []string{"secrets/key", ".env"} {
+	res := ranOK(t, r.bash(t, "sh -c 'mkdir secrets; echo planted > secrets/key; cat secrets/key; echo X=1 > .env; cat .env; mkdir SECRETS; echo planted > SECRETS/key; cat SECRETS/key; echo ok > out/control; cat out/control'"))
+	for _, p := range []string{"secrets", ".env", "SECRETS"} {
 		if exists(filepath.Join(r.ws, p)) {
 			t.Errorf("the contained process created the denied path %s (%+v)", p, res)
 		}
 	}
-	if s, _ := res["stdout"].(string); strings.Contains(s, "planted") || strings.Contains(s, "X=1") {
+	s, _ := res["stdout"].(string)
+	if strings.Contains(s, "planted") || strings.Contains(s, "X=1") {
 		t.Errorf("the contained process read back what it wrote to denied paths: %q", s)
+	}
+	if s != "ok\n" {
+		t.Errorf("the control write in an existing directory failed: %+v", res)
 	}
 }
 

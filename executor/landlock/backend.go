@@ -307,6 +307,11 @@ func planFor(inv *executor.Invocation) (*plan, error) {
 				for _, m := range ms {
 					denies = append(denies, m.path)
 				}
+				absent, err := r.absentLiteral(strings.ToLower(p))
+				if err != nil {
+					return nil, fmt.Errorf("filesystem.deny %s: %v", rule.Pattern, err)
+				}
+				denies = append(denies, absent...)
 				continue
 			}
 			ms, err := r.expand(p, false)
