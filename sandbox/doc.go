@@ -16,7 +16,14 @@
 // # What each part of a Spec maps to
 //
 //   - Read, Write, Execute and the system paths: one Landlock "path beneath"
-//     rule per path (on the file or directory the path resolves to at spawn).
+//     rule per path, on the file or directory the path names at spawn. A
+//     Read, Write or Execute path is opened without following any symbolic
+//     link (openat2 RESOLVE_NO_SYMLINKS; without openat2, one component at
+//     a time with O_NOFOLLOW): a path that is or goes through a link is
+//     refused (ExitRefused), since a contained process that can write above
+//     a granted name could have swapped it for a link to anything. System
+//     paths follow links (/bin and /lib64 are links on merged-/usr systems;
+//     the target cannot write them).
 //     The ruleset handles every filesystem right the kernel's ABI knows, so
 //     what is not granted is denied. Read grants read_file and read_dir;
 //     Execute adds execute; Write adds write_file, truncate, remove_file,

@@ -136,9 +136,9 @@ func (b *rulesetBuilder) addGrants(w *wireSpec) error {
 	}
 	for _, g := range grants {
 		if len(denies) == 0 {
-			// Nothing to carve out: the grant attaches to whatever the path
-			// resolves to now, without resolving it twice.
-			if err := b.addPath(g.path, g.rights&b.handled); err != nil {
+			// Nothing to carve out: the grant attaches to what the path
+			// names now (a system path: what it resolves to), opened once.
+			if err := b.addPath(g.path, g.rights&b.handled, g.optional); err != nil {
 				if g.optional && errors.Is(err, unix.ENOENT) {
 					continue
 				}
@@ -146,12 +146,16 @@ func (b *rulesetBuilder) addGrants(w *wireSpec) error {
 			}
 			continue
 		}
-		resolved, err := filepath.EvalSymlinks(g.path)
-		if err != nil {
-			if g.optional && errors.Is(err, fs.ErrNotExist) {
-				continue
+		resolved := g.path // a Spec path: addGrant refuses it if it holds a link
+		if g.optional {
+			r, err := filepath.EvalSymlinks(g.path)
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				return fmt.Errorf("grant %q: %w", g.path, err)
 			}
-			return fmt.Errorf("grant %q: %w", g.path, err)
+			resolved = r
 		}
 		if err := b.addGrant(resolved, g.rights&b.handled, denies); err != nil {
 			return fmt.Errorf("grant %q: %w", g.path, err)
@@ -232,11 +236,8 @@ func (b *rulesetBuilder) addGrant(path string, rights uint64, denies []deny) err
 			below = append(below, d)
 		}
 	}
-	// The resolved path must still be free of symlinks when it is opened.
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS,
-	})
+	// The path must be free of symlinks when it is opened.
+	fd, err := openGrant(path, false)
 	if err != nil {
 		return err
 	}
@@ -247,8 +248,8 @@ func (b *rulesetBuilder) addGrant(path string, rights uint64, denies []deny) err
 	return b.split(fd, path, rights, below)
 }
 
-func (b *rulesetBuilder) addPath(path string, rights uint64) error {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+func (b *rulesetBuilder) addPath(path string, rights uint64, follow bool) error {
+	fd, err := openGrant(path, follow)
 	if err != nil {
 		return err
 	}

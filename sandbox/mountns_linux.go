@@ -82,10 +82,7 @@ func privateMounts(w *wireSpec) error {
 		}
 	}()
 	for _, root := range roots {
-		target, err := unix.Openat2(unix.AT_FDCWD, root, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_NO_SYMLINKS,
-		})
+		target, err := openGrant(root, false)
 		if err != nil {
 			return fmt.Errorf("write root %q: %w", root, err)
 		}

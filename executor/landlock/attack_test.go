@@ -284,13 +284,16 @@ func TestAttackExecuteOutsideExecuteRoots(t *testing.T) {
 // TestAttackGrantFollowsSwappedSymlink: planFor checks that a granted
 // path is no symbolic link (resolver.walk, Lstat) when the call starts,
 // but the launcher opens the path again when the process starts, and
-// follows links then (addPath opens without O_NOFOLLOW; with denies,
-// addGrant runs EvalSymlinks first). A contained process with a write
-// root that holds a path another pattern grants (here read "out/data"
-// under write "out/**") swaps that path between a regular file and a
-// link to any file on the host; a concurrent call of the same policy
-// whose launcher opens it as a link gets a Landlock rule on the link's
-// target and reads a file no pattern grants.
+// used to follow links then (addPath opened without O_NOFOLLOW; with
+// denies, addGrant ran EvalSymlinks first). A contained process with a
+// write root that holds a path another pattern grants (here read
+// "out/data" under write "out/**") swaps that path between a regular file
+// and a link to any file on the host; a concurrent call of the same policy
+// whose launcher opened it as a link got a Landlock rule on the link's
+// target and read a file no pattern grants. Now the launcher opens every
+// Spec path with RESOLVE_NO_SYMLINKS and refuses a link: such a call fails
+// (containment) instead. This is the racing variant; the sandbox's
+// TestGrantThroughSymlinkRefused swaps before the spawn, deterministically.
 func TestAttackGrantFollowsSwappedSymlink(t *testing.T) {
 	r := newAtkRig(t, `	actions: allow: ["bash"]
 	filesystem: {read: ["out/data", "*.py"], write: ["out/**"]}

@@ -141,6 +141,9 @@ func (b *Backend) InvokeContained(ctx context.Context, inv *executor.Invocation,
 	if root == "" {
 		root = os.TempDir()
 	}
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r // the call's TMPDIR is a write root: the launcher refuses a path through a link
+	}
 	dir, err := os.MkdirTemp(root, "polc-landlock-")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", classError("containment_failed"), err)
