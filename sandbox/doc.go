@@ -158,6 +158,11 @@
 //     datagram socket the caller passes as stdin, stdout or stderr could
 //     still send to a path: pass pipes or files. Also in the "filesystem"
 //     facet's reason.
+//   - What runs: Landlock checks execve, not mmap or what an interpreter
+//     reads. The dynamic loader (a system path) runs any readable file as a
+//     program, and an interpreter runs any readable script, so Execute
+//     bounds which files execve accepts, not which code runs: it is no
+//     boundary beyond Read and Write.
 //   - Multipath TCP and, before ABI 10, UDP: not covered by Landlock's
 //     network rules; the network namespace is what isolates them under
 //     NetworkDeny and NetworkProxy.

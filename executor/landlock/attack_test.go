@@ -257,12 +257,14 @@ for _ in range(100):
 	}
 }
 
-// TestAttackExecuteOutsideExecuteRoots: the docs say a contained process
-// runs programs only from the policy's execute roots and the system
-// paths. Landlock checks execve, not mmap: the dynamic loader (a system
-// path) runs a program the process wrote under its write root, which has
-// no execute right (running it directly is refused).
-func TestAttackExecuteOutsideExecuteRoots(t *testing.T) {
+// TestAttackExecuteRootsNoBoundary documents a limit rather than an
+// escape that is fixed: Landlock checks execve, not mmap, so the dynamic
+// loader (a system path) runs a program the process wrote under its write
+// root, which has no execute right (running it directly is refused). The
+// docs (docs/containment.md "What Landlock cannot express", the sandbox
+// package's) say that execute roots are no boundary; if this starts
+// failing because the loader route closed, update them.
+func TestAttackExecuteRootsNoBoundary(t *testing.T) {
 	loader := "/lib64/ld-linux-x86-64.so.2"
 	if !exists(loader) {
 		t.Skip("no x86-64 loader")
@@ -276,8 +278,8 @@ func TestAttackExecuteOutsideExecuteRoots(t *testing.T) {
 	if strings.Contains(s, "direct") {
 		t.Fatalf("out/prog ran directly: the write root has an execute right (%q)", s)
 	}
-	if strings.Contains(s, "ran-from-write-root") {
-		t.Errorf("a program under a write root without an execute right ran through the loader: %q", s)
+	if !strings.Contains(s, "ran-from-write-root") {
+		t.Errorf("the loader no longer runs a file from a write root: the docs saying execute roots are no boundary are out of date (%+v)", res)
 	}
 }
 

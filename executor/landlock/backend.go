@@ -104,7 +104,7 @@ func capabilityReport(p sandbox.Report) executor.BackendCapabilityReport {
 	// What a contained process may execute is held to the execute roots
 	// and the system paths, not to the policy's command patterns.
 	c["subprocess"] = executor.ContainmentDegraded
-	why["subprocess"] = "programs run only from the policy's execute roots and the system paths; command patterns judge the request's commands, not the programs those start"
+	why["subprocess"] = "command patterns judge the request's commands, not the programs those start; execve is limited to the execute roots and the system paths, but the dynamic loader or an interpreter runs any readable file, so execute roots are no boundary"
 	c["secrets"] = executor.ContainmentUnsupported
 	why["secrets"] = "secret namespaces are not kernel objects; deny the files that hold secrets with filesystem.deny"
 	if f, ok := p.Facet(sandbox.FacetSignals); ok && f.State != sandbox.Enforced && c["filesystem"] == executor.ContainmentEnforced {
