@@ -44,7 +44,9 @@
 //     each connection to ProxySocket, a unix socket outside the namespace
 //     (pathname sockets are reached through the filesystem, not the network
 //     namespace; the forwarder itself is not under Landlock, so this works
-//     on every ABI). NetworkAllow adds neither namespace nor network rule.
+//     on every ABI). NetworkAllow adds no network namespace and no network
+//     rule; for a caller that is not root it adds a user namespace (same
+//     mapping) so that the launcher can make its private mount namespace.
 //   - Signals and abstract unix sockets: always scoped (Landlock
 //     LANDLOCK_SCOPE_SIGNAL and LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET): the
 //     target can signal and connect only within its own sandbox. Without
@@ -175,7 +177,11 @@
 // rights, refer (ABI 2), truncate (ABI 3) and the device ioctl right (ABI 5,
 // handled, never granted); from ABI 9 connecting to pathname unix sockets is
 // handled and never granted. TCP rules need ABI 4, UDP rules ABI 10. Every
-// spawn needs seccomp filters with the errno and kill_process actions.
+// spawn needs seccomp filters with the errno and kill_process actions and
+// the mount API (open_tree, move_mount, mount_setattr: Linux 5.12, implied
+// by ABI 6); a caller that is not root needs user namespaces for every
+// Spec (the private mount namespace), not only for NetworkDeny and
+// NetworkProxy.
 // NetworkDeny and NetworkProxy also need unprivileged user and network
 // namespaces (Probe tries one once). Probe reports all of this.
 //
