@@ -140,8 +140,8 @@ func (b *rulesetBuilder) addGrants(w *wireSpec) error {
 	for _, g := range grants {
 		if len(denies) == 0 {
 			// Nothing to carve out: the grant attaches to what the path
-			// names now, without resolving it twice.
-			if err := b.addPath(g.path, g.rights&b.handled, !g.optional); err != nil {
+			// names now (a system path: what it resolves to), opened once.
+			if err := b.addPath(g.path, g.rights&b.handled, g.optional); err != nil {
 				if g.optional && errors.Is(err, unix.ENOENT) {
 					continue
 				}
@@ -149,18 +149,16 @@ func (b *rulesetBuilder) addGrants(w *wireSpec) error {
 			}
 			continue
 		}
-		// A Spec's grant is opened without following links (addGrant), so
-		// it needs no resolving; a system path may be a link (/lib on a
-		// merged /usr) and is resolved.
-		resolved := g.path
+		resolved := g.path // a Spec path: addGrant refuses it if it holds a link
 		if g.optional {
-			var err error
-			if resolved, err = filepath.EvalSymlinks(g.path); err != nil {
+			r, err := filepath.EvalSymlinks(g.path)
+			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
 					continue
 				}
 				return fmt.Errorf("grant %q: %w", g.path, err)
 			}
+			resolved = r
 		}
 		if err := b.addGrant(resolved, g.rights&b.handled, denies); err != nil {
 			return grantError(g.path, err)
@@ -169,12 +167,9 @@ func (b *rulesetBuilder) addGrants(w *wireSpec) error {
 	return nil
 }
 
-// grantError names the grant that failed; ELOOP from a link on its way
-// gets its reason spelled out.
+// grantError names the grant that failed (openGrant says why a link on its
+// way is refused).
 func grantError(path string, err error) error {
-	if errors.Is(err, unix.ELOOP) {
-		return fmt.Errorf("grant %q: a symbolic link is on its way (a grant must name its file or directory without links, so that a link swapped in cannot move it)", path)
-	}
 	return fmt.Errorf("grant %q: %w", path, err)
 }
 
@@ -250,11 +245,8 @@ func (b *rulesetBuilder) addGrant(path string, rights uint64, denies []deny) err
 			below = append(below, d)
 		}
 	}
-	// The resolved path must still be free of symlinks when it is opened.
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS,
-	})
+	// The path must be free of symlinks when it is opened.
+	fd, err := openGrant(path, false)
 	if err != nil {
 		return err
 	}
@@ -265,14 +257,8 @@ func (b *rulesetBuilder) addGrant(path string, rights uint64, denies []deny) err
 	return b.split(fd, path, rights, below)
 }
 
-// addPath adds a rule for path; with noFollow no component of path may be
-// a symbolic link.
-func (b *rulesetBuilder) addPath(path string, rights uint64, noFollow bool) error {
-	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC}
-	if noFollow {
-		how.Resolve = unix.RESOLVE_NO_SYMLINKS
-	}
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
+func (b *rulesetBuilder) addPath(path string, rights uint64, follow bool) error {
+	fd, err := openGrant(path, follow)
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,10 @@ func TestLauncherRefusesVoidProcessLimit(t *testing.T) {
 }
 
 // For a user the kernel does count, the Processes limit stops forks. The
-// launcher runs as nobody (the caller may set Credential on the Cmd).
+// launcher runs as nobody: uid 0 of a user namespace mapped to 65534, as
+// Command sets it up for a caller that is not root (a launcher started
+// with a Credential instead holds no CAP_SYS_ADMIN for its private mount
+// namespace and refuses).
 func TestProcessesLimitEnforced(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs uid 0 to start the launcher as nobody")
@@ -107,7 +110,10 @@ print(len(kids), refused)
 	}
 	spec.Limits.Processes = 5
 	cmd = bypass(t, spec, "python3", "-c", script)
-	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 65534, Gid: 65534}
+	cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER
+	cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 65534, Size: 1}}
+	cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 65534, Size: 1}}
+	cmd.SysProcAttr.Credential = &syscall.Credential{} // become uid 0 inside, 65534 outside
 	stdout, stderr, code := runCmd(cmd)
 	if code != 0 {
 		t.Fatalf("code %d, stderr %q", code, stderr)

@@ -112,6 +112,9 @@ func runExec() int {
 	if err := checkNamespaces(w); err != nil {
 		return refuse("%v", err)
 	}
+	if err := privateMounts(w); err != nil {
+		return refuse("mount namespace: %v", err)
+	}
 	abi := detectABI()
 	if abi < minABI {
 		return refuse("landlock: kernel offers ABI %d, need %d", abi, minABI)
@@ -140,6 +143,9 @@ func runExec() int {
 	}
 	if err := landlockRestrictSelf(rulesetFD, flags); err != nil {
 		return refuse("landlock: restrict: %v", err)
+	}
+	if err := installSeccomp(w.Network, abi); err != nil {
+		return refuse("%v", err)
 	}
 	unix.Close(rulesetFD)
 	// Only stdin, stdout, stderr and the caller's ExtraFiles (below the spec

@@ -148,6 +148,13 @@ func launcherCmd(ctx context.Context, w wireSpec, extra []*os.File) (*exec.Cmd, 
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
+	if w.Network == NetworkAllow && os.Geteuid() != 0 {
+		// The launcher's private mount namespace needs CAP_SYS_ADMIN: in a
+		// user namespace of its own, with the same mapping as above.
+		attr.Cloneflags = syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
 	if w.Network == NetworkProxy || len(w.Forwards) > 0 {
 		role = roleProxy
 	}
@@ -325,15 +332,23 @@ func probe(l launcherChoice) Report {
 		return fmt.Sprintf("Landlock ABI %d; %s needs ABI %d and the launcher ABI %d", abi, what, need, minABI)
 	}
 
+	scErr := probeSeccomp()
 	switch {
 	case abi < minABI:
 		add(FacetFilesystem, Unsupported, lowABI(3, "filesystem confinement (refer, truncate)"))
 		add(FacetFilesystemDeny, Unsupported, lowABI(3, "filesystem confinement"))
+	case os.Geteuid() != 0 && nsErr != nil:
+		add(FacetFilesystem, Unsupported, "the private mount namespace (read-only outside the write roots) needs a user namespace: "+nsErr.Error())
+		add(FacetFilesystemDeny, Unsupported, "the private mount namespace needs a user namespace: "+nsErr.Error())
+	case scErr != nil:
+		add(FacetFilesystem, Unsupported, "the launcher's seccomp filter (io_uring, unix sockets) cannot be installed: "+scErr.Error())
+		add(FacetFilesystemDeny, Unsupported, "the launcher's seccomp filter cannot be installed: "+scErr.Error())
 	default:
-		gaps := []string{"Landlock does not restrict chmod, utime, extended attributes, stat or chdir: the process can change the mode and times of any file it owns (as uid 0 that includes system files)"}
-		if abi < 9 {
-			gaps = append(gaps, fmt.Sprintf("Landlock ABI %d does not restrict connecting to pathname unix sockets (ABI 9 does): the process can reach any socket it can name", abi))
+		gaps := []string{"Landlock does not restrict chmod, utime, extended attributes, stat or chdir: outside the write roots every mount is read-only (the process has a private mount namespace), so metadata changes there fail, but inside a write root the process can change the mode, times and extended attributes of any path it owns, denied paths included; stat and chdir work on every path"}
+		if unixSocketsFiltered(abi) {
+			gaps = append(gaps, fmt.Sprintf("Landlock ABI %d does not restrict connecting to pathname unix sockets (ABI 9 does), so a seccomp filter refuses creating unix sockets (socket(AF_UNIX) and datagram socketpairs fail with EACCES; stream socketpairs work): programs that need a unix socket fail", abi))
 		}
+		gaps = append(gaps, "io_uring is refused (EPERM): its operations bypass the seccomp filter's checks")
 		add(FacetFilesystem, Degraded, strings.Join(gaps, "; "))
 		add(FacetFilesystemDeny, Degraded, "Landlock only grants: a denied path is carved out by granting each sibling on the way to it separately at spawn, so nothing can be created, removed or renamed directly in a directory on that way, such a directory cannot be listed when a denied directory lies beneath it, entries other processes add there later stay inaccessible, and a hard link to a denied file inside a denied directory that exists elsewhere under a grant stays reachable")
 	}
@@ -342,6 +357,8 @@ func probe(l launcherChoice) Report {
 		add(FacetNetwork, Unsupported, lowABI(4, "TCP rules"))
 	case nsErr != nil:
 		add(FacetNetwork, Unsupported, "cannot create a user and network namespace: "+nsErr.Error())
+	case scErr != nil:
+		add(FacetNetwork, Unsupported, "the launcher's seccomp filter (unix sockets, address families) cannot be installed: "+scErr.Error())
 	default:
 		add(FacetNetwork, Enforced, "")
 	}

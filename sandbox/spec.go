@@ -78,10 +78,11 @@ type Limits struct {
 }
 
 // Spec is what the kernel holds a sandboxed process to. Every path is
-// absolute and clean (filepath.Clean(p) == p). Read, Write and Execute paths
-// are opened without following symlinks when the launcher starts (one on
-// the way makes it refuse), Deny paths with symlinks followed, and the
-// grants attach to the files and directories, not to names.
+// absolute and clean (filepath.Clean(p) == p). Read, Write and Execute
+// paths must be free of symbolic links when the launcher starts (it opens
+// them without following any and refuses one that holds a link); Deny
+// paths are resolved (symlinks followed). The grants attach to the files
+// and directories, not to names.
 type Spec struct {
 	// Read lists files and directory trees the process may read (and list).
 	Read []string

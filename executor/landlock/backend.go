@@ -104,7 +104,7 @@ func capabilityReport(p sandbox.Report) executor.BackendCapabilityReport {
 	// What a contained process may execute is held to the execute roots
 	// and the system paths, not to the policy's command patterns.
 	c["subprocess"] = executor.ContainmentDegraded
-	why["subprocess"] = "programs run only from the policy's execute roots and the system paths; command patterns judge the request's commands, not the programs those start"
+	why["subprocess"] = "command patterns judge the request's commands, not the programs those start; execve is limited to the execute roots and the system paths, but the dynamic loader or an interpreter runs any readable file, so execute roots are no boundary"
 	c["secrets"] = executor.ContainmentUnsupported
 	why["secrets"] = "secret namespaces are not kernel objects; deny the files that hold secrets with filesystem.deny"
 	if f, ok := p.Facet(sandbox.FacetSignals); ok && f.State != sandbox.Enforced && c["filesystem"] == executor.ContainmentEnforced {
@@ -140,6 +140,9 @@ func (b *Backend) InvokeContained(ctx context.Context, inv *executor.Invocation,
 	root := b.TempDir
 	if root == "" {
 		root = os.TempDir()
+	}
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r // the call's TMPDIR is a write root: the launcher refuses a path through a link
 	}
 	dir, err := os.MkdirTemp(root, "polc-landlock-")
 	if err != nil {
@@ -306,6 +309,11 @@ func planFor(inv *executor.Invocation) (*plan, error) {
 				for _, m := range ms {
 					denies = append(denies, m.path)
 				}
+				absent, err := r.absentLiteral(strings.ToLower(p))
+				if err != nil {
+					return nil, fmt.Errorf("filesystem.deny %s: %v", rule.Pattern, err)
+				}
+				denies = append(denies, absent...)
 				continue
 			}
 			ms, err := r.expand(p, false)

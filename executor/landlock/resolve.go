@@ -143,3 +143,58 @@ func absPattern(p, ws string) string {
 func under(path, dir string) bool {
 	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
 }
+
+// absentLiteral returns the literal prefix of deny pattern p (its segments
+// before the first one with a wildcard) when no path with that name, in
+// any case, exists: expand finds only existing paths, and a deny that
+// holds only for what exists at spawn is no deny for what the process
+// creates. The sandbox carves an absent denied path out of its parent's
+// grant, so nothing can be created in that parent (under any name, so no
+// case variant either). p is folded to lower case; the existing part of
+// the path is matched case-insensitively and returned as it is spelled on
+// disk. A prefix that exists, or runs through a symbolic link or a file,
+// adds nothing. A pattern that starts with a wildcard in the middle
+// ("ws/**/.env") has an existing prefix (ws), so its gap stays.
+func (r *resolver) absentLiteral(p string) ([]string, error) {
+	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	n := 0
+	for n < len(segs) && !strings.ContainsAny(segs[n], "*?") {
+		n++
+	}
+	lit := segs[:n]
+	var out []string
+	var walk func(cur string, i int) error
+	walk = func(cur string, i int) error {
+		if i == len(lit) {
+			return nil // exists: expand matched it
+		}
+		ents, err := os.ReadDir(cur)
+		if err != nil {
+			return nil // unreadable: nothing is granted under it
+		}
+		r.visits += len(ents)
+		if r.visits > maxVisits {
+			return errTooMany
+		}
+		found := false
+		for _, e := range ents {
+			if strings.ToLower(e.Name()) != lit[i] {
+				continue
+			}
+			found = true
+			if e.IsDir() && e.Type()&os.ModeSymlink == 0 {
+				if err := walk(filepath.Join(cur, e.Name()), i+1); err != nil {
+					return err
+				}
+			}
+		}
+		if !found {
+			out = append(out, filepath.Join(append([]string{cur}, lit[i:]...)...))
+		}
+		return nil
+	}
+	if err := walk("/", 0); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
