@@ -1,11 +1,13 @@
 package polccli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -91,7 +93,7 @@ func polcCommand(dir string, args ...string) *exec.Cmd {
 
 // connectStdio starts polc mcp with args in dir and connects an MCP client
 // to it over its stdin and stdout.
-func connectStdio(t *testing.T, dir string, args ...string) (*mcp.ClientSession, *lockedBuffer) {
+func connectStdio(t *testing.T, dir string, args ...string) (*mcp.ClientSession, *exec.Cmd, *lockedBuffer) {
 	t.Helper()
 	cmd := polcCommand(dir, append([]string{"mcp"}, args...)...)
 	stderr := &lockedBuffer{}
@@ -101,7 +103,7 @@ func connectStdio(t *testing.T, dir string, args ...string) (*mcp.ClientSession,
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, stderr.String())
 	}
-	return cs, stderr
+	return cs, cmd, stderr
 }
 
 // mcpCall is one tool call and the outcome it must map to.
@@ -222,7 +224,7 @@ func TestMCPStdio(t *testing.T) {
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "reached") }))
 	defer site.Close()
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(site.URL, "http://"))
-	cs, stderr := connectStdio(t, dir, "session.yaml", "--evidence", "ev", "--cert", "cert.json", "--sign-key", "keys/certifier.key", "--timeout", "2s")
+	cs, _, stderr := connectStdio(t, dir, "session.yaml", "--evidence", "ev", "--cert", "cert.json", "--sign-key", "keys/certifier.key", "--timeout", "2s")
 	wantTools(t, cs)
 	text := func(r *mcp.CallToolResult) string { return r.Content[0].(*mcp.TextContent).Text }
 	callAll(t, cs, []mcpCall{
@@ -298,5 +300,150 @@ func TestMCPStdio(t *testing.T) {
 		"--snapshot", filepath.Join(dir, "out", "snapshots", "mcp-agent.json"), "--trust", filepath.Join(dir, "trust.txt")},
 		certverifycli.Env{Stdout: &out, Stderr: &out, Now: time.Now}); code != 0 {
 		t.Fatalf("certverify: %d\n%s", code, out.String())
+	}
+}
+
+// startMCPHTTP starts polc mcp --listen listen in dir and returns the
+// process, its MCP endpoint and an HTTP client that reaches it.
+func startMCPHTTP(t *testing.T, dir, listen string, args ...string) (*exec.Cmd, string, *http.Client, *lockedBuffer) {
+	t.Helper()
+	cmd := polcCommand(dir, append([]string{"mcp", "session.yaml", "--listen", listen}, args...)...)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("polc mcp did not start: %v\n%s", err, stderr.String())
+	}
+	go io.Copy(io.Discard, stdout)
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "polc mcp: listening on ")
+	if !ok {
+		t.Fatalf("polc mcp: %q", line)
+	}
+	network, addr, _ := strings.Cut(addr, ":")
+	if network == "unix" {
+		if fi, err := os.Stat(addr); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("socket: %v %v", fi, err)
+		}
+		return cmd, "http://polc/", &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", addr)
+		}}}, stderr
+	}
+	return cmd, "http://" + addr + "/", &http.Client{Transport: &http.Transport{}}, stderr
+}
+
+// mcpInitialize is an initialize request, as a client opening a session
+// sends it.
+const mcpInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+
+// post sends body to the endpoint as an MCP client would, with extra
+// headers, and returns the status and body of the answer.
+func post(t *testing.T, hc *http.Client, endpoint, body string, header map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", endpoint, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestMCPHTTP runs the real polc mcp over streamable HTTP, on a Unix
+// socket and on loopback TCP, governed, against the SDK's client: the
+// tools and their schemas, allowed and denied calls (the denied bash does
+// not run). Hardened as polc serve: a request with a browser's Origin is
+// 403, and so over TCP is a Host that is not loopback; a body beyond the
+// body budget is 400; a second client cannot open a second session (409).
+// The client's DELETE closes the session: the process exits 0 and the
+// chain ends with task_closed.
+func TestMCPHTTP(t *testing.T) {
+	for _, listen := range []string{"unix:polc.sock", "tcp:127.0.0.1:0"} {
+		t.Run(strings.Split(listen, ":")[0], func(t *testing.T) {
+			dir := mcpSetup(t, "governed")
+			cmd, endpoint, hc, stderr := startMCPHTTP(t, dir, listen, "--evidence", "ev", "--body-budget", "64KiB")
+			refusals := []struct {
+				name   string
+				body   string
+				header map[string]string
+				status int
+				code   string
+			}{
+				{"origin", mcpInitialize, map[string]string{"Origin": "https://attacker.example"}, 403, "forbidden"},
+				{"fetch-site", mcpInitialize, map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, "forbidden"},
+				{"oversized", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":"` + strings.Repeat("a", 100<<10) + `"}}}`, nil, 400, "invalid_input"},
+				{"duplicate", `{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}`, nil, 400, "invalid_input"},
+			}
+			if strings.HasPrefix(listen, "tcp:") {
+				refusals = append(refusals, struct {
+					name   string
+					body   string
+					header map[string]string
+					status int
+					code   string
+				}{"host", mcpInitialize, map[string]string{"Host": "attacker.example"}, 403, "forbidden"})
+			}
+			for _, r := range refusals {
+				status, body := post(t, hc, endpoint, r.body, r.header)
+				if status != r.status || !strings.Contains(body, `"code":"`+r.code+`"`) {
+					t.Errorf("%s: %d %s", r.name, status, body)
+				}
+			}
+
+			client := mcp.NewClient(&mcp.Implementation{Name: "polc-test", Version: "1"}, nil)
+			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
+			if err != nil {
+				t.Fatalf("connect: %v\n%s", err, stderr.String())
+			}
+			wantTools(t, cs)
+			callAll(t, cs, []mcpCall{
+				{tool: "write_file", args: map[string]any{"path": "notes/a.txt", "content": "hello\n"}, kind: "succeeded"},
+				{tool: "write_file", args: map[string]any{"path": ".env", "content": "x"}, kind: "denied"},
+				{tool: "bash", args: map[string]any{"command": "echo hi"}, kind: "succeeded"},
+				{tool: "bash", args: map[string]any{"command": "touch marker"}, kind: "denied"},
+			})
+			if _, err := os.Stat(filepath.Join(dir, "ws", "marker")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the denied touch ran: %v", err)
+			}
+			if status, body := post(t, hc, endpoint, mcpInitialize, nil); status != http.StatusConflict || !strings.Contains(body, "session_taken") {
+				t.Errorf("a second session: %d %s", status, body)
+			}
+			if err := cs.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("polc mcp: %v\n%s", err, stderr.String())
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("polc mcp still runs after the client's DELETE\n%s", stderr.String())
+			}
+			verifyClosedChain(t, dir)
+		})
 	}
 }
