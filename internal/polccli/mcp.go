@@ -142,7 +142,11 @@ func closedStatus(e *env, sv *server) error {
 	}
 	var parts []string
 	if ev := res.Evidence; ev != nil {
-		parts = append(parts, fmt.Sprintf("evidence %v (%v records)", ev["path"], ev["records"]))
+		n, unit := ev["records"], "records"
+		if fmt.Sprint(n) == "1" {
+			unit = "record"
+		}
+		parts = append(parts, fmt.Sprintf("evidence %v (%v %s)", ev["path"], n, unit))
 	}
 	if c := res.Certificate; c != nil {
 		parts = append(parts, fmt.Sprintf("certificate %v", c["path"]))
