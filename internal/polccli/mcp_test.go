@@ -25,6 +25,7 @@ import (
 	"polc.dev/polc/chain"
 	"polc.dev/polc/internal/certverifycli"
 	"polc.dev/polc/normalize"
+	"polc.dev/polc/sandbox"
 )
 
 // mcpPolicy is the policy of the polc mcp tests: each built-in allowed for
@@ -445,5 +446,37 @@ func TestMCPHTTP(t *testing.T) {
 			}
 			verifyClosedChain(t, dir)
 		})
+	}
+}
+
+// TestMCPLandlockBackend: the session's backend (here --backend landlock)
+// is every call's: an allowed bash runs contained (the chain binds the
+// landlock backend), a denied one does not run.
+func TestMCPLandlockBackend(t *testing.T) {
+	if os.Getenv("POLC_REQUIRE_SANDBOX") == "" {
+		if f, _ := sandbox.Probe().Facet(sandbox.FacetFilesystem); f.State == sandbox.Unsupported {
+			t.Skipf("the kernel cannot hold a process here: %+v", f)
+		}
+	}
+	dir := mcpSetup(t, "governed")
+	cs, _, stderr := connectStdio(t, dir, "session.yaml", "--evidence", "ev", "--backend", "landlock")
+	callAll(t, cs, []mcpCall{
+		{tool: "bash", args: map[string]any{"command": "echo contained"}, kind: "succeeded",
+			check: func(t *testing.T, r *mcp.CallToolResult, sc map[string]any) {
+				if sc["stdout"] != "contained\n" {
+					t.Errorf("echo: %v", sc)
+				}
+			}},
+		{tool: "bash", args: map[string]any{"command": "touch marker"}, kind: "denied"},
+	})
+	if err := cs.Close(); err != nil {
+		t.Fatalf("polc mcp: %v\n%s", err, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ws", "marker")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the denied touch ran: %v", err)
+	}
+	_, data := verifyClosedChain(t, dir)
+	if !bytes.Contains(data, []byte(`effect_backend_id\":\"landlock`)) {
+		t.Errorf("the chain does not bind the landlock backend:\n%s", data)
 	}
 }
