@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"polc.dev/polc/executor"
+	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/strictjson"
 )
 
@@ -110,6 +111,14 @@ func runMCP(ctx context.Context, e *env, p *mcpParams) error {
 		return err
 	}
 	defer s.release()
+	if len(s.sc.ReportedUsage) > 0 {
+		// The executor would let actions run on the promise of reports
+		// that an MCP client has no way to make: a limit on that usage
+		// would never bind.
+		return reportOne(e, diag.Pos{File: diag.Rel(e.dir, s.scenPath)}, diag.CodeInvalidInput,
+			"reported_usage [%s]: an MCP client has no way to report usage (polc serve's POST /v1/usage does); remove it",
+			strings.Join(s.sc.ReportedUsage, ", "))
+	}
 	// The actions' context is not the client's: a client that goes does
 	// not cancel the calls in flight at once, the close does after its
 	// grace (and a client's explicit cancellation does, per call).
