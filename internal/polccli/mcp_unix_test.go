@@ -181,3 +181,39 @@ func TestMCPClosesOnSignal(t *testing.T) {
 		t.Errorf("the late call is in the chain")
 	}
 }
+
+// TestMCPClientCancelsCall: the client's notifications/cancelled for a
+// call cancels it at once (the close's grace, 30s here, is not waited
+// for): the command is gone within seconds and the chain records the
+// operation cancelled.
+func TestMCPClientCancelsCall(t *testing.T) {
+	dir := mcpSetup(t, "governed")
+	fifo := filepath.Join(dir, "ws", "notes", "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRawStdio(t, dir, "session.yaml", "--evidence", "ev")
+	r.send(t, catFIFO)
+	w := waitFIFOReader(t, fifo)
+	defer w.Close() // open and silent: cat waits, unless cancelled
+	r.send(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"test"}}`)
+	// With no reader left, opening the FIFO for writing fails (ENXIO).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if errors.Is(err, syscall.ENXIO) {
+			break
+		}
+		if err == nil {
+			f.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled call still runs: %v", err)
+		}
+	}
+	r.in.Close()
+	r.wait(t)
+	_, data := verifyClosedChain(t, dir)
+	if !bytes.Contains(data, []byte(`"record_type":"operation_cancelled"`)) {
+		t.Errorf("the cancelled call is not recorded cancelled:\n%s", data)
+	}
+}
