@@ -37,6 +37,9 @@ type mcpParams struct {
 	// grace is how long the close waits for the calls in flight before
 	// cancelling them (--grace).
 	grace time.Duration
+	// idleTimeout closes the HTTP MCP session after this long without a
+	// request (--idle-timeout; 0: never).
+	idleTimeout time.Duration
 	// ready, when set, receives the address once the HTTP server accepts
 	// (tests).
 	ready func(addr string)
@@ -75,6 +78,9 @@ input.`,
 			if c.Flags().Changed("body-budget") && p.listen == "" {
 				return usagef("--body-budget is for --listen (HTTP); over stdio the client sends one message at a time")
 			}
+			if c.Flags().Changed("idle-timeout") && p.listen == "" {
+				return usagef("--idle-timeout is for --listen (HTTP); over stdio the session ends with stdin")
+			}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runMCP(ctx, e, p)
@@ -86,6 +92,7 @@ input.`,
 	c.Flags().StringVar(&p.timeout, "timeout", "", "timeout of every tool call, a Go duration (default: none)")
 	p.grace = defaultCloseGrace
 	c.Flags().DurationVar(&p.grace, "grace", defaultCloseGrace, "how long the close waits for the calls in flight before cancelling them")
+	c.Flags().DurationVar(&p.idleTimeout, "idle-timeout", 0, "with --listen: close the session after this long without a request from its client (default: never)")
 	sessionFlags(c, &p.runParams, "session")
 	return c
 }
@@ -105,6 +112,9 @@ func runMCP(ctx context.Context, e *env, p *mcpParams) error {
 	}
 	if p.grace < 0 {
 		return usagef("--grace %v: want a duration >= 0", p.grace)
+	}
+	if p.idleTimeout < 0 {
+		return usagef("--idle-timeout %v: want a duration >= 0", p.idleTimeout)
 	}
 	s, err := openSession(e, &p.runParams, false)
 	if err != nil {
@@ -234,7 +244,7 @@ func serveMCPHTTP(ctx context.Context, e *env, sv *server, ms *mcp.Server, netwo
 	}
 	h := &mcpHTTP{sv: sv, ms: ms, ended: make(chan struct{}),
 		inner: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms },
-			&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxRequest})}
+			&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxRequest, SessionTimeout: p.idleTimeout})}
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: readTimeout,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 	served := make(chan error, 1)
@@ -300,9 +310,9 @@ func (h *mcpHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
 	id := r.Header.Get(mcpSessionHeader)
-	if id != "" {
+	if id != "" || r.Method != http.MethodPost { // only a POST opens a session
 		h.mu.Lock()
-		ours := id == h.session
+		ours := id != "" && id == h.session
 		h.mu.Unlock()
 		if ours && r.Method == http.MethodDelete {
 			// The client ends the session: the close begins now (new

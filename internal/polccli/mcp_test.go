@@ -480,3 +480,50 @@ func TestMCPLandlockBackend(t *testing.T) {
 		t.Errorf("the chain does not bind the landlock backend:\n%s", data)
 	}
 }
+
+// TestMCPHTTPIdleTimeout: over HTTP, a client that goes without its
+// DELETE leaves the session open until --idle-timeout passes without a
+// request; then it closes as on DELETE. A DELETE that names no session
+// (or another one) closes nothing.
+func TestMCPHTTPIdleTimeout(t *testing.T) {
+	dir := mcpSetup(t, "governed")
+	cmd, endpoint, hc, stderr := startMCPHTTP(t, dir, "tcp:127.0.0.1:0", "--evidence", "ev", "--idle-timeout", "1s")
+	for _, id := range []string{"", "not-the-session"} {
+		req, _ := http.NewRequest("DELETE", endpoint, nil)
+		if id != "" {
+			req.Header.Set(mcpSessionHeader, id)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	req, _ := http.NewRequest("POST", endpoint, strings.NewReader(mcpInitialize))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(mcpSessionHeader) == "" {
+		t.Fatalf("initialize: %d %v\n%s", resp.StatusCode, resp.Header, stderr.String())
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("polc mcp: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the idle session did not close\n%s", stderr.String())
+	}
+	if el := time.Since(start); el < 900*time.Millisecond {
+		t.Errorf("closed after %v, before the idle timeout", el)
+	}
+	verifyClosedChain(t, dir)
+}
