@@ -342,7 +342,7 @@ func startMCPHTTP(t *testing.T, dir, listen string, args ...string) (*exec.Cmd, 
 			return (&net.Dialer{}).DialContext(ctx, "unix", addr)
 		}}}, stderr
 	}
-	return cmd, "http://" + addr + "/", &http.Client{Transport: &http.Transport{}}, stderr
+	return cmd, "http://" + addr + "/", &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{}).DialContext}}, stderr
 }
 
 // mcpInitialize is an initialize request, as a client opening a session
@@ -412,6 +412,20 @@ func TestMCPHTTP(t *testing.T) {
 					t.Errorf("%s: %d %s", r.name, status, body)
 				}
 			}
+
+			// A body declared beyond 16 MiB is refused before any of it
+			// is read.
+			conn, err := hc.Transport.(*http.Transport).DialContext(context.Background(), "tcp", strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n{", maxRequest+1)
+			if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil {
+				t.Errorf("a body beyond 16 MiB: %v", err)
+			} else if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "larger than 16777216 bytes") {
+				t.Errorf("a body beyond 16 MiB: %d %s", resp.StatusCode, b)
+			}
+			conn.Close()
 
 			client := mcp.NewClient(&mcp.Implementation{Name: "polc-test", Version: "1"}, nil)
 			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
