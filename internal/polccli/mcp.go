@@ -48,7 +48,7 @@ type mcpParams struct {
 func newMCPCmd(e *env) *cobra.Command {
 	p := &mcpParams{}
 	c := &cobra.Command{
-		Use:   "mcp SESSION [--listen unix:PATH|tcp:HOST:PORT] [--evidence DIR] [--cert FILE] [--sign-key KEY] [--state DB] [--timeout D] [--grace D]",
+		Use:   "mcp SESSION [--listen unix:PATH|tcp:HOST:PORT] [--evidence DIR] [--cert FILE] [--sign-key KEY] [--state DB] [--timeout D] [--grace D] [--idle-timeout D]",
 		Short: "Serve a session's actions as MCP tools, each call governed by the executor",
 		Long: `mcp serves the executor of one session to an MCP client (a coding agent):
 its tools are the session's registered actions (bash, read_file,
@@ -66,7 +66,8 @@ as polc serve does. It serves one MCP session.
 
 A succeeded call answers its result; any other outcome is a tool error
 (isError) that names its kind and reason code. When the client goes
-(end of stdin; over HTTP, the session's DELETE), or on SIGINT or SIGTERM,
+(end of stdin; over HTTP, the session's DELETE, or --idle-timeout without
+a request), or on SIGINT or SIGTERM,
 the session closes: the calls in flight are awaited for --grace, then
 cancelled; governed, task_closed ends the chain; certifiable, the
 certificate is written to --cert. Exit 0 when the session closed cleanly,
