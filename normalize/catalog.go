@@ -181,6 +181,19 @@ func (c *Catalog) Lookup(ref string) *Action {
 	return c.actions[ref]
 }
 
+// Actions returns the catalog's actions, sorted by id: what a server
+// offering them as tools (polc mcp) lists.
+func (c *Catalog) Actions() []*Action {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*Action, 0, len(c.actions))
+	for _, a := range c.actions {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b *Action) int { return strings.Compare(a.desc.ID, b.desc.ID) })
+	return out
+}
+
 // Resolve returns a copy of the descriptor a reference (id or alias) names.
 // The copy shares no memory with the catalog.
 func (c *Catalog) Resolve(ref string) (ActionDescriptor, bool) {

@@ -85,7 +85,7 @@ func Run(ctx context.Context, args []string, e *env) int {
 	root.AddCommand(
 		newVetCmd(e), newCompileCmd(e), newCanonCmd(e), newExportCmd(e),
 		newImportCmd(e), newSchemaCmd(e), newEvalCmd(e), newNormalizeCmd(e), newTestCmd(e),
-		newDiffCmd(e), newKeygenCmd(e), newHarnessCmd(e), newRunCmd(e), newServeCmd(e), newEvidenceCmd(e),
+		newDiffCmd(e), newKeygenCmd(e), newHarnessCmd(e), newRunCmd(e), newServeCmd(e), newMCPCmd(e), newEvidenceCmd(e),
 		newApprovalsCmd(e), newApproveCmd(e), newDenyApprovalCmd(e),
 	)
 	defaultHelp := root.HelpFunc()

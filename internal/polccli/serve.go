@@ -436,6 +436,20 @@ func (sv *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// decoding them will build (known from their shape, before decoding).
 	c := &charge{b: sv.budget}
 	defer c.release()
+	data, ok := admitBody(w, r, c, method == http.MethodPost) // a GET's body is not read as JSON
+	if !ok {
+		return
+	}
+	route(w, r, data)
+}
+
+// admitBody reads r's body under readTimeout, taking its memory from c:
+// its bytes as they arrive and, for a JSON body (asJSON), what decoding it
+// will build, known from its shape (checked by jcs.Check, which refuses
+// duplicates, bytes that are not UTF-8 and numbers beyond a double) before
+// anything decodes it. A body refused is answered here (400, or 503
+// server_busy with Retry-After), and ok is false.
+func admitBody(w http.ResponseWriter, r *http.Request, c *charge, asJSON bool) (data []byte, ok bool) {
 	refuse := func(e *budgetErr) {
 		// The rest of the body is read and dropped (it costs no memory)
 		// before the answer: a client still sending it would otherwise
@@ -459,32 +473,32 @@ func (sv *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case berr != nil:
 		refuse(berr)
-		return
+		return nil, false
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		apiError(w, http.StatusBadRequest, "invalid_input", "the body did not arrive within %v", readTimeout)
-		return
+		return nil, false
 	case errors.Is(err, errTooLarge):
 		apiError(w, http.StatusBadRequest, "invalid_input", "the body is larger than %d bytes", maxRequest)
-		return
+		return nil, false
 	case err != nil:
 		apiError(w, http.StatusBadRequest, "invalid_input", "cannot read the body: %v", err)
-		return
+		return nil, false
 	}
 	rc.SetReadDeadline(time.Time{})
-	if len(data) > 0 && method == http.MethodPost { // a GET's body is not read as JSON
+	if len(data) > 0 && asJSON {
 		// Checked here, before anything is decoded: its shape says what
 		// decoding will cost.
 		shape, err := jcs.Check(data)
 		if err != nil && len(bytes.Trim(data, jsonSpace)) > 0 {
 			apiError(w, http.StatusBadRequest, "invalid_input", "%v", bodySyntaxError(data, err))
-			return
+			return nil, false
 		}
 		if berr := c.take(decodeCost(len(data), shape), "decoding the body"); berr != nil {
 			refuse(berr)
-			return
+			return nil, false
 		}
 	}
-	route(w, r, data)
+	return data, true
 }
 
 // errTooLarge: a body beyond maxRequest.

@@ -36,6 +36,8 @@ type session struct {
 	sc       *Scenario
 	scenPath string
 	ex       *executor.Executor
+	// reg holds the session's actions (polc mcp lists them as tools).
+	reg      *executor.Registry
 	ec       executor.ExecutionContext
 	ids      func() string
 	boundary *executor.TaskBoundary
@@ -116,6 +118,7 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	if err := builtin.Register(reg, builtin.Options{Workspace: ws}); err != nil {
 		return nil, err
 	}
+	s.reg = reg
 	backend := s.sc.Backend
 	if p.backend != "" {
 		backend = p.backend

@@ -1,0 +1,579 @@
+package polccli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"polc.dev/polc/executor"
+	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/strictjson"
+)
+
+type mcpParams struct {
+	runParams
+	// listen is --listen: "" serves MCP on stdin and stdout, else
+	// streamable HTTP on unix:PATH or tcp:HOST:PORT (loopback).
+	listen string
+	// bodyBudget bounds the memory of the HTTP request bodies in flight
+	// (--body-budget; 0: defaultBodyBudget).
+	bodyBudget byteSize
+	// timeout is every call's timeout (--timeout; "" for none).
+	timeout string
+	// grace is how long the close waits for the calls in flight before
+	// cancelling them (--grace).
+	grace time.Duration
+	// idleTimeout closes the HTTP MCP session after this long without a
+	// request (--idle-timeout; 0: never).
+	idleTimeout time.Duration
+	// ready, when set, receives the address once the HTTP server accepts
+	// (tests).
+	ready func(addr string)
+}
+
+func newMCPCmd(e *env) *cobra.Command {
+	p := &mcpParams{}
+	c := &cobra.Command{
+		Use:   "mcp SESSION [--listen unix:PATH|tcp:HOST:PORT] [--evidence DIR] [--cert FILE] [--sign-key KEY] [--state DB] [--timeout D] [--grace D] [--idle-timeout D]",
+		Short: "Serve a session's actions as MCP tools, each call governed by the executor",
+		Long: `mcp serves the executor of one session to an MCP client (a coding agent):
+its tools are the session's registered actions (bash, read_file,
+write_file, edit_file, http_get), each with its descriptor's JSON Schema,
+and every tool call is one Execute in the session's profile and backend,
+recorded in its evidence chain when governed. SESSION is a polc serve
+session file (snapshot, profile, workspace, principal, tenant, backend):
+the trusted context is the file's, never the client's.
+
+Without --listen the server speaks MCP on stdin and stdout (nothing else is
+written to stdout); with --listen it serves streamable HTTP on a Unix
+socket (mode 0600) or a loopback TCP address, refusing requests from web
+browsers and bounding the memory of the bodies in flight (--body-budget),
+as polc serve does. It serves one MCP session.
+
+A succeeded call answers its result; any other outcome is a tool error
+(isError) that names its kind and reason code. When the client goes
+(end of stdin; over HTTP, the session's DELETE, or --idle-timeout without
+a request), or on SIGINT or SIGTERM,
+the session closes: the calls in flight are awaited for --grace, then
+cancelled; governed, task_closed ends the chain; certifiable, the
+certificate is written to --cert. Exit 0 when the session closed cleanly,
+1 when evidence failed or the certificate could not be minted, 2 on bad
+input.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			p.scenario = args[0]
+			if c.Flags().Changed("body-budget") && p.listen == "" {
+				return usagef("--body-budget is for --listen (HTTP); over stdio the client sends one message at a time")
+			}
+			if c.Flags().Changed("idle-timeout") && p.listen == "" {
+				return usagef("--idle-timeout is for --listen (HTTP); over stdio the session ends with stdin")
+			}
+			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runMCP(ctx, e, p)
+		},
+	}
+	c.Flags().StringVar(&p.listen, "listen", "", "serve streamable HTTP on unix:PATH or tcp:HOST:PORT (loopback) instead of stdio")
+	p.bodyBudget = defaultBodyBudget
+	c.Flags().Var(&p.bodyBudget, "body-budget", "memory the HTTP request bodies in flight may hold, in bytes (suffix KiB, MiB or GiB)")
+	c.Flags().StringVar(&p.timeout, "timeout", "", "timeout of every tool call, a Go duration (default: none)")
+	p.grace = defaultCloseGrace
+	c.Flags().DurationVar(&p.grace, "grace", defaultCloseGrace, "how long the close waits for the calls in flight before cancelling them")
+	c.Flags().DurationVar(&p.idleTimeout, "idle-timeout", 0, "with --listen: close the session after this long without a request from its client (default: never)")
+	sessionFlags(c, &p.runParams, "session")
+	return c
+}
+
+// runMCP serves one session over MCP until the client goes or ctx ends,
+// then closes it as polc serve closes its session.
+func runMCP(ctx context.Context, e *env, p *mcpParams) error {
+	var network, addr string
+	if p.listen != "" {
+		var err error
+		if network, addr, err = parseListen(e.dir, p.listen); err != nil {
+			return err
+		}
+	}
+	if _, err := parseTimeout(p.timeout); err != nil {
+		return usagef("--timeout: %v", err)
+	}
+	if p.grace < 0 {
+		return usagef("--grace %v: want a duration >= 0", p.grace)
+	}
+	if p.idleTimeout < 0 {
+		return usagef("--idle-timeout %v: want a duration >= 0", p.idleTimeout)
+	}
+	s, err := openSession(e, &p.runParams, false)
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	if len(s.sc.ReportedUsage) > 0 {
+		// The executor would let actions run on the promise of reports
+		// that an MCP client has no way to make: a limit on that usage
+		// would never bind.
+		return reportOne(e, diag.Pos{File: diag.Rel(e.dir, s.scenPath)}, diag.CodeInvalidInput,
+			"reported_usage [%s]: an MCP client has no way to report usage (polc serve's POST /v1/usage does); remove it",
+			strings.Join(s.sc.ReportedUsage, ", "))
+	}
+	// The actions' context is not the client's: a client that goes does
+	// not cancel the calls in flight at once, the close does after its
+	// grace (and a client's explicit cancellation does, per call).
+	actions, stopActions := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopActions()
+	budget := int64(p.bodyBudget)
+	if budget <= 0 {
+		budget = defaultBodyBudget
+	}
+	sv := &server{s: s, closing: make(chan struct{}), tcp: network == "tcp", actions: actions, stopActions: stopActions,
+		budget: &memBudget{max: budget}}
+	ms := newMCPServer(sv, p.timeout)
+	if network == "" {
+		err = serveMCPStdio(ctx, e, sv, ms, p.grace)
+	} else {
+		err = serveMCPHTTP(ctx, e, sv, ms, network, addr, p)
+	}
+	if err != nil {
+		return err
+	}
+	return closedStatus(e, sv)
+}
+
+// closedStatus reports the close (on stderr: stdout may be the MCP
+// stream) and the exit it implies.
+func closedStatus(e *env, sv *server) error {
+	res, err := sv.close(context.Background(), 0) // closed already: its result
+	if err != nil {
+		return err
+	}
+	var parts []string
+	if ev := res.Evidence; ev != nil {
+		n, unit := ev["records"], "records"
+		if fmt.Sprint(n) == "1" {
+			unit = "record"
+		}
+		parts = append(parts, fmt.Sprintf("evidence %v (%v %s)", ev["path"], n, unit))
+	}
+	if c := res.Certificate; c != nil {
+		parts = append(parts, fmt.Sprintf("certificate %v", c["path"]))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no evidence (profile "+string(sv.s.ec.Profile)+")")
+	}
+	fmt.Fprintf(e.stderr, "polc mcp: session closed: %s\n", strings.Join(parts, ", "))
+	if res.failed || sv.failures.Load() > 0 {
+		return &exitError{ExitFindings}
+	}
+	return nil
+}
+
+// serveMCPStdio serves MCP on e's stdin and stdout until stdin ends (the
+// client went), the connection breaks or ctx ends, then closes the
+// session.
+func serveMCPStdio(ctx context.Context, e *env, sv *server, ms *mcp.Server, grace time.Duration) error {
+	in := &watchedReader{r: e.stdin, gone: make(chan struct{})}
+	ss, err := ms.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{e.stdout}}, nil)
+	if err != nil {
+		return err
+	}
+	ended := make(chan struct{})
+	go func() { ss.Wait(); close(ended) }()
+	select {
+	case <-ctx.Done():
+	case <-in.gone:
+	case <-ended:
+	}
+	_, cerr := sv.close(context.WithoutCancel(ctx), grace)
+	// Every call has its answer now (the close waited for them); the
+	// connection then ends once they are written.
+	ss.Close()
+	return cerr
+}
+
+// watchedReader is the client's stream: gone closes when reading it fails
+// (end of input: the client closed its end, or went).
+type watchedReader struct {
+	r    io.Reader
+	once sync.Once
+	gone chan struct{}
+}
+
+func (w *watchedReader) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if err != nil {
+		w.once.Do(func() { close(w.gone) })
+	}
+	return n, err
+}
+
+// Close leaves the process's stdin open: the SDK closes its reader when
+// the session ends, and stdin is not ours to close.
+func (w *watchedReader) Close() error { return nil }
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// serveMCPHTTP serves MCP as streamable HTTP on the listener until the
+// MCP session ends (DELETE, or a connection the SDK closed) or ctx ends,
+// then closes the session.
+func serveMCPHTTP(ctx context.Context, e *env, sv *server, ms *mcp.Server, network, addr string, p *mcpParams) error {
+	var ln net.Listener
+	var err error
+	if network == "unix" {
+		var remove func()
+		if ln, remove, err = listenUnix(addr); err != nil {
+			return usagef("--listen: %v", err)
+		}
+		defer remove()
+	} else if ln, err = net.Listen(network, addr); err != nil {
+		return usagef("--listen: %v", err)
+	}
+	h := &mcpHTTP{sv: sv, ms: ms, ended: make(chan struct{}),
+		inner: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms },
+			&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxRequest, SessionTimeout: p.idleTimeout})}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: readTimeout,
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	if network == "tcp" {
+		addr = ln.Addr().String() // the port chosen for :0
+	}
+	fmt.Fprintf(e.stdout, "polc mcp: listening on %s:%s\n", network, addr)
+	if p.ready != nil {
+		p.ready(addr)
+	}
+	select {
+	case <-ctx.Done():
+	case <-h.ended:
+	case err := <-served:
+		sv.close(context.WithoutCancel(ctx), 0)
+		return err
+	}
+	_, cerr := sv.close(context.WithoutCancel(ctx), p.grace)
+	// The MCP session's streams (a client's GET) end with it; then the
+	// HTTP server has only the requests being answered to wait for.
+	for ss := range ms.Sessions() {
+		ss.Close()
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	hs.Shutdown(shutdown)
+	return cerr
+}
+
+// mcpSessionHeader is the streamable HTTP transport's session header.
+const mcpSessionHeader = "Mcp-Session-Id"
+
+// mcpHTTP guards the SDK's streamable HTTP handler as polc serve guards
+// its API (no browsers, bounded bodies), and holds it to one MCP session:
+// the session's end is the polc session's.
+type mcpHTTP struct {
+	sv    *server
+	ms    *mcp.Server
+	inner http.Handler
+	// mu serializes the requests that would open an MCP session, so that
+	// one only can.
+	mu sync.Mutex
+	// session is the MCP session's id once one was opened.
+	session string
+	// ended closes when the MCP session ends.
+	ended     chan struct{}
+	endedOnce sync.Once
+}
+
+func (h *mcpHTTP) end() { h.endedOnce.Do(func() { close(h.ended) }) }
+
+func (h *mcpHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if msg := fromBrowser(r, h.sv.tcp); msg != "" {
+		apiError(w, http.StatusForbidden, "forbidden", "%s", msg)
+		return
+	}
+	c := &charge{b: h.sv.budget}
+	defer c.release()
+	data, ok := admitBody(w, r, c, r.Method == http.MethodPost)
+	if !ok {
+		return
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
+	id := r.Header.Get(mcpSessionHeader)
+	if id != "" || r.Method != http.MethodPost { // only a POST opens a session
+		h.mu.Lock()
+		ours := id != "" && id == h.session
+		h.mu.Unlock()
+		if ours && r.Method == http.MethodDelete {
+			// The client ends the session: the close begins now (new
+			// calls are refused), while the SDK waits for the calls in
+			// flight, which the close's grace bounds.
+			h.end()
+		}
+		h.inner.ServeHTTP(w, r)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.sv.closeBegan.Load():
+		apiError(w, http.StatusConflict, "session_closed", "the session is closed")
+		return
+	case h.session != "":
+		apiError(w, http.StatusConflict, "session_taken", "this server serves one MCP session, which is open; start another polc mcp for another client")
+		return
+	}
+	h.inner.ServeHTTP(w, r)
+	opened := w.Header().Get(mcpSessionHeader)
+	if opened == "" {
+		return
+	}
+	for ss := range h.ms.Sessions() {
+		// The SDK closes a session whose initialization failed before the
+		// request returns: only one still there was opened.
+		if ss.ID() == opened {
+			h.session = opened
+			go func() { ss.Wait(); h.end() }()
+		}
+	}
+}
+
+// newMCPServer is the MCP server of sv's session: one tool per action of
+// the session's registry, each calling it through the executor.
+func newMCPServer(sv *server, timeout string) *mcp.Server {
+	ec := sv.s.ec
+	ms := mcp.NewServer(&mcp.Implementation{Name: "polc", Version: moduleVersion()}, &mcp.ServerOptions{
+		Instructions: fmt.Sprintf("Every tool call is decided by policy %s (%s) and runs through polc's executor in the %s profile as %s. "+
+			"A call that did not succeed is a tool error naming its kind and reason code; a denied call did not run.",
+			ec.Policy.PolicyID, ec.Policy.Version, ec.Profile, ec.Principal.String()),
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	})
+	for _, a := range sv.s.reg.Catalog().Actions() {
+		d := a.Descriptor()
+		ms.AddTool(&mcp.Tool{Name: d.ID, Description: toolDescription(d.ID, d.Version), InputSchema: d.Arguments},
+			toolHandler(sv, d.ID, timeout))
+	}
+	return ms
+}
+
+// toolDescriptions say what each built-in does, for the model choosing a
+// tool.
+var toolDescriptions = map[string]string{
+	"bash":       "Run a shell command in the workspace; the result has exit_code, stdout and stderr.",
+	"read_file":  "Read a file of the workspace; the result has its content.",
+	"write_file": "Write a file of the workspace (created or replaced) with content.",
+	"edit_file":  "Replace the text old with new in a file of the workspace.",
+	"http_get":   "Fetch a URL with an HTTP GET; the result has the status, headers and body.",
+}
+
+func toolDescription(id, ver string) string {
+	d := toolDescriptions[id]
+	if d == "" {
+		d = "The action " + id + "."
+	}
+	return fmt.Sprintf("%s Governed by polc (action %s@%s): the policy decides each call.", d, id, ver)
+}
+
+// toolHandler calls action through the executor, as polc serve's
+// /v1/execute does: refused once the close began, never run after it.
+func toolHandler(sv *server, action, timeout string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args, err := toolArguments(req.Params.Arguments)
+		if err != nil {
+			return toolError("invalid_input", fmt.Sprintf("the arguments of %s: %v", action, err), nil), nil
+		}
+		if sv.closeBegan.Load() {
+			return toolError("session_closed", "the session is closed: nothing more runs in it", nil), nil
+		}
+		sv.mu.RLock()
+		defer sv.mu.RUnlock()
+		if sv.closed {
+			return toolError("session_closed", "the session is closed: nothing more runs in it", nil), nil
+		}
+		actx, cancel := context.WithCancel(sv.actions)
+		defer cancel()
+		// The client's own cancellation (notifications/cancelled) cancels
+		// the call; the request's end for another cause (the client went)
+		// leaves it to the close's grace.
+		defer context.AfterFunc(ctx, func() {
+			if context.Cause(ctx) == context.Canceled {
+				cancel()
+			}
+		})()
+		out, err := sv.s.execute(actx, action, args, timeout)
+		if err != nil {
+			return toolError("invalid_input", err.Error(), nil), nil
+		}
+		if b := out.Base(); b.EvidenceError != nil || b.StateError != nil {
+			sv.failures.Add(1)
+		}
+		return toolResult(out), nil
+	}
+}
+
+// toolArguments decodes a tool call's arguments: one JSON object (absent
+// or null: {}), decoded strictly — no member twice at any depth, UTF-8
+// only, no number beyond a double — with numbers as json.Number, as
+// polc serve decodes its requests' arguments.
+func toolArguments(raw json.RawMessage) (map[string]any, error) {
+	if len(bytes.Trim(raw, jsonSpace)) == 0 || string(bytes.Trim(raw, jsonSpace)) == "null" {
+		return map[string]any{}, nil
+	}
+	if len(raw) > maxRequest {
+		return nil, fmt.Errorf("larger than %d bytes", maxRequest)
+	}
+	v, err := strictjson.Value(raw)
+	if err != nil {
+		return nil, bodySyntaxError(raw, err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s, want an object", jsonKind(v))
+	}
+	return m, nil
+}
+
+// outcomeMetaKey is the _meta member of a tool result that identifies
+// its attempt in the evidence.
+const outcomeMetaKey = "polc.dev/outcome"
+
+// toolResult maps an outcome to a tool result: a success's result as
+// text (its JSON) and, when it is an object, as structured content; any
+// other kind a tool error naming the kind and reason code with a one-line
+// explanation. No error text of the callable's is in it: a failure says
+// its class, as the evidence does.
+func toolResult(out executor.Outcome) *mcp.CallToolResult {
+	b := out.Base()
+	meta := map[string]any{"kind": string(out.Kind()), "request_id": b.RequestID, "attempt_id": b.AttemptID,
+		"call_executed": b.CallExecuted, "records": b.Records}
+	if b.OperationID != nil {
+		meta["operation_id"] = *b.OperationID
+	}
+	if b.Records == nil {
+		meta["records"] = []string{}
+	}
+	if b.EvidenceError != nil {
+		meta["evidence_error"] = map[string]any{"record_type": b.EvidenceError.RecordType, "call_executed": b.EvidenceError.CallExecuted}
+	}
+	if o, ok := out.(*executor.Succeeded); ok {
+		text, structured := resultContent(o.Result)
+		r := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{outcomeMetaKey: meta}}
+		if structured != nil {
+			r.StructuredContent = structured
+		}
+		return r
+	}
+	sc := map[string]any{"kind": string(out.Kind()), "reason_code": b.ReasonCode, "call_executed": b.CallExecuted}
+	var msg string
+	switch o := out.(type) {
+	case *executor.Denied:
+		msg = "the policy refused the call; it did not run"
+		if d := denyDetail(b); d != "" {
+			msg += ": " + d
+		}
+	case *executor.Failed:
+		sc["class"] = o.Class
+		msg = "the call ran and failed (" + o.Class + ")"
+		if o.Result != nil {
+			// What the callable returned with its failure (bash's exit
+			// code and output): the model needs it to go on.
+			sc["result"] = o.Result
+		}
+	case *executor.TimedOut:
+		msg = "the call ran past its timeout and was stopped"
+	case *executor.Cancelled:
+		msg = "the call was cancelled"
+	case *executor.Ambiguous:
+		msg = "the call's effect is unknown: it may or may not have happened"
+	case *executor.Deferred:
+		at := o.RetryAt.UTC().Format(time.RFC3339Nano)
+		sc["retry_at"] = at
+		msg = "no capacity now; the call did not run; retry at " + at
+	case *executor.Escalated:
+		ap := map[string]any{"approver_class": o.Approval.ApproverClass, "gate_id": o.Approval.GateID,
+			"request_digest": o.Approval.RequestDigest, "rule_ids": o.Approval.RuleIDs}
+		msg = "the call needs the approval of " + o.Approval.ApproverClass + "; it did not run"
+		if o.Approval.ExpiresAt != nil {
+			ap["expires_at"] = o.Approval.ExpiresAt.UTC().Format(time.RFC3339Nano)
+			msg += " (the request expires at " + ap["expires_at"].(string) + ")"
+		}
+		sc["approval"] = ap
+	}
+	msg = oneLine(msg)
+	sc["message"] = msg
+	text := fmt.Sprintf("%s (%s): %s", out.Kind(), b.ReasonCode, msg)
+	if res, ok := sc["result"]; ok {
+		if t, _ := resultContent(res); t != "" {
+			text += "\n" + t
+		}
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: sc, Meta: mcp.Meta{outcomeMetaKey: meta}}
+}
+
+// resultContent is a result's text (its JSON, a string as itself) and,
+// when it is a JSON object, the object as structured content.
+func resultContent(v any) (string, map[string]any) {
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "(the result has no JSON form)", nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		m = nil // not an object: text only
+	}
+	return strings.TrimSuffix(buf.String(), "\n"), m
+}
+
+// denyDetail is why the call was denied, from its trail: the detail of
+// the stage that refused it (never the persistence stage's, which may
+// carry a store's error text).
+func denyDetail(b *executor.OutcomeBase) string {
+	for i := len(b.Trail) - 1; i >= 0; i-- {
+		if t := b.Trail[i]; t.Detail != "" && t.Stage < 13 && t.Result != executor.TrailOK {
+			return t.Detail
+		}
+	}
+	return ""
+}
+
+// oneLine folds s onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// toolError is a tool error raised before the executor (arguments that
+// do not decode, a closed session).
+func toolError(code, msg string, extra map[string]any) *mcp.CallToolResult {
+	msg = oneLine(msg)
+	sc := map[string]any{"kind": "refused", "reason_code": code, "message": msg, "call_executed": false}
+	for k, v := range extra {
+		sc[k] = v
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "refused (" + code + "): " + msg}},
+		StructuredContent: sc}
+}
+
+// moduleVersion is polc's module version, as --version says it.
+func moduleVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(unknown)"
+}
