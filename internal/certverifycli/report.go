@@ -178,6 +178,21 @@ func (r *Report) writeText(w io.Writer) {
 			fmt.Fprint(w, ", unsigned")
 		}
 		fmt.Fprintln(w)
+		if ch := r.Chain; ch != nil {
+			// The approvals that let escalated operations run: what an
+			// auditor of a certificate asks first after its grade, and,
+			// as the grade, withheld when the records failed verification.
+			switch n := ch.GateSummary.ApprovalCount; {
+			case r.summaryCounts[chain.SeverityError] > 0:
+				fmt.Fprintln(w, "  approvals not counted (verification failed)")
+			case n > 0 && !c.checked:
+				fmt.Fprintf(w, "  approvals %d (not checked against approver keys: no --trust)\n", n)
+			case n > 0:
+				fmt.Fprintf(w, "  approvals %d (each checked against the trust file's approver keys)\n", n)
+			default:
+				fmt.Fprintln(w, "  approvals 0")
+			}
+		}
 	}
 	if rec := r.Record; rec != nil {
 		fmt.Fprintf(w, "record %s: chain %s, sequence %d, chain_hash %s\n", clean(rec.RecordID), clean(rec.ChainID), rec.Sequence, clean(rec.ChainHash))
