@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -19,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"polc.dev/polc/approval"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/strictjson"
@@ -40,6 +45,9 @@ type mcpParams struct {
 	// idleTimeout closes the HTTP MCP session after this long without a
 	// request (--idle-timeout; 0: never).
 	idleTimeout time.Duration
+	// approvalDir is --approvals: where a retried call's approval is
+	// read, <approval request id>.approval (docs/approvals.md).
+	approvalDir string
 	// ready, when set, receives the address once the HTTP server accepts
 	// (tests).
 	ready func(addr string)
@@ -48,7 +56,7 @@ type mcpParams struct {
 func newMCPCmd(e *env) *cobra.Command {
 	p := &mcpParams{}
 	c := &cobra.Command{
-		Use:   "mcp SESSION [--listen unix:PATH|tcp:HOST:PORT] [--evidence DIR] [--cert FILE] [--sign-key KEY] [--state DB] [--timeout D] [--grace D] [--idle-timeout D]",
+		Use:   "mcp SESSION [--listen unix:PATH|tcp:HOST:PORT] [--evidence DIR] [--cert FILE] [--sign-key KEY] [--state DB] [--timeout D] [--grace D] [--idle-timeout D] [--trust FILE --approvals DIR] [--approval-requests DIR]",
 		Short: "Serve a session's actions as MCP tools, each call governed by the executor",
 		Long: `mcp serves the executor of one session to an MCP client (a coding agent):
 its tools are the session's registered actions (bash, read_file,
@@ -65,7 +73,12 @@ browsers and bounding the memory of the bodies in flight (--body-budget),
 as polc serve does. It serves one MCP session.
 
 A succeeded call answers its result; any other outcome is a tool error
-(isError) that names its kind and reason code. When the client goes
+(isError) that names its kind and reason code. An escalated call's
+approval request is in its result (and written to --approval-requests
+DIR); once an approver signed it into --approvals DIR as <id>.approval
+(polc approve), the client retries the same call with _meta
+{"polc.dev/approval": "<id>"}, checked against the approver keys of
+--trust FILE and spent once in --state FILE (docs/mcp.md). When the client goes
 (end of stdin; over HTTP, the session's DELETE, or --idle-timeout without
 a request), or on SIGINT or SIGTERM,
 the session closes: the calls in flight are awaited for --grace, then
@@ -94,6 +107,8 @@ input.`,
 	p.grace = defaultCloseGrace
 	c.Flags().DurationVar(&p.grace, "grace", defaultCloseGrace, "how long the close waits for the calls in flight before cancelling them")
 	c.Flags().DurationVar(&p.idleTimeout, "idle-timeout", 0, "with --listen: close the session after this long without a request from its client (default: never)")
+	c.Flags().StringVar(&p.approvalDir, "approvals", "", "directory of signed approvals (polc approve), <approval request id>.approval, that a retried call names in _meta \"polc.dev/approval\"; needs --trust")
+	c.Flags().StringVar(&p.approvalRequests, "approval-requests", "", "directory where each escalated call's approval request is written (<id>.json)")
 	sessionFlags(c, &p.runParams, "session")
 	return c
 }
@@ -117,11 +132,21 @@ func runMCP(ctx context.Context, e *env, p *mcpParams) error {
 	if p.idleTimeout < 0 {
 		return usagef("--idle-timeout %v: want a duration >= 0", p.idleTimeout)
 	}
+	if p.approvalDir != "" && p.trust == "" {
+		return usagef("--approvals needs --trust FILE, naming the approver keys (approver:<class> <vkey>) the approvals are checked against")
+	}
 	s, err := openSession(e, &p.runParams, false)
 	if err != nil {
 		return err
 	}
 	defer s.release()
+	tools := mcpTools{timeout: p.timeout}
+	if p.approvalDir != "" {
+		tools.approvalDir = e.abs(p.approvalDir)
+		if err := os.MkdirAll(tools.approvalDir, 0o755); err != nil {
+			return s.ioErr(tools.approvalDir, "create directory", err)
+		}
+	}
 	if len(s.sc.ReportedUsage) > 0 {
 		// The executor would let actions run on the promise of reports
 		// that an MCP client has no way to make: a limit on that usage
@@ -141,7 +166,7 @@ func runMCP(ctx context.Context, e *env, p *mcpParams) error {
 	}
 	sv := &server{s: s, closing: make(chan struct{}), tcp: network == "tcp", actions: actions, stopActions: stopActions,
 		budget: &memBudget{max: budget}}
-	ms := newMCPServer(sv, p.timeout)
+	ms := newMCPServer(sv, tools)
 	if network == "" {
 		err = serveMCPStdio(ctx, e, sv, ms, p.grace)
 	} else {
@@ -349,9 +374,17 @@ func (h *mcpHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// mcpTools is how the tools call the executor.
+type mcpTools struct {
+	// timeout is every call's timeout (a Go duration, "" for none).
+	timeout string
+	// approvalDir is the absolute --approvals directory ("" for none).
+	approvalDir string
+}
+
 // newMCPServer is the MCP server of sv's session: one tool per action of
 // the session's registry, each calling it through the executor.
-func newMCPServer(sv *server, timeout string) *mcp.Server {
+func newMCPServer(sv *server, tools mcpTools) *mcp.Server {
 	ec := sv.s.ec
 	ms := mcp.NewServer(&mcp.Implementation{Name: "polc", Version: moduleVersion()}, &mcp.ServerOptions{
 		Instructions: fmt.Sprintf("Every tool call is decided by policy %s (%s) and runs through polc's executor in the %s profile as %s. "+
@@ -362,7 +395,7 @@ func newMCPServer(sv *server, timeout string) *mcp.Server {
 	for _, a := range sv.s.reg.Catalog().Actions() {
 		d := a.Descriptor()
 		ms.AddTool(&mcp.Tool{Name: d.ID, Description: toolDescription(d.ID, d.Version), InputSchema: d.Arguments},
-			toolHandler(sv, d.ID, timeout))
+			toolHandler(sv, d.ID, tools))
 	}
 	return ms
 }
@@ -387,11 +420,21 @@ func toolDescription(id, ver string) string {
 
 // toolHandler calls action through the executor, as polc serve's
 // /v1/execute does: refused once the close began, never run after it.
-func toolHandler(sv *server, action, timeout string) mcp.ToolHandler {
+func toolHandler(sv *server, action string, tools mcpTools) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		args, err := toolArguments(req.Params.Arguments)
 		if err != nil {
 			return toolError("invalid_input", fmt.Sprintf("the arguments of %s: %v", action, err), nil), nil
+		}
+		// The approval the retried call names, if any: a call that names
+		// one it cannot present is refused, never run without it.
+		var extra [][]byte
+		if v, ok := req.Params.Meta[approvalMetaKey]; ok {
+			signed, refusal := namedApproval(sv, tools.approvalDir, v)
+			if refusal != nil {
+				return refusal, nil
+			}
+			extra = [][]byte{signed}
 		}
 		if sv.closeBegan.Load() {
 			return toolError("session_closed", "the session is closed: nothing more runs in it", nil), nil
@@ -411,15 +454,89 @@ func toolHandler(sv *server, action, timeout string) mcp.ToolHandler {
 				cancel()
 			}
 		})()
-		out, err := sv.s.execute(actx, action, args, timeout)
+		out, err := sv.s.executeWith(actx, action, args, tools.timeout, extra)
 		if err != nil {
 			return toolError("invalid_input", err.Error(), nil), nil
 		}
 		if b := out.Base(); b.EvidenceError != nil || b.StateError != nil {
 			sv.failures.Add(1)
 		}
+		if esc, ok := out.(*executor.Escalated); ok && sv.s.p.approvalRequests != "" {
+			// Written for the approver (polc approve ID --dir DIR); the
+			// result carries the request as well, so a file that cannot
+			// be written (said on stderr) loses nothing.
+			sv.s.writeApprovalRequest(&esc.Approval)
+		}
 		return toolResult(out), nil
 	}
+}
+
+// approvalMetaKey is the _meta member of a tool call that presents an
+// approval: the id of the approval request it approves.
+const approvalMetaKey = "polc.dev/approval"
+
+// namedApproval reads the signed approval a retried call names by its
+// approval request id, dir/<id>.approval, or returns the tool error that
+// refuses the call: the session takes no approvals, the id is not one,
+// no approval of it is there or readable, it is no signed approval, or
+// it approves another request. Whether it verifies, is bound to this
+// call and unspent is the executor's to judge, as for polc serve's.
+func namedApproval(sv *server, dir string, v any) ([]byte, *mcp.CallToolResult) {
+	id, ok := v.(string)
+	if !ok || !uuidRe.MatchString(id) {
+		return nil, toolError("invalid_input", fmt.Sprintf(`_meta %q: want the id of an approval request (a lowercase UUID), as the escalated call's approval_request.id`, approvalMetaKey), nil)
+	}
+	extra := map[string]any{"approval_request_id": id}
+	if dir == "" || !sv.s.approvalsOn {
+		return nil, toolError(approval.CodeUnavailable, "the session takes no approvals: start polc mcp with --trust FILE (approver keys) and --approvals DIR", extra)
+	}
+	signed, err := readApprovalFile(filepath.Join(dir, id+".approval"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, toolError(mcpCodeApprovalNotFound, "no approval of request "+id+" is in the approvals directory yet: an approver signs it there as "+id+".approval (polc approve)", extra)
+	case err != nil:
+		// Never the error's text: it names a path polc resolved.
+		return nil, toolError(approval.CodeUnavailable, "the approval of request "+id+" cannot be read", extra)
+	}
+	a, err := approval.Parse(signed)
+	if err != nil {
+		return nil, toolError(approval.CodeMalformed, id+".approval is not a signed approval: "+err.Error(), extra)
+	}
+	if a.RequestID != id {
+		return nil, toolError(approval.CodeWrongRequest, id+".approval approves request "+a.RequestID+", not "+id, extra)
+	}
+	return signed, nil
+}
+
+// mcpCodeApprovalNotFound refuses a retried call whose approval is not
+// (yet) in the approvals directory.
+const mcpCodeApprovalNotFound = "approval_not_found"
+
+// uuidRe is the form of an approval request id, which names its file.
+var uuidRe = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// readApprovalFile reads a signed approval file: a regular file (opened
+// without blocking, so that a FIFO cannot hold the call) of at most
+// approval.MaxBytes.
+func readApprovalFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, approval.MaxBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > approval.MaxBytes {
+		return nil, fmt.Errorf("larger than %d bytes", approval.MaxBytes)
+	}
+	return b, nil
 }
 
 // toolArguments decodes a tool call's arguments: one JSON object (absent
@@ -501,14 +618,23 @@ func toolResult(out executor.Outcome) *mcp.CallToolResult {
 		sc["retry_at"] = at
 		msg = "no capacity now; the call did not run; retry at " + at
 	case *executor.Escalated:
-		ap := map[string]any{"approver_class": o.Approval.ApproverClass, "gate_id": o.Approval.GateID,
+		ap := map[string]any{"id": o.Approval.ID, "approver_class": o.Approval.ApproverClass, "gate_id": o.Approval.GateID,
 			"request_digest": o.Approval.RequestDigest, "rule_ids": o.Approval.RuleIDs}
 		msg = "the call needs the approval of " + o.Approval.ApproverClass + "; it did not run"
+		if o.Approval.Refusal != "" {
+			msg = "the approval presented was refused (" + o.Approval.Refusal + "); the call needs the approval of " + o.Approval.ApproverClass + " and did not run"
+			sc["approval_refusal"] = o.Approval.Refusal
+		}
+		msg += "; approval request " + o.Approval.ID
 		if o.Approval.ExpiresAt != nil {
 			ap["expires_at"] = o.Approval.ExpiresAt.UTC().Format(time.RFC3339Nano)
-			msg += " (the request expires at " + ap["expires_at"].(string) + ")"
+			msg += " (it expires at " + ap["expires_at"].(string) + ")"
 		}
+		msg += `: once approved, retry the same call with _meta {"` + approvalMetaKey + `": "` + o.Approval.ID + `"}`
 		sc["approval"] = ap
+		// The approval request as polc approve reads it, as polc serve
+		// answers it.
+		sc["approval_request"] = o.Approval.File()
 	}
 	msg = oneLine(msg)
 	sc["message"] = msg

@@ -348,7 +348,14 @@ func idsFlag(seed int) func() string {
 // context; timeout is a Go duration ("" for none). The error is about the
 // input (a bad timeout); everything else is in the outcome.
 func (s *session) execute(ctx context.Context, action string, args map[string]any, timeout string) (executor.Outcome, error) {
-	req := executor.ExecutionRequest{RequestID: s.ids(), Action: action, Arguments: args, Scope: s.ec.Scope, Approvals: s.approvals.all()}
+	return s.executeWith(ctx, action, args, timeout, nil)
+}
+
+// executeWith is execute presenting extra, signed approvals of this call
+// alone (polc mcp's retried call), beside the session's.
+func (s *session) executeWith(ctx context.Context, action string, args map[string]any, timeout string, extra [][]byte) (executor.Outcome, error) {
+	req := executor.ExecutionRequest{RequestID: s.ids(), Action: action, Arguments: args, Scope: s.ec.Scope,
+		Approvals: append(s.approvals.all(), extra...)}
 	d, err := parseTimeout(timeout)
 	if err != nil {
 		return nil, err
