@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -207,5 +208,66 @@ func TestMCPApprovalsOff(t *testing.T) {
 	}
 	if _, data := verifyClosedChain(t, dir); bytes.Contains(data, []byte("operation_started")) {
 		t.Errorf("the refused call was recorded:\n%s", data)
+	}
+}
+
+// TestConcurrentMCPApprovalSpentOnce: eight calls at once naming the same
+// approval reach the gate together; exactly one spends it and passes (the
+// push runs and fails: there is no repository), the others are refused as
+// replayed.
+func TestConcurrentMCPApprovalSpentOnce(t *testing.T) {
+	dir := mcpSetup(t, "governed")
+	var stderr lockedBuffer
+	e := &env{stdin: strings.NewReader(""), stdout: &lockedBuffer{}, stderr: &stderr, dir: dir}
+	polc := func(args ...string) {
+		t.Helper()
+		if code := Run(context.Background(), args, e); code != 0 {
+			t.Fatalf("polc %v: %d\n%s", args, code, stderr.String())
+		}
+	}
+	polc("keygen", "release-manager", "-o", "keys")
+	vkey, _ := os.ReadFile(filepath.Join(dir, "keys", "release-manager.vkey"))
+	os.WriteFile(filepath.Join(dir, "trust.txt"), []byte("approver:release-manager "+string(vkey)), 0o644)
+	cs, _, serr := connectStdio(t, dir, "session.yaml", "--evidence", "ev", "--state", "state.db", "--trust", "trust.txt",
+		"--approvals", "approvals", "--approval-requests", "requests")
+	push := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "git push origin main"}}
+	r, err := cs.CallTool(context.Background(), push)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := r.StructuredContent.(map[string]any)["approval"].(map[string]any)["id"].(string)
+	polc("approve", id, "--dir", "requests", "--key", "keys/release-manager.key", "-o", filepath.Join("approvals", id+".approval"))
+	const n = 8
+	kinds := make(chan string, n)
+	for range n {
+		go func() {
+			// Its own params: the client writes into the call's _meta.
+			r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: push.Arguments,
+				Meta: mcp.Meta{approvalMetaKey: id}})
+			if err != nil {
+				kinds <- err.Error()
+				return
+			}
+			sc, _ := r.StructuredContent.(map[string]any)
+			om, _ := r.Meta[outcomeMetaKey].(map[string]any)
+			if om["kind"] == "escalated" {
+				kinds <- "escalated " + fmt.Sprint(sc["reason_code"])
+				return
+			}
+			kinds <- "passed " + fmt.Sprint(om["call_executed"])
+		}()
+	}
+	got := map[string]int{}
+	for range n {
+		got[<-kinds]++
+	}
+	if got["passed true"] != 1 || got["escalated approval_replayed"] != n-1 {
+		t.Errorf("outcomes %v: want one passed, %d replayed", got, n-1)
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatalf("polc mcp: %v\n%s", err, serr.String())
+	}
+	if _, data := verifyClosedChain(t, dir); bytes.Count(data, []byte(`"record_type":"approval_granted"`)) != 1 {
+		t.Errorf("approval_granted records: want 1")
 	}
 }
