@@ -93,6 +93,10 @@
 //     restrict reopening it by a path (/proc/self/fd/N resolves to the
 //     file, which must then lie under a grant). Every other descriptor,
 //     including one the caller left open without close-on-exec, is closed.
+//     A passed regular file, directory or memory device is reopened in the
+//     target's mount namespace (see "Passed files" below): passing a file
+//     grants its data, not its metadata, and a file passed for writing must
+//     lie in a write root.
 //
 // # System paths
 //
@@ -155,7 +159,35 @@
 // on a read-only mount, and a link or rename between a write root and the
 // rest of the tree fails with EXDEV. The target holds no capability and
 // Landlock forbids mounting, so it cannot undo this. It costs about 0.3 ms
-// per spawn (BenchmarkPrivateMounts).
+// per spawn (BenchmarkPrivateMounts). The files the caller passes are then
+// reopened on these mounts (see "Passed files").
+//
+// # Passed files
+//
+// The caller opened stdin, stdout, stderr and ExtraFiles in its own mount
+// namespace, on writable mounts; a descriptor (and its /proc/self/fd/N
+// magic link, which resolves to the same mount, not by path) would let the
+// target chmod, utime or set extended attributes on a file outside the
+// write roots. So the exec launcher, after the mounts are read-only and
+// before Landlock restricts it, reopens every inherited descriptor (those
+// without close-on-exec below the spec pipe) that is a regular file, a
+// directory (O_PATH ones included) or one of the memory devices /dev/null,
+// zero, full, random and urandom (a target that is host uid 0 owns them):
+// by the path /proc/self/fd/N reads, with openat2 RESOLVE_NO_SYMLINKS, the
+// original's access mode and status flags (O_APPEND, O_NONBLOCK, the sync
+// flags, O_DIRECT, O_NOATIME; never O_CREAT or O_TRUNC), the same device
+// and inode (fstat of both), and the original's offset; then dup3 puts the
+// new descriptor in the old one's place. Descriptors that shared one open
+// file description (kcmp; 2>&1) share the new one. Pipes, sockets,
+// terminals and other devices pass as they are: they have no path to
+// reopen, or reopening them has effects of its own (/dev/ptmx makes a new
+// terminal). The launcher refuses (ExitRefused) when a passed file cannot
+// be reopened as it was: deleted, its path gone or naming another file or
+// going through a link, or open for writing outside the write roots
+// (EROFS). That is the contract: a passed file outside the write roots is
+// read-only data; to let the target write a file, put it in a write root
+// or pass a pipe. Under NetworkProxy the second launcher, which holds the
+// mount namespace, does it.
 //
 // # What Landlock does not restrict
 //
@@ -268,11 +300,11 @@
 // Cmd.SysProcAttr instead of setting fields in it). The spec never travels in
 // the target's environment or argv.
 //
-// The exec launcher closes the pipe after reading it and, just before
-// execve, marks descriptor N and every one above it close-on-exec;
-// descriptors 3 to N-1 pass as they are (Go's fork left a nil entry
-// closed, and every descriptor the launcher opened itself is
-// close-on-exec). The proxy launcher takes descriptors 3 to N-1 that lack
+// The exec launcher closes the pipe after reading it, reopens the passed
+// files (see "Passed files") and, just before execve, marks descriptor N
+// and every one above it close-on-exec; descriptors 3 to N-1 pass at their
+// numbers (Go's fork left a nil entry closed, and every descriptor the
+// launcher opened itself is close-on-exec). The proxy launcher takes descriptors 3 to N-1 that lack
 // close-on-exec (exactly the inherited ones) before it opens any of its
 // own, passes them to its child launcher at the same numbers with a new
 // spec pipe at N, and closes its copies as soon as the child has started.
@@ -281,9 +313,10 @@
 //
 // The target's own status passes through. When the target never ran the
 // launcher writes one line "polc sandbox: <what>: <why>" to stderr and exits
-// with ExitRefused (125: invalid spec, or a restriction could not be
-// applied), ExitCannotExec (126: execve failed, for example Landlock denied
-// executing the program) or ExitNotFound (127: argv[0] not found).
+// with ExitRefused (125: invalid spec, a passed file that cannot be
+// reopened as it was, or a restriction could not be applied),
+// ExitCannotExec (126: execve failed, for example Landlock denied executing
+// the program) or ExitNotFound (127: argv[0] not found).
 //
 // # Cost
 //

@@ -21,13 +21,13 @@ import (
 
 // TestExtraFilesReachTarget: Spec.ExtraFiles reach the target at 3, 4, ...
 // as exec.Cmd.ExtraFiles would place them, in every network mode (under
-// NetworkProxy through the forwarder and a second launcher): it reads one
-// and writes another, both files outside every grant (a passed descriptor
-// is already open), and a nil entry stays closed.
+// NetworkProxy through the forwarder and a second launcher): it reads one,
+// a file outside every grant (a passed descriptor is already open), and
+// writes another, in the write root, and a nil entry stays closed.
 func TestExtraFilesReachTarget(t *testing.T) {
 	f := newFixture(t)
 	in := filepath.Join(f.outside, "in")
-	out := filepath.Join(f.outside, "out")
+	out := filepath.Join(f.ws, "out")
 	mustWrite(t, in, "passed-in\n")
 	for _, n := range allNetworks {
 		t.Run(n.String(), func(t *testing.T) {
@@ -178,7 +178,7 @@ func TestDedicatedLauncher(t *testing.T) {
 	}
 	f := newFixture(t)
 	for _, n := range allNetworks {
-		wf, err := os.Create(filepath.Join(f.outside, "out-"+n.String()))
+		wf, err := os.Create(filepath.Join(f.ws, "out-"+n.String()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func TestDedicatedLauncher(t *testing.T) {
 		if r.code != 0 || fds(r.stdout) != "0 1 2 3 4" || !strings.Contains(r.stderr, "Permission denied") {
 			t.Errorf("%s: %v", n, r)
 		}
-		if b, _ := os.ReadFile(filepath.Join(f.outside, "out-"+n.String())); string(b) != "via-fd\n" {
+		if b, _ := os.ReadFile(filepath.Join(f.ws, "out-"+n.String())); string(b) != "via-fd\n" {
 			t.Errorf("%s: written through the passed file: %q", n, b)
 		}
 	}

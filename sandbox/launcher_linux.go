@@ -115,6 +115,9 @@ func runExec() int {
 	if err := privateMounts(w); err != nil {
 		return refuse("mount namespace: %v", err)
 	}
+	if err := reopenPassed(specFD); err != nil {
+		return refuse("%v", err)
+	}
 	abi := detectABI()
 	if abi < minABI {
 		return refuse("landlock: kernel offers ABI %d, need %d", abi, minABI)

@@ -125,7 +125,11 @@ type Spec struct {
 	// descriptor closed. They are the only descriptors besides stdin, stdout
 	// and stderr that reach the process (at most 1000). The grants do not
 	// apply to a passed file itself (it is already open), only to reopening
-	// it by a path such as /proc/self/fd/N.
+	// it by a path such as /proc/self/fd/N. The launcher reopens a passed
+	// regular file or directory in the target's mount namespace, where it
+	// is read-only outside the write roots: one open for writing must lie
+	// in a write root, or the spawn is refused (see the package doc,
+	// "Passed files"). The same holds for stdin, stdout and stderr.
 	ExtraFiles []*os.File
 }
 
