@@ -395,10 +395,31 @@ var rowCases = []rowCase{
 	filesystem: {read: [], deny: ["ws/secrets"]}
 	network: mode: "off"`,
 		calls: func(e *rowEnv) []mockapi.Call {
-			return polcCalls(e, codexExec)
+			return append(polcCalls(e, codexExec), codexExec("echo key=${OPENAI_API_KEY:-unset}"),
+				mockapi.Call{Tool: "exec_command", Input: map[string]any{"cmd": "touch " + filepath.Join(e.outside, "esc.txt"),
+					"sandbox_permissions": "require_escalated", "justification": "the file must be created"}})
 		},
-		covers:      []string{harness.CapApprovalHeadless, harness.CapFSWriteRoots, harness.CapFSReadRoots, harness.CapFSDenyPaths, harness.CapNetEgress},
-		check:       polcCheck,
+		covers: []string{harness.CapApprovalHeadless, harness.CapFSWriteRoots, harness.CapFSReadRoots, harness.CapFSDenyPaths, harness.CapNetEgress},
+		check: func(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
+			polcCheck(t, e, res, mock)
+			// A command that asks to escalate is rejected without
+			// asking anyone ("approval policy is Never"), with Codex's
+			// sandbox off too.
+			absent(t, filepath.Join(e.outside, "esc.txt"))
+			// Codex's shell environment policy holds inside polc's
+			// sandbox too, and its login shell (bash -lc) reads
+			// /etc/profile there: no error in the model's output.
+			key := false
+			for _, o := range res.Observations {
+				key = key || o.Kind == harness.ObsToolResult && strings.Contains(o.Text, "key=unset")
+			}
+			if !key {
+				t.Errorf("the shell did not print key=unset: the model key reached it, or the command did not run")
+			}
+			if sawText(res, mock, "/etc/profile: Permission denied") {
+				t.Errorf("the login shell could not read /etc/profile")
+			}
+		},
 		control:     polcControl,
 		controlPlan: true,
 	},

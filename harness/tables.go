@@ -314,7 +314,7 @@ var ClaudeCode = &Table{Provider: "claude-code", Versions: []string{"2.1.328"}, 
 // Codex is the capability table of the Codex CLI.
 var Codex = &Table{Provider: "codex", Versions: []string{"0.169.0"}, Rows: slices.Concat(polcRows("codex", "", "web_search disabled"), []Row{
 	{Capability: CapApprovalHeadless, When: CondPolc, Status: Enforced, Sources: []Source{byProvider("every command")},
-		Reason:   "codex exec with approval_policy never asks nobody; under polc's sandbox Codex's own is off (danger-full-access), so a command runs without asking and polc's sandbox bounds what it can do",
+		Reason:   "codex exec with approval_policy never asks nobody: a command that asks for escalated permissions is rejected (\"approval policy is Never\"); under polc's sandbox Codex's own is off (danger-full-access), so every other command runs without asking, inside polc's sandbox",
 		Evidence: "harness/real_rows_test.go TestRealEnforcedRows/codex/polc"},
 	{Capability: CapApprovalHeadless, When: CondYolo, Status: Enforced, Sources: []Source{byProvider("escalations out of the sandbox")},
 		Reason:   "the legacy profile sets no approval policy, but codex exec asks nobody: a command that asks to leave the sandbox is refused",
