@@ -263,8 +263,8 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 		}
 		return nil, report, &UnsupportedVersionError{p.name(), probe.Version, t.Versions}
 	}
-	if s.Sandbox == SandboxPolc && (s.Yolo || p.name() == "codex") {
-		return nil, nil, &CompileError{s.Name, p.name(), "sandbox polc is not available for codex or with yolo"}
+	if s.Sandbox == SandboxPolc && s.Yolo {
+		return nil, nil, &CompileError{s.Name, p.name(), "sandbox polc is not available with yolo"}
 	}
 	b, err := p.build(s, spawnProbe(s, probe))
 	if err != nil {

@@ -45,7 +45,13 @@ func codexPrefix(p string) ([]string, error) {
 }
 
 func (c codex) build(s *Spec, probe *ProbeResult) (*build, error) {
+	// Under polc's sandbox Codex's own is off: bubblewrap cannot make its
+	// namespaces and mounts there, and polc's holds Codex itself too.
+	polc := s.Sandbox == SandboxPolc
 	b := &build{settings: map[string][]string{}, conds: CondSandbox, evidence: []string{"stream:codex/exec-json"}}
+	if polc {
+		b.conds = 0
+	}
 	exe := probe.Executable
 	b.env = []EnvVar{{Name: "CODEX_HOME", Value: RunDir + "/codex"}}
 	b.files = []File{{Path: RunDir + "/codex/.keep", Mode: 0o600, Content: ""}}
@@ -55,7 +61,7 @@ func (c codex) build(s *Spec, probe *ProbeResult) (*build, error) {
 			"model_providers.polc.base_url="+tomlString(s.Endpoint+"/v1"), `model_providers.polc.wire_api="responses"`,
 			`model_providers.polc.env_key="OPENAI_API_KEY"`)
 	}
-	if probe.BundledBwrap != "" && !slices.Contains(s.EnvAllow, "PATH") {
+	if probe.BundledBwrap != "" && !slices.Contains(s.EnvAllow, "PATH") && !polc {
 		// Codex runs the first bwrap on its PATH and its bundled one only
 		// when there is none; a host's older bubblewrap (Debian 12 ships
 		// 0.8.0, without --argv0) fails every command. A private
@@ -140,9 +146,16 @@ func (c codex) build(s *Spec, probe *ProbeResult) (*build, error) {
 	} else {
 		b.files = append(b.files, File{Path: RunDir + "/codex/rules/polc.rules", Mode: 0o600, Content: strings.Join(rules, "\n") + "\n"})
 	}
-	b.argv = append(b.argv, "-C", s.Workspace.Root, "-s", "workspace-write")
-	for _, d := range sortedSet(slices.Concat(s.Workspace.ExtraDirs, s.WriteRoots)) {
-		b.argv = append(b.argv, "--add-dir", d)
+	b.argv = append(b.argv, "-C", s.Workspace.Root)
+	if polc {
+		// Commands run unsandboxed by Codex, inside polc's sandbox
+		// (docs/agent-clis.md Codex: inside polc's sandbox).
+		b.argv = append(b.argv, "-s", "danger-full-access")
+	} else {
+		b.argv = append(b.argv, "-s", "workspace-write")
+		for _, d := range sortedSet(slices.Concat(s.Workspace.ExtraDirs, s.WriteRoots)) {
+			b.argv = append(b.argv, "--add-dir", d)
+		}
 	}
 	for _, kv := range cfg {
 		b.argv = append(b.argv, "-c", kv)
@@ -169,6 +182,12 @@ func (c codex) build(s *Spec, probe *ProbeResult) (*build, error) {
 	set(CapToolsDeny, "features.shell_tool", "web_search")
 	set(CapFSWriteRoots, "-s workspace-write", "--add-dir", "sandbox_workspace_write.exclude_slash_tmp", "sandbox_workspace_write.exclude_tmpdir_env_var")
 	set(CapNetEgress, "sandbox_workspace_write.network_access=false", `web_search="disabled"`)
+	if polc {
+		// Codex's own sandbox settings hold nothing here; compile adds
+		// "sandbox: polc" to the rows polc's sandbox holds.
+		set(CapFSWriteRoots, "-s danger-full-access")
+		set(CapNetEgress, "-s danger-full-access", `web_search="disabled"`)
+	}
 	set(CapSubprocessAllow, "features.shell_tool")
 	set(CapSubprocessDeny, "$CODEX_HOME/rules/polc.rules prefix_rule forbidden")
 	set(CapMCPServers, "--ignore-user-config", "mcp_servers.*")

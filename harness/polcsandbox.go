@@ -145,9 +145,10 @@ func planOSSandbox(s *Spec, probe *ProbeResult) (*OSSandbox, error) {
 }
 
 // runtimeReads are host files the providers' runtimes read at start when
-// reads are confined (node's OpenSSL configuration, bash's system rc),
+// reads are confined (node's OpenSSL configuration, bash's system rc, and
+// the login shell's /etc/profile: Codex runs each command with bash -lc),
 // beyond the sandbox's system paths. Spawn drops those that do not exist.
-var runtimeReads = []string{"/etc/bash.bashrc", "/etc/ssl/openssl.cnf"}
+var runtimeReads = []string{"/etc/bash.bashrc", "/etc/profile", "/etc/ssl/openssl.cnf"}
 
 // installPrefix is the directory an npm install of the CLI lives in (the
 // parent of the outermost node_modules on the path), or the executable's

@@ -24,22 +24,33 @@ import (
 // would pass for a reason other than the rule (the request not reaching
 // the shell, a sandbox refusing writes, a provider's own refusal — Codex
 // refuses "rm -f" by itself, so the command is a harmless touch).
+//
+// Each provider runs a second time under polc's sandbox (subtest polc),
+// where its own sandbox is off (Codex runs commands with
+// danger-full-access): the provider's command rules must hold there too.
 func TestRealSubprocessDeny(t *testing.T) {
 	for _, c := range realCases {
 		t.Run(c.provider, func(t *testing.T) {
 			t.Parallel()
-			for _, deny := range []bool{false, true} {
-				status, ran, obs := runTouch(t, c, deny)
-				switch {
-				case !deny && !ran:
-					t.Fatalf("control: with touch allowed and not denied the file was not created; observations %v", obs)
-				case deny && (status == harness.Enforced || status == harness.Degraded) && ran:
-					t.Fatalf("the report says %s is %s, but the denied command ran; observations %v", harness.CapSubprocessDeny, status, obs)
-				case deny:
-					t.Logf("%s: %s %s; denied command ran: %v; observations %v", c.provider, harness.CapSubprocessDeny, status, ran, obs)
-				}
-			}
+			touchDeny(t, c, "")
+			t.Run("polc", func(t *testing.T) { touchDeny(t, c, `sandbox: "polc"`) })
 		})
+	}
+}
+
+// touchDeny runs the control and the deny run of TestRealSubprocessDeny;
+// extra is a line added to the spec.
+func touchDeny(t *testing.T, c realCase, extra string) {
+	for _, deny := range []bool{false, true} {
+		status, ran, obs := runTouch(t, c, deny, extra)
+		switch {
+		case !deny && !ran:
+			t.Fatalf("control: with touch allowed and not denied the file was not created; observations %v", obs)
+		case deny && (status == harness.Enforced || status == harness.Degraded) && ran:
+			t.Fatalf("the report says %s is %s, but the denied command ran; observations %v", harness.CapSubprocessDeny, status, obs)
+		case deny:
+			t.Logf("%s: %s %s; denied command ran: %v; observations %v", c.provider, harness.CapSubprocessDeny, status, ran, obs)
+		}
 	}
 }
 
@@ -47,7 +58,7 @@ func TestRealSubprocessDeny(t *testing.T) {
 // "touch marker.txt" in the workspace and reports the plan's
 // subprocess.deny/v1 status, whether the file exists afterwards, and the
 // kinds of the observations.
-func runTouch(t *testing.T, c realCase, deny bool) (harness.Status, bool, []string) {
+func runTouch(t *testing.T, c realCase, deny bool, extra string) (harness.Status, bool, []string) {
 	t.Helper()
 	input := maps.Clone(c.input)
 	for _, k := range []string{"command", "cmd"} {
@@ -66,12 +77,13 @@ harnesses: h: {
 	model: %q
 	endpoint: base_url: %q
 	workspace: root: "ws"
+	%s
 	tools: allow: ["bash"]
 	subprocess: {%s}
 	environment: secrets: %s: "env:POLC_TEST_MODEL_KEY"
 	resources: wall_clock: "90s"
 }
-`, c.provider, c.model, mock.URL, rules, c.keyVar))
+`, c.provider, c.model, mock.URL, extra, rules, c.keyVar))
 	var status harness.Status
 	for _, r := range plan.CapabilityReport.All() {
 		if r.Capability == harness.CapSubprocessDeny {

@@ -67,6 +67,12 @@ type rowCase struct {
 	// helpers hidden, must reach the effects (control checks that), so
 	// that the case shows polc's sandbox is what stops them.
 	control func(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server)
+	// controlPlan: the provider's own sandbox cannot be hidden (Codex
+	// ships its bubblewrap and would stop the effects itself), so the
+	// control runs the very plan of the case, whose provider sandbox is
+	// off (Codex's danger-full-access), with polc's sandbox dropped from
+	// it and the plan sealed again.
+	controlPlan bool
 }
 
 const polcLine = `sandbox: "polc"`
@@ -381,6 +387,56 @@ var rowCases = []rowCase{
 		},
 	},
 	{
+		// polc's sandbox alone: Codex's own is off (danger-full-access),
+		// so the control is the same plan without polc's sandbox.
+		name: "codex/polc", provider: "codex",
+		spec: polcLine + `
+	tools: allow: ["bash", "read_file"]
+	filesystem: {read: [], deny: ["ws/secrets"]}
+	network: mode: "off"`,
+		calls: func(e *rowEnv) []mockapi.Call {
+			return append(polcCalls(e, codexExec), codexExec("echo key=${OPENAI_API_KEY:-unset}"),
+				mockapi.Call{Tool: "exec_command", Input: map[string]any{"cmd": "touch " + filepath.Join(e.outside, "esc.txt"),
+					"sandbox_permissions": "require_escalated", "justification": "the file must be created"}})
+		},
+		covers: []string{harness.CapApprovalHeadless, harness.CapFSWriteRoots, harness.CapFSReadRoots, harness.CapFSDenyPaths, harness.CapNetEgress},
+		check: func(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
+			polcCheck(t, e, res, mock)
+			// A command that asks to escalate is rejected without
+			// asking anyone ("approval policy is Never"), with Codex's
+			// sandbox off too.
+			absent(t, filepath.Join(e.outside, "esc.txt"))
+			// Codex's shell environment policy holds inside polc's
+			// sandbox too, and its login shell (bash -lc) reads
+			// /etc/profile there: no error in the model's output.
+			key := false
+			for _, o := range res.Observations {
+				key = key || o.Kind == harness.ObsToolResult && strings.Contains(o.Text, "key=unset")
+			}
+			if !key {
+				t.Errorf("the shell did not print key=unset: the model key reached it, or the command did not run")
+			}
+			if sawText(res, mock, "/etc/profile: Permission denied") {
+				t.Errorf("the login shell could not read /etc/profile")
+			}
+		},
+		control:     polcControl,
+		controlPlan: true,
+	},
+	{
+		name: "codex/polc-allowlist", provider: "codex",
+		spec: polcLine + `
+	tools: allow: ["bash"]
+	network: {mode: "allowlist", allow: ["registry.npmjs.org"]}`,
+		calls: func(e *rowEnv) []mockapi.Call {
+			return polcAllowCalls(e, codexExec)
+		},
+		covers:      []string{harness.CapNetAllowlist},
+		check:       polcAllowCheck,
+		control:     polcAllowControl,
+		controlPlan: true,
+	},
+	{
 		name: "codex/mcp", provider: "codex",
 		spec: `tools: allow: ["read_file"]
 	mcp: servers: polc: {command: %[1]q, args: %[2]s, tools: ["allowed"]}`,
@@ -632,7 +688,7 @@ func runRowCase(t *testing.T, c rowCase, p *harness.ProbeResult, control bool) {
 	if strings.Contains(body, "%[") {
 		body = fmt.Sprintf(c.spec, e.mcpCmd, args)
 	}
-	if control {
+	if control && !c.controlPlan {
 		body = strings.Replace(body, polcLine, "", 1)
 	}
 	s := specFrom(t, e.dir, fmt.Sprintf(`package h
@@ -670,6 +726,15 @@ harnesses: h: {
 	plan, _, err := harness.Compile(s, p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if control && c.controlPlan {
+		if plan.OSSandbox == nil {
+			t.Fatal("the case's plan has no os_sandbox to drop")
+		}
+		plan.OSSandbox = nil
+		if err := plan.Seal(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "do as you are told", Getenv: fixedEnv})
 	if err != nil {

@@ -220,11 +220,8 @@ func fromDeclaration(h *compiler.Harness, dir string, withPolicy bool) (*Spec, d
 	s.Sandbox = SandboxProvider
 	if d.Sandbox != nil {
 		s.Sandbox = *d.Sandbox
-		switch {
-		case s.Sandbox != SandboxProvider && s.Sandbox != SandboxPolc:
+		if s.Sandbox != SandboxProvider && s.Sandbox != SandboxPolc {
 			errf("sandbox", diag.CodeInvalidValue, "sandbox %q: want %q or %q", s.Sandbox, SandboxProvider, SandboxPolc)
-		case s.Sandbox == SandboxPolc && d.Provider == "codex":
-			errf("sandbox", diag.CodeInvalidValue, "sandbox %q is not available for codex yet (no real-CLI test shows Codex inside it; see docs/harness.md polc's sandbox)", s.Sandbox)
 		}
 	}
 	if d.Endpoint != nil {

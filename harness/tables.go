@@ -108,16 +108,23 @@ const (
 
 // polcRows are the rows of a provider whose own sandbox polc's replaces;
 // evidence names the provider's real-CLI cases (c is the case prefix).
+// fileTools names the provider's file tools that confine themselves, or
+// "" when the provider has none (Codex: its file edits are bounded by the
+// sandbox alone, and its own is off).
 func polcRows(c string, fileTools, webTools string) []Row {
 	real := "harness/real_rows_test.go TestRealEnforcedRows/" + c
+	fs := []Source{byPolc(polcScope)}
+	if fileTools != "" {
+		fs = []Source{byProvider(fileTools), byPolc(polcScope)}
+	}
 	return []Row{
-		{Capability: CapFSWriteRoots, When: CondPolc | CondMCP, Status: Degraded, Sources: []Source{byProvider(fileTools), byPolc(polcScope)},
+		{Capability: CapFSWriteRoots, When: CondPolc | CondMCP, Status: Degraded, Sources: fs,
 			Reason: polcMCPReason, Evidence: polcEvidence},
-		{Capability: CapFSWriteRoots, When: CondPolc, Status: Enforced, Sources: []Source{byProvider(fileTools), byPolc(polcScope)},
+		{Capability: CapFSWriteRoots, When: CondPolc, Status: Enforced, Sources: fs,
 			Reason: polcWriteReason, Evidence: real + "/polc"},
-		{Capability: CapFSReadRoots, When: CondPolc | CondMCP, Status: Degraded, Sources: []Source{byProvider(fileTools), byPolc(polcScope)},
+		{Capability: CapFSReadRoots, When: CondPolc | CondMCP, Status: Degraded, Sources: fs,
 			Reason: polcMCPReason, Evidence: polcEvidence},
-		{Capability: CapFSReadRoots, When: CondPolc, Status: Enforced, Sources: []Source{byProvider(fileTools), byPolc(polcScope)},
+		{Capability: CapFSReadRoots, When: CondPolc, Status: Enforced, Sources: fs,
 			Reason: polcReadReason, Evidence: real + "/polc"},
 		{Capability: CapFSDenyPaths, When: CondPolc | CondMCP, Status: Degraded, Sources: []Source{byPolc(polcScope)},
 			Reason: polcMCPReason, Evidence: polcEvidence},
@@ -305,7 +312,10 @@ var ClaudeCode = &Table{Provider: "claude-code", Versions: []string{"2.1.328"}, 
 }, harnessRows)}
 
 // Codex is the capability table of the Codex CLI.
-var Codex = &Table{Provider: "codex", Versions: []string{"0.169.0"}, Rows: slices.Concat([]Row{
+var Codex = &Table{Provider: "codex", Versions: []string{"0.169.0"}, Rows: slices.Concat(polcRows("codex", "", "web_search disabled"), []Row{
+	{Capability: CapApprovalHeadless, When: CondPolc, Status: Enforced, Sources: []Source{byProvider("every command")},
+		Reason:   "codex exec with approval_policy never asks nobody: a command that asks for escalated permissions is rejected (\"approval policy is Never\"); under polc's sandbox Codex's own is off (danger-full-access), so every other command runs without asking, inside polc's sandbox",
+		Evidence: "harness/real_rows_test.go TestRealEnforcedRows/codex/polc"},
 	{Capability: CapApprovalHeadless, When: CondYolo, Status: Enforced, Sources: []Source{byProvider("escalations out of the sandbox")},
 		Reason:   "the legacy profile sets no approval policy, but codex exec asks nobody: a command that asks to leave the sandbox is refused",
 		Evidence: "harness/real_rows_test.go TestRealEnforcedRows/codex/legacy-yolo"},

@@ -185,6 +185,7 @@ func runHarnessPlan(ctx context.Context, e *env, p *harnessPlanParams) error {
 		fmt.Fprintf(e.stdout, "%s\n", b)
 	} else {
 		fmt.Fprintf(e.stdout, "plan %s %s (%s %s) digest %s\n", plan.Harness, plan.Profile, plan.Provider, plan.ProviderVersion, plan.Digest)
+		printSandbox(e.stdout, plan)
 		printReport(e.stdout, rep)
 	}
 	return blocking(e, rep)
@@ -197,6 +198,43 @@ func blocking(e *env, rep *harness.CapabilityReport) error {
 	}
 	fmt.Fprintf(e.stderr, "polc: %v\n", &harness.NotEnforcedError{Harness: rep.Harness, Results: b})
 	return &exitError{ExitFindings}
+}
+
+// printSandbox prints which sandbox holds the provider: polc's (what it
+// grants, as the plan's os_sandbox says) or the provider's own (the
+// helpers its claims rest on), so that the text shows what the JSON does.
+func printSandbox(w io.Writer, plan *harness.Plan) {
+	o := plan.OSSandbox
+	if o == nil {
+		var helpers []string
+		for _, h := range plan.SandboxHelpers {
+			helpers = append(helpers, h.Name+" "+h.Path)
+		}
+		if helpers == nil {
+			helpers = []string{"none"}
+		}
+		fmt.Fprintf(w, "%-11s provider's own (helpers: %s)\n", "sandbox", strings.Join(helpers, ", "))
+		return
+	}
+	net := "network " + o.Network
+	switch o.Network {
+	case "proxy":
+		net += " (egress proxy admits " + strings.Join(o.Hosts, ", ") + ")"
+	case "allow":
+		net += " (the host's network)"
+	}
+	if o.ModelForward != "" {
+		net += ", model endpoint " + o.ModelForward + " forwarded"
+	}
+	fmt.Fprintf(w, "%-11s polc (%s): %s\n", "sandbox", o.Name, net)
+	for _, g := range []struct {
+		name  string
+		paths []string
+	}{{"write", o.Write}, {"read", o.Read}, {"execute", o.Execute}, {"deny", o.Deny}} {
+		if len(g.paths) > 0 {
+			fmt.Fprintf(w, "            %s: %s\n", g.name, strings.Join(g.paths, ", "))
+		}
+	}
 }
 
 // printReport prints one line per control: status, capability, flags,
