@@ -61,6 +61,9 @@ const (
 	CodeRefused      = "approval_refused"       // the approver refused (polc deny-approval)
 	CodeTooLong      = "approval_too_long"      // valid longer than the rule's expires_after
 	CodeUnavailable  = "approval_unavailable"   // the executor has no approver trust or nonce ledger
+	// CodeRequestMismatch: an approval request file whose subject_digest
+	// is not the digest of the subject it shows (it was edited).
+	CodeRequestMismatch = "approval_request_mismatch"
 )
 
 // Error is a refusal with a stable code.

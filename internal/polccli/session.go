@@ -108,6 +108,11 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, s.ioErr(ws, "create directory", err)
 	}
+	if p.approvalRequests != "" {
+		if err := approvalRequestsOutside(e.abs(p.approvalRequests), ws); err != nil {
+			return nil, err
+		}
+	}
 	profile := executor.Profile(s.sc.Profile)
 	now, err := clockFlag(p.now)
 	if err != nil {
