@@ -11,7 +11,8 @@ import (
 // CheckApprovals checks every approval_granted record of a verified chain
 // against the trust file's approver keys, offline (docs/approvals.md
 // "What an auditor sees"): the recorded approval's signature verifies
-// under an approver:<class> key valid at its issued_at (else
+// under an approver:<class> key valid at its issued_at and at the
+// record's time, when it was used (else
 // approval_forged, or approval_expired for a key outside its window); it
 // approves, and its members are the record's (approval_forged); its class
 // is the record's, which is the escalation's (approval_wrong_class); it is
@@ -26,7 +27,14 @@ func CheckApprovals(res *chain.Result, trust *chain.Trust) []chain.Finding {
 		add := func(code chain.Code, msg, exp, act string) {
 			out = append(out, chain.NewFinding(code, "approval_granted: "+msg).Values(exp, act).At(r.Sequence, r.Line))
 		}
-		a, key, err := approval.Open([]byte(p.SignedApproval), trust)
+		// The record's time is when the executor used the approval:
+		// its key must have been valid then, not only at issued_at.
+		used, terr := chain.ParseTime(r.CreatedAt)
+		if terr != nil {
+			add(chain.CodeApprovalExpired, "the record's time is not a time: "+terr.Error(), "YYYY-MM-DDTHH:MM:SS.ffffffZ", r.CreatedAt)
+			continue
+		}
+		a, key, err := approval.Open([]byte(p.SignedApproval), trust, used)
 		if err != nil {
 			var ae *approval.Error
 			code := chain.CodeApprovalForged

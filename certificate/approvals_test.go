@@ -107,6 +107,21 @@ func TestCheckApprovals(t *testing.T) {
 			}
 		})
 	}
+	// The key was valid at issued_at (the signer's choice) but its
+	// valid_until passed before the record's time, when it was used.
+	t.Run("key expired before use", func(t *testing.T) {
+		until := issued.Add(30 * time.Second).UTC().Format(time.RFC3339)
+		short, err := chain.ParseTrust([]byte("approver:release-manager " + rm.VKey + " valid_until=" + until + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := evidencegen.NewProducer("approvals-key-expired", snap)
+		res := approvalChain(t, p, mk(p, rm, nonce, nil, nil))
+		fs := certificate.CheckApprovals(res, short)
+		if len(fs) != 1 || fs[0].Code != chain.CodeApprovalExpired || !strings.Contains(fs[0].Message, "time of use") {
+			t.Fatalf("findings %v, want one approval_expired (time of use)", fs)
+		}
+	})
 	t.Run("replayed", func(t *testing.T) {
 		p := evidencegen.NewProducer("approvals-replayed", snap)
 		rec := mk(p, rm, nonce, nil, nil)

@@ -135,7 +135,7 @@ func (a *attempt) takeApproval(gate string, d *decision.Decision) (*acceptedAppr
 		}
 	}
 	for _, signed := range a.req.Approvals {
-		ap, _, err := approval.Open(signed, cfg.ApprovalTrust)
+		ap, _, err := approval.Open(signed, cfg.ApprovalTrust, x.Now)
 		if err == nil {
 			err = approval.Check(ap, x)
 		}
