@@ -228,23 +228,58 @@ func runApprove(_ context.Context, e *env, p *approveParams, req, decision strin
 	return nil
 }
 
-// approvalSet is a session's signed approvals, safe for polc serve's
-// concurrent requests.
+// MaxSessionApprovals bounds the approvals a session holds (polc serve's
+// POST /v1/approvals, the scenario's files): every escalation presents
+// them all, and each is verified again then. Expired ones are dropped
+// first, so only approvals still usable count.
+const MaxSessionApprovals = 1000
+
+// errApprovalsFull is approvalSet.add's refusal past MaxSessionApprovals.
+var errApprovalsFull = fmt.Errorf("the session holds %d approvals that are still valid, its limit", MaxSessionApprovals)
+
+// approvalSet is a session's signed approvals, one per nonce, safe for
+// polc serve's concurrent requests.
 type approvalSet struct {
 	mu   sync.Mutex
-	list [][]byte
+	list []heldApproval
 }
 
-func (a *approvalSet) add(signed []byte) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.list = append(a.list, signed)
+type heldApproval struct {
+	signed  []byte
+	nonce   string
+	expires time.Time
 }
 
-func (a *approvalSet) all() [][]byte {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.list)
+// add holds signed (parsed as a) unless an approval with its nonce is
+// held already (dup); past MaxSessionApprovals it drops the approvals
+// expired at now and, when still full, refuses with errApprovalsFull.
+func (s *approvalSet) add(signed []byte, a *approval.Approval, now time.Time) (dup bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.list {
+		if h.nonce == a.Nonce {
+			return true, nil
+		}
+	}
+	if len(s.list) >= MaxSessionApprovals {
+		s.list = slices.DeleteFunc(s.list, func(h heldApproval) bool { return !now.Before(h.expires) })
+		if len(s.list) >= MaxSessionApprovals {
+			return false, errApprovalsFull
+		}
+	}
+	_, expires := a.Times()
+	s.list = append(s.list, heldApproval{signed: signed, nonce: a.Nonce, expires: expires})
+	return false, nil
+}
+
+func (s *approvalSet) all() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([][]byte, len(s.list))
+	for i, h := range s.list {
+		out[i] = h.signed
+	}
+	return out
 }
 
 // loadApprovals reads the session's approver trust file and signed
@@ -270,16 +305,20 @@ func (s *session) loadApprovals(cfg *executor.Config, profile executor.Profile) 
 		return s.inputErr(tpath, err)
 	}
 	cfg.ApprovalTrust = trust
+	s.approvalTrust = trust
 	for _, f := range p.approvals {
 		path := e.abs(f)
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return s.inputErr(path, err)
 		}
-		if _, err := approval.Parse(data); err != nil {
+		a, err := approval.Parse(data)
+		if err != nil {
 			return s.inputErr(path, err)
 		}
-		s.approvals.add(data)
+		if _, err := s.approvals.add(data, a, time.Time{}); err != nil {
+			return s.inputErr(path, err)
+		}
 	}
 	return nil
 }
