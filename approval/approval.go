@@ -61,6 +61,9 @@ const (
 	CodeRefused      = "approval_refused"       // the approver refused (polc deny-approval)
 	CodeTooLong      = "approval_too_long"      // valid longer than the rule's expires_after
 	CodeUnavailable  = "approval_unavailable"   // the executor has no approver trust or nonce ledger
+	// CodeRequestMismatch: an approval request file whose subject_digest
+	// is not the digest of the subject it shows (it was edited).
+	CodeRequestMismatch = "approval_request_mismatch"
 )
 
 // Error is a refusal with a stable code.
@@ -220,11 +223,14 @@ func Parse(signed []byte) (*Approval, error) {
 
 // Open parses a signed approval and verifies its signature against the
 // trust file's approver keys. The key that signed must be the one the
-// approval names (key_id) and its class the approval's; the approval's
-// issued_at must lie in the key's validity window. A signature by any
-// other key (a log or certifier key, an unknown key) verifies nothing:
-// approval_forged.
-func Open(signed []byte, trust *chain.Trust) (*Approval, *chain.Key, error) {
+// approval names (key_id) and its class the approval's; both the
+// approval's issued_at and at, the time of use (the executor's clock;
+// offline, the time of the approval_granted record), must lie in the
+// key's validity window: issued_at alone is the signer's choice, and a
+// retired or compromised key could otherwise still sign approvals
+// backdated into its window. A signature by any other key (a log or
+// certifier key, an unknown key) verifies nothing: approval_forged.
+func Open(signed []byte, trust *chain.Trust, at time.Time) (*Approval, *chain.Key, error) {
 	a, err := Parse(signed)
 	if err != nil {
 		return nil, nil, err
@@ -260,6 +266,9 @@ func Open(signed []byte, trust *chain.Trust) (*Approval, *chain.Key, error) {
 	issued, _ := a.Times()
 	if !key.ValidAt(issued) {
 		return a, key, errf(CodeExpired, "key %s is not valid at issued_at %s (window %s)", key.ID(), a.IssuedAt, key.Window())
+	}
+	if !key.ValidAt(at) {
+		return a, key, errf(CodeExpired, "key %s is not valid at the time of use %s (window %s)", key.ID(), chain.FormatTime(at), key.Window())
 	}
 	return a, key, nil
 }

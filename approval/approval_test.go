@@ -59,7 +59,7 @@ func TestParseStrict(t *testing.T) {
 		t.Fatal(err)
 	}
 	trust, _ := chain.ParseTrust([]byte("approver:release-manager " + vkey + "\n"))
-	if _, _, err := approval.Open(signed, trust); err != nil {
+	if _, _, err := approval.Open(signed, trust, time.Date(2026, 3, 15, 12, 5, 0, 0, time.UTC)); err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	body, _ := jcs.Marshal(sample(s))
@@ -86,8 +86,36 @@ func TestParseStrict(t *testing.T) {
 	}
 	// A certifier key of the same name verifies no approval.
 	ctrust, _ := chain.ParseTrust([]byte("certifier " + vkey + "\n"))
-	if _, _, err := approval.Open(signed, ctrust); err == nil || !strings.Contains(err.Error(), approval.CodeForged) {
+	if _, _, err := approval.Open(signed, ctrust, time.Date(2026, 3, 15, 12, 5, 0, 0, time.UTC)); err == nil || !strings.Contains(err.Error(), approval.CodeForged) {
 		t.Errorf("certifier key: %v, want approval_forged", err)
+	}
+}
+
+// TestOpenKeyValidAtUse: the approver key must be valid both at the
+// approval's issued_at (the signer's choice) and at the time of use: an
+// approval backdated into the window of a key that has since expired is
+// approval_expired when used after the key's valid_until.
+func TestOpenKeyValidAtUse(t *testing.T) {
+	s, vkey := signer(t, "rm")
+	signed, err := approval.Sign(sample(s), s) // issued 12:00
+	if err != nil {
+		t.Fatal(err)
+	}
+	trust, err := chain.ParseTrust([]byte("approver:release-manager " + vkey + " valid_until=2026-03-15T12:10:00Z\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := approval.Open(signed, trust, time.Date(2026, 3, 15, 12, 5, 0, 0, time.UTC)); err != nil {
+		t.Errorf("used inside the key's window: %v", err)
+	}
+	_, _, err = approval.Open(signed, trust, time.Date(2026, 3, 15, 12, 20, 0, 0, time.UTC))
+	if err == nil || !strings.Contains(err.Error(), approval.CodeExpired) || !strings.Contains(err.Error(), "time of use") {
+		t.Errorf("used after the key's valid_until: %v, want approval_expired", err)
+	}
+	// A key not yet valid at issued_at is refused as before.
+	late, _ := chain.ParseTrust([]byte("approver:release-manager " + vkey + " valid_from=2026-03-15T12:03:00Z\n"))
+	if _, _, err := approval.Open(signed, late, time.Date(2026, 3, 15, 12, 5, 0, 0, time.UTC)); err == nil || !strings.Contains(err.Error(), "issued_at") {
+		t.Errorf("key not valid at issued_at: %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package approval
 import (
 	"bytes"
 
+	"polc.dev/polc/internal/digest"
 	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/internal/strictjson"
 )
@@ -19,17 +20,21 @@ type Request struct {
 	// id and digest (what its operation_started records).
 	RequestID     string `json:"request_id"`
 	RequestDigest string `json:"request_digest"`
-	// SubjectDigest is what an approval binds: the digest of the action,
-	// its checked arguments, principal, tenant and workspace, and
-	// nothing a retry changes (not the request id or time). A changed
-	// command is another subject and needs another approval.
+	// SubjectDigest is what an approval binds: SubjectDigest of Action,
+	// Arguments, Principal, Tenant and Workspace, and nothing a retry
+	// changes (not the request id or time). A changed command is another
+	// subject and needs another approval. ParseRequest recomputes it
+	// from those members and refuses a file whose digest is not theirs:
+	// what an approver reads is what the approval binds.
 	SubjectDigest string `json:"subject_digest"`
 	Action        string `json:"action"`
-	// Target is what exactly would run: the normalized request's
-	// commands, paths, hosts and MCP target.
-	Target        Target   `json:"target"`
-	Principal     string   `json:"principal"`
-	Tenant        string   `json:"tenant"`
+	// Arguments are the action's arguments as the executor checked them:
+	// exactly what would run.
+	Arguments map[string]any `json:"arguments"`
+	Principal string         `json:"principal"`
+	Tenant    string         `json:"tenant"`
+	// Workspace is the directory the action would run in.
+	Workspace     string   `json:"workspace"`
 	ApproverClass string   `json:"approver_class"`
 	GateID        string   `json:"gate_id"`
 	ReasonCode    string   `json:"reason_code"`
@@ -46,7 +51,11 @@ type Request struct {
 	ExpiresAfterUS int64 `json:"expires_after_us"`
 }
 
-// Target is the normalized request as an approver needs to read it.
+// Target is the normalized request (its commands, paths, hosts and MCP
+// target), as the executor's escalated outcome reports it. It is derived
+// from the arguments by the policy's normalization, which a reader of a
+// request file cannot redo, so the file does not carry it: an unbound
+// copy would be something an approver reads but does not sign.
 type Target struct {
 	Commands [][]string   `json:"commands"`
 	Paths    []PathAccess `json:"paths"`
@@ -69,11 +78,31 @@ func (r *Request) Marshal() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// MaxRequestBytes bounds an approval request file: it carries the
+// action's arguments (a write_file's content among them).
+const MaxRequestBytes = 4 << 20
+
+// SubjectDigest is what an approval of an escalated request binds
+// (Request.SubjectDigest): the sha256-v1 digest of the canonical JSON
+// {action, arguments, principal, tenant, workspace}, the arguments as
+// the executor checked them (nil is {}). The executor and ParseRequest
+// both compute it here, so that a request file is checked against the
+// very function the executor binds approvals with.
+func SubjectDigest(action string, args map[string]any, principal, tenant, workspace string) string {
+	if args == nil {
+		args = map[string]any{}
+	}
+	return digest.Of(map[string]any{"action": action, "arguments": args, "principal": principal, "tenant": tenant, "workspace": workspace})
+}
+
 // ParseRequest decodes an approval request file strictly: canonical JSON
-// (one trailing newline allowed), exactly the format's members.
+// (one trailing newline allowed), exactly the format's members, and a
+// subject_digest that is the SubjectDigest of the file's action,
+// arguments, principal, tenant and workspace (else
+// CodeRequestMismatch: the file was edited after polc wrote it).
 func ParseRequest(data []byte) (*Request, error) {
-	if len(data) > MaxBytes {
-		return nil, errf(CodeMalformed, "approval request exceeds %d bytes", MaxBytes)
+	if len(data) > MaxRequestBytes {
+		return nil, errf(CodeMalformed, "approval request exceeds %d bytes", MaxRequestBytes)
 	}
 	body := bytes.TrimSuffix(data, []byte("\n"))
 	canon, err := jcs.Transform(body)
@@ -98,6 +127,11 @@ func ParseRequest(data []byte) (*Request, error) {
 		return nil, errf(CodeMalformed, "approval request: needs an approver_class and a gate_id")
 	case r.ExpiresAfterUS <= 0:
 		return nil, errf(CodeMalformed, "approval request: expires_after_us must be positive")
+	case r.Arguments == nil:
+		return nil, errf(CodeMalformed, "approval request: arguments must be an object")
+	}
+	if got := SubjectDigest(r.Action, r.Arguments, r.Principal, r.Tenant, r.Workspace); got != r.SubjectDigest {
+		return nil, errf(CodeRequestMismatch, "approval request %s: subject_digest %s is not the digest %s of its action, arguments, principal, tenant and workspace: the file was changed after polc wrote it", r.ID, r.SubjectDigest, got)
 	}
 	return &r, nil
 }

@@ -2,6 +2,7 @@ package certificate_test
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"polc.dev/polc/certificate"
 	"polc.dev/polc/chain"
 	"polc.dev/polc/internal/evidencegen"
+	"polc.dev/polc/snapshot"
 )
 
 // approvalChain is a closed chain with one operation per approval: each
@@ -95,7 +97,7 @@ func TestCheckApprovals(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := evidencegen.NewProducer("approvals-"+c.name, snap)
 			res := approvalChain(t, p, mk(p, c.key, nonce, c.mutate, c.mutRec))
-			fs := certificate.CheckApprovals(res, trust)
+			fs := certificate.CheckApprovals(res, trust, nil)
 			if c.code == "" {
 				if len(fs) != 0 || !res.OK() || res.Approvals != 1 {
 					t.Fatalf("valid approval: %v %v", fs, res.Findings)
@@ -107,6 +109,65 @@ func TestCheckApprovals(t *testing.T) {
 			}
 		})
 	}
+	// The key was valid at issued_at (the signer's choice) but its
+	// valid_until passed before the record's time, when it was used.
+	t.Run("key expired before use", func(t *testing.T) {
+		until := issued.Add(30 * time.Second).UTC().Format(time.RFC3339)
+		short, err := chain.ParseTrust([]byte("approver:release-manager " + rm.VKey + " valid_until=" + until + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := evidencegen.NewProducer("approvals-key-expired", snap)
+		res := approvalChain(t, p, mk(p, rm, nonce, nil, nil))
+		fs := certificate.CheckApprovals(res, short, nil)
+		if len(fs) != 1 || fs[0].Code != chain.CodeApprovalExpired || !strings.Contains(fs[0].Message, "time of use") {
+			t.Fatalf("findings %v, want one approval_expired (time of use)", fs)
+		}
+	})
+	// With the chain's snapshot, an approval valid longer than the
+	// expires_after of its gate's approval rules for its class is
+	// approval_too_long; the recorded one is valid for 1h.
+	t.Run("longer than expires_after", func(t *testing.T) {
+		withRules := func(limits ...time.Duration) *snapshot.Snapshot {
+			s := *snap
+			s.CompiledRules = snapshot.Rules{}
+			b := snapshot.GateBinding{GateID: "release", Level: "soft"}
+			for i, l := range limits {
+				id := fmt.Sprintf("approval[release-manager]:bash:%d", i)
+				class, us := "release-manager", l.Microseconds()
+				ar := &snapshot.ApprovalRule{RuleBase: snapshot.RuleBase{RuleID: id, Order: i, Effect: "require_approval"}, Action: "bash", ApproverClass: &class}
+				if l > 0 {
+					ar.ExpiresAfterMicroseconds = &us
+				}
+				s.CompiledRules = append(s.CompiledRules, ar)
+				b.RuleIDs = append(b.RuleIDs, id)
+			}
+			s.GateBindings = []snapshot.GateBinding{b}
+			return &s
+		}
+		p := evidencegen.NewProducer("approvals-too-long", snap)
+		res := approvalChain(t, p, mk(p, rm, nonce, nil, nil))
+		for _, c := range []struct {
+			name   string
+			limits []time.Duration
+			want   bool
+		}{
+			{"30m rule", []time.Duration{30 * time.Minute}, true},
+			{"1h rule", []time.Duration{time.Hour}, false},
+			{"30m and 2h rules (which matched is unknown)", []time.Duration{30 * time.Minute, 2 * time.Hour}, false},
+			{"a rule without expires_after", []time.Duration{30 * time.Minute, 0}, false},
+			{"no rule of the gate", nil, false},
+		} {
+			fs := certificate.CheckApprovals(res, trust, withRules(c.limits...))
+			got := len(fs) == 1 && fs[0].Code == chain.CodeApprovalTooLong
+			if got != c.want || (!c.want && len(fs) != 0) {
+				t.Errorf("%s: findings %v, want approval_too_long %v", c.name, fs, c.want)
+			}
+		}
+		if fs := certificate.CheckApprovals(res, trust, nil); len(fs) != 0 {
+			t.Errorf("without a snapshot: %v", fs)
+		}
+	})
 	t.Run("replayed", func(t *testing.T) {
 		p := evidencegen.NewProducer("approvals-replayed", snap)
 		rec := mk(p, rm, nonce, nil, nil)

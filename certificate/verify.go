@@ -132,6 +132,9 @@ func Verify(in VerifyInput) (*Report, error) {
 		add(chain.NewFinding(chain.CodeSummaryMismatch, "gate_summary differs from the chain's gate_evaluated and exception_granted records").Values(summaryString(summary), summaryString(cert.GateSummary)))
 	}
 	mismatch(chain.CodeGradeMismatch, "process_grade", grade, cert.ProcessGrade)
+	// approvalSnap is the given snapshot when it is the chain's policy:
+	// CheckApprovals bounds each approval's lifetime by its rules.
+	var approvalSnap *snapshot.Snapshot
 	if in.Snapshot != nil {
 		var snap *snapshot.Snapshot
 		var err error
@@ -153,13 +156,15 @@ func Verify(in VerifyInput) (*Report, error) {
 				add(chain.NewFinding(chain.CodePolicyMismatch, "snapshot digest differs from the certificate's policy_digest").Values(snap.Digest, cert.PolicyDigest))
 			} else if res.PolicyDigest != snap.Digest {
 				add(chain.NewFinding(chain.CodePolicyMismatch, "snapshot digest differs from the chain's policy_bound digest").Values(snap.Digest, res.PolicyDigest))
+			} else {
+				approvalSnap = snap
 			}
 		}
 	} else {
 		add(chain.NewFinding(chain.CodePolicyUnchecked, "no snapshot given: the policy digest was not checked against the policy"))
 	}
 	if in.Trust != nil {
-		rep.Findings = append(rep.Findings, CheckApprovals(res, in.Trust)...)
+		rep.Findings = append(rep.Findings, CheckApprovals(res, in.Trust, approvalSnap)...)
 	}
 	signedOK := false
 	if sigs != nil {

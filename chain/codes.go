@@ -65,6 +65,7 @@ const (
 	CodeApprovalReplayed     Code = "approval_replayed"        // an approval's nonce is used by a second approval_granted
 	CodeApprovalWrongClass   Code = "approval_wrong_class"     // an approval's class is not the escalation's or its key's approver class
 	CodeApprovalWrongRequest Code = "approval_wrong_request"   // an approval is bound to another request, gate or policy than the record's
+	CodeApprovalTooLong      Code = "approval_too_long"        // an approval is valid longer than its rule's expires_after (needs the snapshot)
 )
 
 // Severity says how a finding affects the verdict.
@@ -112,7 +113,7 @@ var Codes = []Code{
 	CodeBadSignature, CodeUnknownKey, CodeKeyRoleMismatch, CodeKeyNotValid, CodeValidityUnchecked,
 	CodeInclusionFailed, CodeConsistencyFailed, CodeUnanchored, CodePolicyUnchecked,
 	CodeIgnoredSignature, CodeMintedBeforeClose, CodeApprovalForged, CodeApprovalExpired, CodeApprovalReplayed,
-	CodeApprovalWrongClass, CodeApprovalWrongRequest,
+	CodeApprovalWrongClass, CodeApprovalWrongRequest, CodeApprovalTooLong,
 }
 
 // Finding is one verification result. Sequence and Line locate record-level

@@ -10,7 +10,6 @@ import (
 	"polc.dev/polc/approval"
 	"polc.dev/polc/chain"
 	"polc.dev/polc/decision"
-	"polc.dev/polc/internal/digest"
 	"polc.dev/polc/snapshot"
 )
 
@@ -57,17 +56,13 @@ type acceptedApproval struct {
 	expires time.Time
 }
 
-// SubjectDigest is what an approval of an escalated request binds
-// (approval.Request.SubjectDigest): the sha256-v1 digest of the canonical
-// JSON {action, arguments, principal, tenant, workspace}, the arguments as
-// stage 2 checked them. The request id, its time and its metadata are not
-// in it, so a retry (a new request) is the same subject; a changed
-// argument is another.
+// SubjectDigest is what an approval of an escalated request binds:
+// approval.SubjectDigest of the action, the arguments as stage 2 checked
+// them, the principal, tenant and workspace. The request id, its time and
+// its metadata are not in it, so a retry (a new request) is the same
+// subject; a changed argument is another.
 func SubjectDigest(action string, args map[string]any, principal, tenant, workspace string) string {
-	if args == nil {
-		args = map[string]any{}
-	}
-	return digest.Of(map[string]any{"action": action, "arguments": args, "principal": principal, "tenant": tenant, "workspace": workspace})
+	return approval.SubjectDigest(action, args, principal, tenant, workspace)
 }
 
 // subjectDigest is the attempt's SubjectDigest.
@@ -140,7 +135,7 @@ func (a *attempt) takeApproval(gate string, d *decision.Decision) (*acceptedAppr
 		}
 	}
 	for _, signed := range a.req.Approvals {
-		ap, _, err := approval.Open(signed, cfg.ApprovalTrust)
+		ap, _, err := approval.Open(signed, cfg.ApprovalTrust, x.Now)
 		if err == nil {
 			err = approval.Check(ap, x)
 		}
@@ -180,7 +175,7 @@ func (a *attempt) approvalRequest(gate, reason string, d *decision.Decision) App
 	r := ApprovalRequest{
 		ID: a.base.AttemptID, RequestID: a.req.RequestID, ApproverClass: *d.ApproverClass, GateID: gate,
 		RequestDigest: a.requestDigest(), SubjectDigest: a.subjectDigest(), Action: a.req.Action,
-		Principal: a.principal, Tenant: a.ec.Tenant, ReasonCode: reason, RuleIDs: slices.Clone(d.RuleIDs),
+		Arguments: a.argsChecked, Principal: a.principal, Tenant: a.ec.Tenant, Workspace: a.ec.Workspace, ReasonCode: reason, RuleIDs: slices.Clone(d.RuleIDs),
 		PolicyID: a.pol.snap.PolicyID, PolicyVersion: a.pol.snap.Version, PolicyDigest: a.pol.snap.Digest,
 		CreatedAt: now,
 	}
@@ -217,13 +212,17 @@ func (a *attempt) approvalRequest(gate, reason string, d *decision.Decision) App
 func (r *ApprovalRequest) File() *approval.Request {
 	f := &approval.Request{
 		Version: approval.Version, ID: r.ID, RequestID: r.RequestID, RequestDigest: r.RequestDigest,
-		SubjectDigest: r.SubjectDigest, Action: r.Action, Target: r.Target, Principal: r.Principal, Tenant: r.Tenant,
+		SubjectDigest: r.SubjectDigest, Action: r.Action, Arguments: r.Arguments, Principal: r.Principal, Tenant: r.Tenant,
+		Workspace:     r.Workspace,
 		ApproverClass: r.ApproverClass, GateID: r.GateID, ReasonCode: r.ReasonCode, RuleIDs: r.RuleIDs,
 		PolicyID: r.PolicyID, PolicyVersion: r.PolicyVersion, PolicyDigest: r.PolicyDigest,
 		CreatedAt: chain.FormatTime(r.CreatedAt), ExpiresAfterUS: r.ExpiresAfter.Microseconds(),
 	}
 	if f.RuleIDs == nil {
 		f.RuleIDs = []string{}
+	}
+	if f.Arguments == nil {
+		f.Arguments = map[string]any{}
 	}
 	if r.ExpiresAt != nil {
 		f.ExpiresAt = chain.FormatTime(*r.ExpiresAt)

@@ -297,3 +297,25 @@ func TestApprovalReplayAfterRestart(t *testing.T) {
 		st.Close()
 	}
 }
+
+// TestApprovalKeyExpiredBeforeUse: an approval issued while its key was
+// valid (issued_at is the signer's choice) is refused when the executor
+// uses it after the key's valid_until: approval_expired.
+func TestApprovalKeyExpiredBeforeUse(t *testing.T) {
+	ap := newApprover(t, "lead-key", "lead")
+	k := *ap.trust.Keys[0]
+	until := approvalNow.Add(-30 * time.Second) // after issued_at (now - 1m), before now
+	k.ValidUntil = &until
+	short := &chain.Trust{Keys: []*chain.Key{&k}}
+	args := map[string]any{"text": "hi"}
+	r := newRig(t, nil, func(cfg *executor.Config) {
+		cfg.ApprovalTrust, cfg.ApprovalLedger = short, &executor.MemoryApprovalLedger{}
+	})
+	out := r.exec.Execute(context.Background(), withApprovals(req("1", "write_note", args), ap.sign(t, r, args, nil)), r.ctx(executor.ProfileMinimal, nil))
+	if _, ok := out.(*executor.Escalated); !ok || out.Base().ReasonCode != approval.CodeExpired {
+		t.Fatalf("got %s %s, want escalated approval_expired (%v)", out.Kind(), out.Base().ReasonCode, out.Base().Trail)
+	}
+	if n := r.calls["write_note"].Load(); n != 0 {
+		t.Fatalf("the callable ran %d times", n)
+	}
+}

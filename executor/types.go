@@ -529,9 +529,13 @@ type ApprovalRequest struct {
 	// identity changed.
 	SubjectDigest string
 	Action        string
+	// Arguments are the arguments as stage 2 checked them (the
+	// subject's); Target is their normalized reading.
+	Arguments     map[string]any
 	Target        approval.Target
 	Principal     string
 	Tenant        string
+	Workspace     string
 	ReasonCode    string
 	RuleIDs       []string
 	PolicyID      string

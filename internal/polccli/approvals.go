@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/atomicfile"
 	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/jcs"
 	"polc.dev/polc/keys"
 )
 
@@ -75,6 +77,12 @@ func readApprovalRequest(e *env, req, dir string) (string, *approval.Request, er
 		return "", nil, reportOne(e, diag.Pos{File: rel}, diag.CodeIO, "cannot read: %v", err)
 	}
 	r, err := approval.ParseRequest(data)
+	if ae := (*approval.Error)(nil); errors.As(err, &ae) && ae.Code == approval.CodeRequestMismatch {
+		// An edited request is bad input (exit 2, docs/cli.md) with
+		// its own code: nothing in it may be shown or signed.
+		reportOne(e, diag.Pos{File: rel, Line: 1, Col: 1}, ae.Code, "%s", ae.Msg)
+		return "", nil, &exitError{ExitUsage}
+	}
 	if err != nil {
 		return "", nil, reportOne(e, diag.Pos{File: rel}, diag.CodeInvalidInput, "%v", err)
 	}
@@ -84,19 +92,25 @@ func readApprovalRequest(e *env, req, dir string) (string, *approval.Request, er
 func printApprovalRequest(e *env, path string, r *approval.Request) {
 	w := e.stdout
 	fmt.Fprintf(w, "approval request %s (%s)\n", r.ID, path)
+	// Exactly the subject the approval binds (ParseRequest checked that
+	// subject_digest is theirs): each argument as canonical JSON, so that
+	// a newline or a control character in a command is shown escaped,
+	// not interpreted by the terminal.
 	fmt.Fprintf(w, "  action:         %s\n", r.Action)
-	for _, c := range r.Target.Commands {
-		fmt.Fprintf(w, "  command:        %s\n", strings.Join(c, " "))
+	names := slices.Sorted(maps.Keys(r.Arguments))
+	for _, k := range names {
+		v, err := jcs.Marshal(r.Arguments[k])
+		if err != nil {
+			v = []byte("(" + err.Error() + ")")
+		}
+		kq, _ := jcs.Marshal(k)
+		fmt.Fprintf(w, "  argument:       %s = %s\n", kq, v)
 	}
-	for _, p := range r.Target.Paths {
-		fmt.Fprintf(w, "  path:           %s (%s)\n", p.Path, p.Access)
+	if len(names) == 0 {
+		fmt.Fprintf(w, "  arguments:      (none)\n")
 	}
-	for _, h := range r.Target.Hosts {
-		fmt.Fprintf(w, "  host:           %s\n", h)
-	}
-	if r.Target.MCP != nil {
-		fmt.Fprintf(w, "  mcp:            %s\n", *r.Target.MCP)
-	}
+	ws, _ := jcs.Marshal(r.Workspace)
+	fmt.Fprintf(w, "  workspace:      %s\n", ws)
 	fmt.Fprintf(w, "  principal:      %s (tenant %q)\n", r.Principal, r.Tenant)
 	fmt.Fprintf(w, "  needs:          approval by %s (gate %s: %s; rules %s)\n", r.ApproverClass, r.GateID, r.ReasonCode, strings.Join(r.RuleIDs, ", "))
 	fmt.Fprintf(w, "  policy:         %s %s (%s)\n", r.PolicyID, r.PolicyVersion, r.PolicyDigest)
@@ -214,23 +228,58 @@ func runApprove(_ context.Context, e *env, p *approveParams, req, decision strin
 	return nil
 }
 
-// approvalSet is a session's signed approvals, safe for polc serve's
-// concurrent requests.
+// MaxSessionApprovals bounds the approvals a session holds (polc serve's
+// POST /v1/approvals, the scenario's files): every escalation presents
+// them all, and each is verified again then. Expired ones are dropped
+// first, so only approvals still usable count.
+const MaxSessionApprovals = 1000
+
+// errApprovalsFull is approvalSet.add's refusal past MaxSessionApprovals.
+var errApprovalsFull = fmt.Errorf("the session holds %d approvals that are still valid, its limit", MaxSessionApprovals)
+
+// approvalSet is a session's signed approvals, one per nonce, safe for
+// polc serve's concurrent requests.
 type approvalSet struct {
 	mu   sync.Mutex
-	list [][]byte
+	list []heldApproval
 }
 
-func (a *approvalSet) add(signed []byte) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.list = append(a.list, signed)
+type heldApproval struct {
+	signed  []byte
+	nonce   string
+	expires time.Time
 }
 
-func (a *approvalSet) all() [][]byte {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.list)
+// add holds signed (parsed as a) unless an approval with its nonce is
+// held already (dup); past MaxSessionApprovals it drops the approvals
+// expired at now and, when still full, refuses with errApprovalsFull.
+func (s *approvalSet) add(signed []byte, a *approval.Approval, now time.Time) (dup bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.list {
+		if h.nonce == a.Nonce {
+			return true, nil
+		}
+	}
+	if len(s.list) >= MaxSessionApprovals {
+		s.list = slices.DeleteFunc(s.list, func(h heldApproval) bool { return !now.Before(h.expires) })
+		if len(s.list) >= MaxSessionApprovals {
+			return false, errApprovalsFull
+		}
+	}
+	_, expires := a.Times()
+	s.list = append(s.list, heldApproval{signed: signed, nonce: a.Nonce, expires: expires})
+	return false, nil
+}
+
+func (s *approvalSet) all() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([][]byte, len(s.list))
+	for i, h := range s.list {
+		out[i] = h.signed
+	}
+	return out
 }
 
 // loadApprovals reads the session's approver trust file and signed
@@ -256,16 +305,20 @@ func (s *session) loadApprovals(cfg *executor.Config, profile executor.Profile) 
 		return s.inputErr(tpath, err)
 	}
 	cfg.ApprovalTrust = trust
+	s.approvalTrust = trust
 	for _, f := range p.approvals {
 		path := e.abs(f)
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return s.inputErr(path, err)
 		}
-		if _, err := approval.Parse(data); err != nil {
+		a, err := approval.Parse(data)
+		if err != nil {
 			return s.inputErr(path, err)
 		}
-		s.approvals.add(data)
+		if _, err := s.approvals.add(data, a, time.Time{}); err != nil {
+			return s.inputErr(path, err)
+		}
 	}
 	return nil
 }
@@ -287,4 +340,53 @@ func (s *session) writeApprovalRequest(r *executor.ApprovalRequest) (string, err
 		return "", s.ioErr(path, "write", err)
 	}
 	return diag.Rel(s.e.dir, path), nil
+}
+
+// approvalRequestsOutside refuses an --approval-requests directory inside
+// the workspace ws (symlinks resolved): the agent may write there, and a
+// request it plants or edits there is what an approver would read. A
+// planted request still could not change what an approval binds (polc
+// approve checks subject_digest against the subject it shows), but it
+// could ask for the approval of a subject the executor never escalated.
+// Write grants outside the workspace (an absolute filesystem.write
+// pattern) are the policy author's to keep off the directory
+// (docs/approvals.md).
+func approvalRequestsOutside(dir, ws string) error {
+	rdir, err := resolvedPath(dir)
+	if err != nil {
+		return usagef("--approval-requests %s: %v", dir, err)
+	}
+	rws, err := resolvedPath(ws)
+	if err != nil {
+		return usagef("workspace %s: %v", ws, err)
+	}
+	if rdir == rws || strings.HasPrefix(rdir, rws+string(filepath.Separator)) || rws == string(filepath.Separator) {
+		return usagef("--approval-requests %s is inside the workspace %s, where the agent may write: an approval request there could be planted or edited; choose a directory outside it", dir, ws)
+	}
+	return nil
+}
+
+// resolvedPath resolves the symlinks of the longest existing prefix of
+// the absolute path p.
+func resolvedPath(p string) (string, error) {
+	rest, cur := "", filepath.Clean(p)
+	for {
+		r, err := filepath.EvalSymlinks(cur)
+		if err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		if _, lerr := os.Lstat(cur); lerr == nil {
+			// A dangling symlink: where it leads is not known yet.
+			return "", fmt.Errorf("%s is a symlink to a missing target", cur)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return filepath.Clean(p), nil
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
 }

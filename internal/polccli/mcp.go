@@ -108,7 +108,7 @@ input.`,
 	c.Flags().DurationVar(&p.grace, "grace", defaultCloseGrace, "how long the close waits for the calls in flight before cancelling them")
 	c.Flags().DurationVar(&p.idleTimeout, "idle-timeout", 0, "with --listen: close the session after this long without a request from its client (default: never)")
 	c.Flags().StringVar(&p.approvalDir, "approvals", "", "directory of signed approvals (polc approve), <approval request id>.approval, that a retried call names in _meta \"polc.dev/approval\"; needs --trust")
-	c.Flags().StringVar(&p.approvalRequests, "approval-requests", "", "directory where each escalated call's approval request is written (<id>.json)")
+	c.Flags().StringVar(&p.approvalRequests, "approval-requests", "", "directory where each escalated call's approval request is written (<id>.json); not inside the workspace")
 	sessionFlags(c, &p.runParams, "session")
 	return c
 }

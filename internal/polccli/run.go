@@ -166,7 +166,7 @@ certificate could not be minted or evidence failed, 2 on bad input.`,
 	}
 	sessionFlags(c, p, "scenario")
 	c.Flags().StringVar(&p.format, "format", "text", "text or json")
-	c.Flags().StringVar(&p.approvalRequests, "approval-requests", "", "directory where each escalated action's approval request is written (<id>.json)")
+	c.Flags().StringVar(&p.approvalRequests, "approval-requests", "", "directory where each escalated action's approval request is written (<id>.json); not inside the workspace")
 	c.Flags().BoolVar(&p.showOutput, "show-output", false, fmt.Sprintf("print each action's result (secrets redacted, each text cut at %d bytes)", maxShownText))
 	return c
 }

@@ -59,9 +59,10 @@ never the request's. Actions come as HTTP requests (JSON):
   POST /v1/execute   {"action", "arguments", "timeout"} -> the outcome
   POST /v1/usage     {"tokens", "cost_microunits"}: usage the runtime reports
                      (its model's), charged to the session's budgets
-  POST /v1/approvals {"approval": "<signed approval>"} (polc approve): added
-                     to the session's approvals, presented with every later
-                     action; retry the escalated action after it
+  POST /v1/approvals {"approval": "<signed approval>"} (polc approve): verified
+                     against --trust and added to the session's approvals
+                     (at most 1,000, one per nonce), presented with every
+                     later action; retry the escalated action after it
                      (docs/approvals.md; needs --trust and --state)
   POST /v1/close     close the task boundary (governed: evidence; certifiable:
                      the certificate to --cert), answer, and stop serving;
@@ -739,8 +740,11 @@ type approvalBody struct {
 
 // addApproval adds a signed approval to the session's approvals: the
 // client then retries the escalated action, a new request that presents
-// it (docs/approvals.md). It must parse; whether it verifies, is bound to
-// the retried request and unspent is the executor's to judge then.
+// it (docs/approvals.md). It must parse and verify against the session's
+// approver trust now (every later escalation presents every held
+// approval, so an unverified one would only cost); whether it is bound
+// to the retried request and unspent is the executor's to judge then. A
+// second POST of the same approval (nonce) is held once.
 func (sv *server) addApproval(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req approvalBody
 	if err := decodeBody(body, &req); err != nil {
@@ -751,9 +755,24 @@ func (sv *server) addApproval(w http.ResponseWriter, r *http.Request, body []byt
 		apiError(w, http.StatusConflict, approval.CodeUnavailable, "the session takes no approvals: serve it with --trust FILE (approver keys) and --state FILE")
 		return
 	}
-	a, err := approval.Parse([]byte(req.Approval))
+	signed := []byte(req.Approval)
+	now := sv.s.now()
+	a, _, err := approval.Open(signed, sv.s.approvalTrust, now)
+	if err == nil {
+		if _, expires := a.Times(); !now.Before(expires) {
+			err = &approval.Error{Code: approval.CodeExpired, Msg: "the approval expired at " + a.ExpiresAt}
+		}
+	}
 	if err != nil {
-		apiError(w, http.StatusBadRequest, approval.CodeMalformed, "%v", err)
+		code := approval.CodeMalformed
+		if ae := (*approval.Error)(nil); errors.As(err, &ae) {
+			code = ae.Code
+		}
+		status := http.StatusForbidden
+		if code == approval.CodeMalformed {
+			status = http.StatusBadRequest
+		}
+		apiError(w, status, code, "%v", err)
 		return
 	}
 	sv.mu.RLock()
@@ -762,9 +781,13 @@ func (sv *server) addApproval(w http.ResponseWriter, r *http.Request, body []byt
 		apiError(w, http.StatusConflict, "session_closed", "the session is closed")
 		return
 	}
-	sv.s.approvals.add([]byte(req.Approval))
+	dup, err := sv.s.approvals.add(signed, a, now)
+	if err != nil {
+		apiError(w, http.StatusTooManyRequests, "approval_limit", "%v: retry the actions that spend them, or let them expire", err)
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"approval_id": a.ApprovalID, "request_id": a.RequestID, "approver_class": a.ApproverClass,
-		"decision": a.Decision, "expires_at": a.ExpiresAt})
+		"decision": a.Decision, "expires_at": a.ExpiresAt, "duplicate": dup})
 }
 
 // closeRequest is POST /v1/close's body.

@@ -53,6 +53,11 @@ type session struct {
 	approvals approvalSet
 	// approvalsOn: the executor has approver trust and a nonce ledger.
 	approvalsOn bool
+	// approvalTrust is the executor's approver trust (--trust), with
+	// which polc serve verifies a POSTed approval before holding it.
+	approvalTrust *chain.Trust
+	// now is the session's clock (--now), the executor's.
+	now func() time.Time
 }
 
 // openSession loads p.scenario (with actions for polc run, without for
@@ -108,11 +113,17 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, s.ioErr(ws, "create directory", err)
 	}
+	if p.approvalRequests != "" {
+		if err := approvalRequestsOutside(e.abs(p.approvalRequests), ws); err != nil {
+			return nil, err
+		}
+	}
 	profile := executor.Profile(s.sc.Profile)
 	now, err := clockFlag(p.now)
 	if err != nil {
 		return nil, err
 	}
+	s.now = now
 	s.ids = idsFlag(p.idSeed)
 	reg := executor.NewRegistry()
 	if err := builtin.Register(reg, builtin.Options{Workspace: ws}); err != nil {
