@@ -139,6 +139,9 @@ func Requested(s *Spec) []string {
 	if s.CostMicroUSD > 0 {
 		req = append(req, CapBudget)
 	}
+	if s.Governed != nil {
+		req = append(req, CapToolsGoverned)
+	}
 	req = append(req, s.Required...)
 	return sortedSet(req)
 }
@@ -251,6 +254,16 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 	if s.Provider != p.name() {
 		return nil, nil, &CompileError{s.Name, p.name(), fmt.Sprintf("the spec is for %s", s.Provider)}
 	}
+	governed := governedConds(s)
+	if s.Governed != nil {
+		if s.Yolo || s.Sandbox == SandboxPolc {
+			return nil, nil, &CompileError{s.Name, p.name(), "governed is not available with yolo or sandbox polc"}
+		}
+		if p.name() == "gemini-cli" {
+			return nil, nil, &CompileError{s.Name, p.name(), "governed is not available for gemini-cli yet: " + governedGeminiReason}
+		}
+		s = s.governedView()
+	}
 	report := &CapabilityReport{Format: ReportFormat, Harness: s.Name, Provider: p.name(), ProviderVersion: probe.Version,
 		Profile: Profile(p.name(), s.Yolo), Enforced: []CapabilityResult{}, Degraded: []CapabilityResult{},
 		Unsupported: []CapabilityResult{}, ProbeEvidence: probe.Evidence()}
@@ -303,7 +316,7 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 			return nil, nil, &CompileError{s.Name, p.name(), fmt.Sprintf("secret %s: the harness sets %s itself for %s (a secret may not replace it)", sec.Name, sec.Name, p.name())}
 		}
 	}
-	b.conds |= condsOf(s)
+	b.conds |= condsOf(s) | governed
 	for _, c := range requested {
 		row, ok := t.Decide(c, b.conds)
 		if !ok {
@@ -332,7 +345,7 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 		Executable: probe.Executable, ExecutableSHA256: probe.SHA256, Argv: b.argv, Dir: s.Workspace.Root,
 		Env: assembleEnv(s, probe, b.env), Files: b.files, Workspace: s.Workspace, WallClockMicroseconds: s.WallClock.Microseconds(),
 		PolicyDigest: s.PolicyDigest, Controls: []Control{}, AllowedDegraded: []string{}, ExpectedEvidence: b.evidence,
-		Attestation: b.attestation, Preflight: b.preflight, SandboxHelpers: b.helpers, OSSandbox: osb, CapabilityReport: report}
+		Attestation: b.attestation, Preflight: b.preflight, SandboxHelpers: b.helpers, OSSandbox: osb, Governed: s.Governed.plan(), CapabilityReport: report}
 	if plan.Files == nil {
 		plan.Files = []File{}
 	}

@@ -28,6 +28,7 @@ const (
 	CapWallClock         = "resources.wall_clock/v1"   // the run is killed after the wall-clock limit
 	CapConfigIsolation   = "config.isolation/v1"       // no user or project configuration changes the plan
 	CapLaunchAttestation = "attestation.launch/v1"     // the provider echoes its effective policy and polc checks it
+	// CapToolsGoverned (governed.go): the agent acts only through polc mcp.
 )
 
 // Capabilities lists every capability name polc knows, sorted.
@@ -35,7 +36,7 @@ var Capabilities = sortedCopy([]string{
 	CapApprovalHeadless, CapApprovalAsk, CapToolsAllowlist, CapToolsDeny, CapFSWriteRoots,
 	CapFSReadRoots, CapFSDenyPaths, CapNetEgress, CapNetAllowlist, CapSubprocessAllow,
 	CapSubprocessDeny, CapMCPServers, CapEnvAllowlist, CapEnvSecrets, CapTurns, CapBudget,
-	CapWallClock, CapConfigIsolation, CapLaunchAttestation,
+	CapWallClock, CapConfigIsolation, CapLaunchAttestation, CapToolsGoverned,
 })
 
 func sortedCopy(s []string) []string {

@@ -66,7 +66,10 @@ type Plan struct {
 	SandboxHelpers []SandboxHelper `json:"sandbox_helpers"`
 	// OSSandbox is how polc's own sandbox holds the provider (spec field
 	// sandbox: polc); nil (and absent from the JSON) otherwise.
-	OSSandbox        *OSSandbox        `json:"os_sandbox,omitempty"`
+	OSSandbox *OSSandbox `json:"os_sandbox,omitempty"`
+	// Governed is the polc mcp session whose tools are the agent's (spec
+	// section governed); nil (and absent from the JSON) otherwise.
+	Governed         *GovernedPlan     `json:"governed,omitempty"`
 	CapabilityReport *CapabilityReport `json:"capability_report"`
 	Digest           string            `json:"digest"`
 }

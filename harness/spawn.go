@@ -44,6 +44,9 @@ type RunResult struct {
 	// Stderr is the end of the provider's stderr, secrets redacted.
 	Stderr   string        `json:"stderr"`
 	Duration time.Duration `json:"duration"`
+	// Certificate is the governed session's certificate (plan.Governed),
+	// written by polc mcp when the provider closed it; "" otherwise.
+	Certificate string `json:"certificate,omitempty"`
 }
 
 // LeaseError is returned when the workspace is held by another run.
@@ -238,6 +241,9 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 		stop("read_error")
 	}
 	waitErr := cmd.Wait()
+	if plan.Governed != nil {
+		waitGroupGone(pgid, governedDrain) // polc mcp closes its session
+	}
 	killGroup(pgid) // reap anything the provider left behind
 	res.Duration = time.Since(start)
 	res.Stderr = redact(stderr.String(), secrets)
@@ -254,6 +260,13 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 	var ee *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &ee) {
 		return res, waitErr
+	}
+	if plan.Governed != nil {
+		cert, err := governedEnded(plan.Governed)
+		if err != nil {
+			return res, err
+		}
+		res.Certificate = cert
 	}
 	return res, nil
 }

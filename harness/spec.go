@@ -65,6 +65,9 @@ type Spec struct {
 	WallClock     time.Duration
 	Required      []string
 	AllowDegraded []string
+	// Governed, when set, makes the agent's tools those of a polc mcp
+	// session (governed.go); nil otherwise.
+	Governed *Governed
 
 	decl *compiler.Harness
 }
@@ -156,8 +159,9 @@ type specDecl struct {
 		CostMicroUSD *int64  `json:"cost_microusd"`
 		WallClock    *string `json:"wall_clock"`
 	} `json:"resources"`
-	RequiredCapabilities *[]string `json:"required_capabilities"`
-	AllowDegraded        *[]string `json:"allow_degraded"`
+	RequiredCapabilities *[]string     `json:"required_capabilities"`
+	AllowDegraded        *[]string     `json:"allow_degraded"`
+	Governed             *governedDecl `json:"governed"`
 }
 
 // FromDeclaration builds a Spec from a loaded harness declaration. Relative
@@ -358,7 +362,7 @@ func fromDeclaration(h *compiler.Harness, dir string, withPolicy bool) (*Spec, d
 	if s.Yolo {
 		declared := map[string]bool{"policy": d.Policy != nil, "approval": d.Approval != nil, "tools": d.Tools != nil,
 			"filesystem": d.Filesystem != nil, "network": d.Network != nil, "subprocess": d.Subprocess != nil, "mcp": d.MCP != nil,
-			"sandbox": d.Sandbox != nil}
+			"sandbox": d.Sandbox != nil, "governed": d.Governed != nil}
 		for _, sec := range slices.Sorted(maps.Keys(declared)) {
 			if declared[sec] {
 				errf(sec, diag.CodeInvalidValue, "yolo selects the legacy %s.legacy-yolo profile and cannot be combined with %s", s.Provider, sec)
@@ -366,6 +370,7 @@ func fromDeclaration(h *compiler.Harness, dir string, withPolicy bool) (*Spec, d
 		}
 		diags.Warn(h.PosOf("yolo"), diag.CodeLegacyYolo, "harness %q: yolo is deprecated; it compiles to the %s.legacy-yolo profile, whose controls differ per provider (see its capability report)", h.Name, s.Provider)
 	}
+	fromGovernedDecl(s, &d, abs, errf)
 	if d.Policy != nil {
 		for sec, set := range map[string]bool{"tools": d.Tools != nil, "filesystem": d.Filesystem != nil, "network": d.Network != nil, "subprocess": d.Subprocess != nil} {
 			if set {

@@ -39,6 +39,11 @@ const (
 	// loopback, so polc's egress proxy admits its host, for the agent's
 	// tools too.
 	CondModelViaProxy
+	// CondGoverned: the agent's tools are a polc mcp session's (spec
+	// section governed); the provider's own are off.
+	CondGoverned
+	// CondForeignMCP: a governed plan also starts declared MCP servers.
+	CondForeignMCP
 )
 
 // Row is one line of a capability table: when every condition in When

@@ -312,5 +312,10 @@ func runHarnessRun(ctx context.Context, e *env, p *harnessRunParams) error {
 		fmt.Fprintf(e.stderr, "polc: %s exited %d (stopped: %q)\n%s", plan.Provider, res.ExitCode, res.Stopped, res.Stderr)
 		return &exitError{ExitFindings}
 	}
+	if res.Certificate != "" {
+		// stdout is one observation per line; where the session's
+		// evidence went is said on stderr, last.
+		fmt.Fprintf(e.stderr, "polc harness run: governed session closed: evidence %s, certificate %s\n", plan.Governed.Evidence, res.Certificate)
+	}
 	return nil
 }

@@ -1,0 +1,197 @@
+package harness_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"polc.dev/polc/chain"
+	"polc.dev/polc/harness"
+	"polc.dev/polc/harness/internal/mockapi"
+	"polc.dev/polc/internal/certverifycli"
+)
+
+// governedPolicy is the policy of the governed session: polc's bash runs
+// echo and touch of allowed* files, never of denied* files; files may be
+// written anywhere in the workspace.
+const governedPolicy = `package p
+
+policies: "gov": {
+	version: "1.0.0"
+	principals: ["agent:gov"]
+	tenants: ["acme"]
+	actions: allow: ["bash", "read_file", "write_file", "edit_file"]
+	filesystem: {
+		read: ["**"]
+		write: ["**"]
+	}
+	subprocess: {
+		mode: "allowlist"
+		allow: ["echo *", "touch allowed*"]
+		deny: ["touch denied*"]
+		shell: "forbid"
+	}
+}
+`
+
+// polcTool is the name under which a provider offers polc mcp's tool.
+func polcTool(tool string) string { return "mcp__" + harness.GovernedServer + "__" + tool }
+
+// nativeShell is a forced call of the provider's own shell tool.
+var nativeShell = map[string]func(string) mockapi.Call{"claude-code": claudeBash, "codex": codexExec}
+
+// runPolc runs this test binary as polc (TestMain) in dir.
+func runPolc(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), polcMainEnv+"=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("polc %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestRealGovernedClaudeCode runs Claude Code governed (runGoverned).
+func TestRealGovernedClaudeCode(t *testing.T) { runGoverned(t, "claude-code") }
+
+// TestRealGovernedCodex runs Codex governed (runGoverned). Gemini CLI is
+// refused at compile (polc_harness_governed.txtar): it offers the model
+// none of polc's tools.
+func TestRealGovernedCodex(t *testing.T) { runGoverned(t, "codex") }
+
+// runGoverned runs a real CLI with a governed spec against the loopback
+// mock model, which calls, in order: the provider's own shell (forced: the
+// plan keeps it from the model), polc's write_file, polc's bash with a
+// command the session's policy denies, and polc's bash with one it allows.
+// The native shell must be refused (its file absent), the allowed calls
+// must have run through polc (their files present, an operation for each
+// in the chain), the denied one must not have (its file absent,
+// operation_denied in the chain); after the run the chain must be closed
+// and the certificate verify with certverify.
+func runGoverned(t *testing.T, provider string) {
+	t.Parallel()
+	p := probe(t, provider)
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	os.WriteFile(filepath.Join(dir, "policy.cue"), []byte(governedPolicy), 0o644)
+	runPolc(t, dir, "compile", "policy.cue", "-o", "out")
+	runPolc(t, dir, "keygen", "certifier", "-o", "keys")
+	os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(
+		"snapshot: out/snapshots/gov.json\nprofile: certifiable\nworkspace: ws\nprincipal: agent:gov\ntenant: acme\n"), 0o644)
+	mock := mockapi.Start(t, mockapi.Script{Text: "Done.", Calls: []mockapi.Call{
+		forced(nativeShell[provider]("touch " + filepath.Join(ws, "native.txt"))),
+		{Tool: polcTool("write_file"), Input: map[string]any{"path": "governed.txt", "content": "x\n"}},
+		{Tool: polcTool("bash"), Input: map[string]any{"command": "touch denied.txt"}},
+		{Tool: polcTool("bash"), Input: map[string]any{"command": "touch allowed.txt"}},
+	}})
+	s := specFrom(t, dir, fmt.Sprintf(`package h
+harnesses: h: {
+	provider: %q
+	model: %q
+	endpoint: base_url: %q
+	workspace: root: "ws"
+	governed: {session: "session.yaml", evidence: "ev", cert: "cert.json", sign_key: "keys/certifier.key"}
+	environment: secrets: %s: "env:POLC_TEST_MODEL_KEY"
+	resources: wall_clock: "150s"
+}
+`, provider, mockModels[provider], mock.URL, modelKeys[provider]))
+	_, rep, err := harness.Compile(s, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := rep.Lookup(harness.CapToolsGoverned)
+	if want := "TestRealGoverned" + map[string]string{"claude-code": "ClaudeCode", "codex": "Codex"}[provider]; !strings.HasSuffix(r.Evidence, want) {
+		t.Errorf("%s is %s, evidence %q: its row must name %s", harness.CapToolsGoverned, r.Status, r.Evidence, want)
+	}
+	t.Logf("%s: %s (%s)", harness.CapToolsGoverned, r.Status, r.Reason)
+	for _, r := range rep.All() {
+		if r.Status != harness.Enforced {
+			s.AllowDegraded = append(s.AllowDegraded, r.Capability)
+		}
+	}
+	plan, _, err := harness.Compile(s, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "do as you are told", Getenv: fixedEnv})
+	if res != nil {
+		for _, o := range res.Observations {
+			t.Logf("%s %s denied=%v error=%v %q %s", o.Kind, o.Tool, o.Denied, o.IsError, clipText(o.Text), o.Input)
+		}
+		t.Logf("exit %d in %v, stopped %q; stderr: %s", res.ExitCode, res.Duration, res.Stopped, clipText(res.Stderr))
+	}
+	for _, req := range mock.Requests() {
+		t.Logf("offered: %v", mockapi.OfferedTools(req))
+		break
+	}
+	if err != nil {
+		t.Fatalf("spawn: %v", err)
+	}
+	absent(t, filepath.Join(ws, "native.txt"), filepath.Join(ws, "denied.txt"))
+	present(t, filepath.Join(ws, "governed.txt"), filepath.Join(ws, "allowed.txt"))
+	if res.Certificate != filepath.Join(dir, "cert.json") {
+		t.Errorf("certificate %q", res.Certificate)
+	}
+	chainPath, data := closedChain(t, filepath.Join(dir, "ev"))
+	// Every call polc got starts an operation (tool_id, request
+	// digest); the denied one ends operation_denied and nothing else
+	// is denied. The provider's own shell never reached polc.
+	var tools []string
+	denied := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		rec, err := chain.ParseRecord([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch rec.RecordType {
+		case "operation_started":
+			var pl struct {
+				ToolID string `json:"tool_id"`
+			}
+			json.Unmarshal([]byte(rec.PayloadJSON), &pl)
+			tools = append(tools, pl.ToolID)
+		case "operation_denied":
+			denied++
+		}
+	}
+	if strings.Join(tools, " ") != "write_file bash bash" || denied != 1 {
+		t.Errorf("the chain holds operations %v with %d denied, want write_file bash bash with 1 denied", tools, denied)
+	}
+	vkey, err := os.ReadFile(filepath.Join(dir, "keys", "certifier.vkey"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "trust.txt"), []byte("certifier "+strings.TrimSpace(string(vkey))+"\n"), 0o644)
+	var out bytes.Buffer
+	if code := certverifycli.Run(context.Background(), []string{"cert", res.Certificate, "--chain", chainPath,
+		"--snapshot", filepath.Join(dir, "out", "snapshots", "gov.json"), "--trust", filepath.Join(dir, "trust.txt")},
+		certverifycli.Env{Stdout: &out, Stderr: &out, Now: time.Now}); code != 0 {
+		t.Fatalf("certverify: %d\n%s", code, out.String())
+	}
+}
+
+// closedChain returns the one chain under ev, verified and closed.
+func closedChain(t *testing.T, ev string) (string, []byte) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(ev, "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("chains: %v", files)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := chain.Verify(bytes.NewReader(data), chain.VerifyOptions{RequireClosed: true})
+	if err != nil || !res.OK() {
+		t.Fatalf("chain: %v %+v", err, res)
+	}
+	return files[0], data
+}
