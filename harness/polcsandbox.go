@@ -292,7 +292,7 @@ func polcCommand(ctx context.Context, plan *Plan, argv, env []string, sub func(s
 	if err != nil {
 		return fail(fmt.Errorf("sandbox polc: %w", err))
 	}
-	cmd.SysProcAttr.Setpgid = true
+	setGroup(cmd.SysProcAttr)
 	return cmd, pr, nil
 }
 

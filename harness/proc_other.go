@@ -18,3 +18,6 @@ func newGroupAttr() *syscall.SysProcAttr            { return nil }
 func killGroup(int)                                 {}
 func lockDir(*os.File, bool) (busy bool, err error) { return false, errNoSpawn }
 func unlockDir(*os.File)                            {}
+
+// setGroup: no process groups here (Spawn is unsupported).
+func setGroup(*syscall.SysProcAttr) {}

@@ -34,3 +34,7 @@ func lockDir(f *os.File, shared bool) (busy bool, err error) {
 }
 
 func unlockDir(f *os.File) { syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
+// setGroup makes a process started with attr the leader of a new process
+// group (attr comes from the sandbox, which sets other fields in it).
+func setGroup(attr *syscall.SysProcAttr) { attr.Setpgid = true }
