@@ -141,7 +141,17 @@ func TestBashCallEndsItsProcesses(t *testing.T) {
 		"sleep 0.05 & echo hi > out/waited; wait":        "out/waited",
 		"(sleep 0.05; echo hi > out/late) > /dev/null &": "out/late",
 	} {
-		if got := outcomeOf(run(context.Background(), cmd, 10*time.Second)); got != "succeeded" {
+		// The grace is 200 ms of wall time: on a machine loaded by other
+		// test binaries a 50 ms job can overrun it once, so it gets three
+		// tries; a grace that is not honoured at all fails all three.
+		var got string
+		for range 3 {
+			os.Remove(filepath.Join(ws, file))
+			if got = outcomeOf(run(context.Background(), cmd, 10*time.Second)); got == "succeeded" {
+				break
+			}
+		}
+		if got != "succeeded" {
 			t.Errorf("%q: %s, want succeeded", cmd, got)
 		}
 		if b, err := os.ReadFile(filepath.Join(ws, file)); string(b) != "hi\n" {

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -302,9 +303,26 @@ func (s *SQLite) migrate(ctx context.Context) error {
 	}); err != nil {
 		return wrap(err)
 	}
+	// Switching a new file to WAL takes an exclusive lock. A connection that
+	// must upgrade its own lock for it gets SQLITE_BUSY at once rather than
+	// waiting (SQLite skips the busy handler where waiting could deadlock),
+	// so a second process opening the same new file retries for as long as
+	// any other lock is waited for.
 	var mode string
-	if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
-		return fmt.Errorf("statestore: open %s: set journal_mode: %w", s.path, err)
+	for deadline := time.Now().Add(busyTimeoutMS * time.Millisecond); ; {
+		err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
+		if err == nil {
+			break
+		}
+		var coded interface{ Code() int }
+		if !errors.As(err, &coded) || coded.Code()&0xff != 5 || !time.Now().Before(deadline) { // 5: SQLITE_BUSY
+			return fmt.Errorf("statestore: open %s: set journal_mode: %w", s.path, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("statestore: open %s: set journal_mode: %w", s.path, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	if !strings.EqualFold(mode, "wal") {
 		// Readers beside the writer and the durability argument in
