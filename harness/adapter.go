@@ -259,9 +259,6 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 		if s.Yolo || s.Sandbox == SandboxPolc {
 			return nil, nil, &CompileError{s.Name, p.name(), "governed is not available with yolo or sandbox polc"}
 		}
-		if p.name() == "gemini-cli" {
-			return nil, nil, &CompileError{s.Name, p.name(), "governed is not available for gemini-cli yet: " + governedGeminiReason}
-		}
 		s = s.governedView()
 	}
 	report := &CapabilityReport{Format: ReportFormat, Harness: s.Name, Provider: p.name(), ProviderVersion: probe.Version,

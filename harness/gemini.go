@@ -193,12 +193,15 @@ func (g gemini) build(s *Spec, probe *ProbeResult) (*build, error) {
 			rules = append(rules, geminiCommandRule(c))
 		}
 	}
+	// With mcpName set, Gemini prefixes toolName itself (mcp_NAME_TOOL,
+	// "*" becoming mcp_NAME_*): a toolName already prefixed would match
+	// no tool, the deny * rule would hide every tool of the server.
 	for _, m := range s.MCP {
 		if m.Tools == nil {
-			rules = append(rules, tomlRule{toolName: []string{"mcp_" + m.Name + "_*"}, mcpName: m.Name, decision: "allow", priority: 100})
+			rules = append(rules, tomlRule{toolName: []string{"*"}, mcpName: m.Name, decision: "allow", priority: 100})
 		}
 		for _, t := range m.Tools {
-			rules = append(rules, tomlRule{toolName: []string{"mcp_" + m.Name + "_" + t}, mcpName: m.Name, decision: "allow", priority: 100})
+			rules = append(rules, tomlRule{toolName: []string{t}, mcpName: m.Name, decision: "allow", priority: 100})
 		}
 	}
 	var denyNames []string

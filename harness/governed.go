@@ -83,9 +83,6 @@ func fromGovernedDecl(s *Spec, d *specDecl, abs func(string) string, errf func(p
 	if d.Policy != nil {
 		errf("policy", diag.CodeInvalidValue, "governed: the session's snapshot decides what the agent may do; policy maps rules onto the provider's own tools, which governed turns off")
 	}
-	if d.Provider == "gemini-cli" {
-		errf("governed", diag.CodeInvalidValue, "governed is not available for gemini-cli yet: %s", governedGeminiReason)
-	}
 	if d.Sandbox != nil && *d.Sandbox == SandboxPolc {
 		errf("sandbox", diag.CodeInvalidValue, "governed is not available with sandbox %q yet: polc mcp would run inside the sandbox, where it cannot write its evidence", SandboxPolc)
 	}
@@ -151,9 +148,6 @@ func governedConds(s *Spec) Cond {
 
 // Evidence and reasons of the tools.governed/v1 rows.
 const (
-	// governedGeminiReason is why FromDeclaration and Compile refuse a
-	// governed gemini-cli spec (docs/harness.md "Governed tools").
-	governedGeminiReason  = "Gemini CLI 0.61.0 starts polc mcp and lists its tools but offers none of them to the model, so the agent would have no tools at all"
 	governedForeignReason = "a declared MCP server besides polc's gives the agent tools polc does not govern"
 	governedEvidence      = "harness/real_governed_test.go TestRealGoverned"
 )
@@ -168,6 +162,14 @@ var governedRows = map[string][]Row{
 			Reason:   "--tools \"\" leaves Claude no built-in tool (system/init echoes none) and permissions.deny refuses them all; --strict-mcp-config loads only polc's server, whose every call polc decides and records",
 			Evidence: governedEvidence + "ClaudeCode"},
 	},
+	"gemini-cli": {
+		{Capability: CapToolsGoverned, When: CondForeignMCP, Status: Degraded, Sources: []Source{byProvider("tools offered to the model")},
+			Reason: governedForeignReason, Evidence: "docs/harness.md Governed tools"},
+		{Capability: CapToolsGoverned, When: CondGoverned, Status: Enforced,
+			Sources:  []Source{byProvider("built-in tools offered to the model (tools.core = [], --admin-policy deny *)"), byHarness("polc mcp: every call one governed Execute")},
+			Reason:   "tools.core = [] registers no built-in tool and the admin-tier policy denies every tool but polc's server's (mcpName = \"polc\"), so the model is offered polc's tools alone and a call of any other is refused; each call of polc's polc decides and records",
+			Evidence: governedEvidence + "GeminiCLI"},
+	},
 	"codex": {
 		{Capability: CapToolsGoverned, When: CondGoverned, Status: Degraded,
 			Sources:  []Source{byProvider("features.shell_tool = false, web_search disabled"), byHarness("polc mcp: every call one governed Execute")},
@@ -177,7 +179,7 @@ var governedRows = map[string][]Row{
 }
 
 func init() {
-	for _, t := range []*Table{ClaudeCode, Codex} {
+	for _, t := range []*Table{ClaudeCode, Codex, GeminiCLI} {
 		t.Rows = append(t.Rows, governedRows[t.Provider]...)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"polc.dev/polc/harness"
@@ -81,5 +82,55 @@ harnesses: h: {
 	}
 	if _, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "hi", Getenv: fixedEnv}); err == nil {
 		t.Fatal("a governed run without a certificate succeeded")
+	}
+}
+
+// TestGovernedGeminiPolicyAllowsPolcTools: Gemini CLI prefixes a rule's
+// toolName from its mcpName, so the admin policy must name polc's tools
+// unprefixed ("*"); the prefixed spelling (mcp_polc_*) became
+// mcp_polc_mcp_polc_*, matched nothing, and deny * hid every polc tool
+// (TestRealGovernedGeminiCLI shows it with the real CLI). A declared
+// server's listed tool is named bare too.
+func TestGovernedGeminiPolicyAllowsPolcTools(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "ws"), 0o755)
+	s := specFrom(t, dir, `package h
+harnesses: h: {
+	provider: "gemini-cli"
+	workspace: root: "ws"
+	mcp: servers: other: {command: "/bin/true", tools: ["t1"]}
+	governed: {session: "s.yaml", evidence: "ev", cert: "c.json"}
+}
+`)
+	plan, rep, err := harness.Compile(s, fakeProbe("gemini-cli", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := rep.Lookup(harness.CapToolsGoverned); r.Status != harness.Degraded {
+		t.Errorf("%s with a foreign MCP server is %s, want degraded", harness.CapToolsGoverned, r.Status)
+	}
+	var policy, settings string
+	for _, f := range plan.Files {
+		switch {
+		case strings.HasSuffix(f.Path, "/policy.toml"):
+			policy = f.Content
+		case strings.HasSuffix(f.Path, "/settings.json"):
+			settings = f.Content
+		}
+	}
+	for _, want := range []string{
+		"toolName = \"*\"\nmcpName = \"polc\"\ndecision = \"allow\"",
+		"toolName = \"t1\"\nmcpName = \"other\"\ndecision = \"allow\"",
+		"toolName = \"*\"\ndecision = \"deny\"\npriority = 1\n",
+	} {
+		if !strings.Contains(policy, want) {
+			t.Errorf("the admin policy lacks %q:\n%s", want, policy)
+		}
+	}
+	if strings.Contains(policy, "mcp_") {
+		t.Errorf("the admin policy names a prefixed MCP tool, which Gemini prefixes again:\n%s", policy)
+	}
+	if !strings.Contains(settings, `"core": []`) {
+		t.Errorf("settings register built-in tools:\n%s", settings)
 	}
 }

@@ -41,11 +41,16 @@ policies: "gov": {
 }
 `
 
-// polcTool is the name under which a provider offers polc mcp's tool.
-func polcTool(tool string) string { return "mcp__" + harness.GovernedServer + "__" + tool }
+// polcTool is the name under which provider offers polc mcp's tool.
+func polcTool(provider, tool string) string {
+	if provider == "gemini-cli" {
+		return "mcp_" + harness.GovernedServer + "_" + tool
+	}
+	return "mcp__" + harness.GovernedServer + "__" + tool
+}
 
 // nativeShell is a forced call of the provider's own shell tool.
-var nativeShell = map[string]func(string) mockapi.Call{"claude-code": claudeBash, "codex": codexExec}
+var nativeShell = map[string]func(string) mockapi.Call{"claude-code": claudeBash, "codex": codexExec, "gemini-cli": geminiShell}
 
 // runPolc runs this test binary as polc (TestMain) in dir.
 func runPolc(t *testing.T, dir string, args ...string) {
@@ -61,10 +66,11 @@ func runPolc(t *testing.T, dir string, args ...string) {
 // TestRealGovernedClaudeCode runs Claude Code governed (runGoverned).
 func TestRealGovernedClaudeCode(t *testing.T) { runGoverned(t, "claude-code") }
 
-// TestRealGovernedCodex runs Codex governed (runGoverned). Gemini CLI is
-// refused at compile (polc_harness_governed.txtar): it offers the model
-// none of polc's tools.
+// TestRealGovernedCodex runs Codex governed (runGoverned).
 func TestRealGovernedCodex(t *testing.T) { runGoverned(t, "codex") }
+
+// TestRealGovernedGeminiCLI runs Gemini CLI governed (runGoverned).
+func TestRealGovernedGeminiCLI(t *testing.T) { runGoverned(t, "gemini-cli") }
 
 // runGoverned runs a real CLI with a governed spec against the loopback
 // mock model, which calls, in order: the provider's own shell (forced: the
@@ -88,9 +94,9 @@ func runGoverned(t *testing.T, provider string) {
 		"snapshot: out/snapshots/gov.json\nprofile: certifiable\nworkspace: ws\nprincipal: agent:gov\ntenant: acme\n"), 0o644)
 	mock := mockapi.Start(t, mockapi.Script{Text: "Done.", Calls: []mockapi.Call{
 		forced(nativeShell[provider]("touch " + filepath.Join(ws, "native.txt"))),
-		{Tool: polcTool("write_file"), Input: map[string]any{"path": "governed.txt", "content": "x\n"}},
-		{Tool: polcTool("bash"), Input: map[string]any{"command": "touch denied.txt"}},
-		{Tool: polcTool("bash"), Input: map[string]any{"command": "touch allowed.txt"}},
+		{Tool: polcTool(provider, "write_file"), Input: map[string]any{"path": "governed.txt", "content": "x\n"}},
+		{Tool: polcTool(provider, "bash"), Input: map[string]any{"command": "touch denied.txt"}},
+		{Tool: polcTool(provider, "bash"), Input: map[string]any{"command": "touch allowed.txt"}},
 	}})
 	s := specFrom(t, dir, fmt.Sprintf(`package h
 harnesses: h: {
@@ -108,7 +114,7 @@ harnesses: h: {
 		t.Fatal(err)
 	}
 	r, _ := rep.Lookup(harness.CapToolsGoverned)
-	if want := "TestRealGoverned" + map[string]string{"claude-code": "ClaudeCode", "codex": "Codex"}[provider]; !strings.HasSuffix(r.Evidence, want) {
+	if want := "TestRealGoverned" + map[string]string{"claude-code": "ClaudeCode", "codex": "Codex", "gemini-cli": "GeminiCLI"}[provider]; !strings.HasSuffix(r.Evidence, want) {
 		t.Errorf("%s is %s, evidence %q: its row must name %s", harness.CapToolsGoverned, r.Status, r.Evidence, want)
 	}
 	t.Logf("%s: %s (%s)", harness.CapToolsGoverned, r.Status, r.Reason)

@@ -453,6 +453,24 @@ var rowCases = []rowCase{
 		},
 	},
 	{
+		// The declared server's allowed tool is offered and runs, the
+		// other is refused. No row is covered: mcp.servers/v1 stays
+		// degraded for the workspace's .gemini/ (tables.go).
+		name: "gemini-cli/mcp", provider: "gemini-cli",
+		spec: `tools: allow: ["read_file"]
+	mcp: servers: polc: {command: %[1]q, args: %[2]s, tools: ["allowed"]}`,
+		calls: func(e *rowEnv) []mockapi.Call {
+			return []mockapi.Call{
+				forced(mockapi.Call{Tool: "mcp_polc_forbidden", Input: map[string]any{}}),
+				{Tool: "mcp_polc_allowed", Input: map[string]any{}},
+			}
+		},
+		check: func(t *testing.T, e *rowEnv, res *harness.RunResult, mock *mockapi.Server) {
+			absent(t, filepath.Join(e.mcpDir, "forbidden"))
+			present(t, filepath.Join(e.mcpDir, "allowed"))
+		},
+	},
+	{
 		name: "gemini-cli/no-shell", provider: "gemini-cli",
 		spec: `tools: {allow: ["read_file", "write_file"], deny: ["bash"]}
 	filesystem: read: []
