@@ -152,14 +152,18 @@ func TestMCPClosesOnSignal(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := startRawStdio(t, dir, "session.yaml", "--evidence", "ev", "--grace", "200ms")
+	r := startRawStdio(t, dir, "session.yaml", "--evidence", "ev", "--grace", "3s")
 	r.send(t, catFIFO)
 	w := waitFIFOReader(t, fifo)
 	defer w.Close()
 	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	// Sent before the close finishes (it waits for the grace): refused.
+	// Sent once the close has begun (the signal is delivered
+	// asynchronously: a call read before it is handled rightly runs) and
+	// before it finishes (it waits the grace for the call in flight):
+	// refused.
+	time.Sleep(500 * time.Millisecond)
 	r.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo late"}}}`)
 	seen := map[float64]map[string]any{}
 	for m := r.recv(t); m != nil; m = r.recv(t) {
