@@ -271,17 +271,7 @@ func serveMCPHTTP(ctx context.Context, e *env, sv *server, ms *mcp.Server, netwo
 	h := &mcpHTTP{sv: sv, ms: ms, ended: make(chan struct{}),
 		inner: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms },
 			&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: maxRequest, SessionTimeout: p.idleTimeout})}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: readTimeout,
-		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	if network == "tcp" {
-		addr = ln.Addr().String() // the port chosen for :0
-	}
-	fmt.Fprintf(e.stdout, "polc mcp: listening on %s:%s\n", network, addr)
-	if p.ready != nil {
-		p.ready(addr)
-	}
+	hs, served := startHTTP(context.WithoutCancel(ctx), e, "mcp", h, ln, network, addr, p.ready)
 	select {
 	case <-ctx.Done():
 	case <-h.ended:

@@ -153,17 +153,7 @@ func runServe(ctx context.Context, e *env, p *serveParams) error {
 	}
 	sv := &server{s: s, closing: make(chan struct{}), tcp: network == "tcp", actions: actions, stopActions: stopActions,
 		budget: &memBudget{max: budget}}
-	hs := &http.Server{Handler: sv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: readTimeout,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	if network == "tcp" {
-		addr = ln.Addr().String() // the port chosen for :0
-	}
-	fmt.Fprintf(e.stdout, "polc serve: listening on %s:%s\n", network, addr)
-	if p.ready != nil {
-		p.ready(addr)
-	}
+	hs, served := startHTTP(ctx, e, "serve", sv, ln, network, addr, p.ready)
 	select {
 	case <-ctx.Done():
 	case <-sv.closing:
@@ -994,3 +984,22 @@ func (b *byteSize) Set(s string) error {
 }
 
 func (b *byteSize) Type() string { return "size" }
+
+// startHTTP serves h on ln with the hardening polc serve and polc mcp share
+// (header and idle timeouts), every request's context derived from base,
+// says where it listens (the port chosen for :0 included) on stdout and
+// calls ready with that address. served receives what Serve returned.
+func startHTTP(base context.Context, e *env, cmd string, h http.Handler, ln net.Listener, network, addr string, ready func(string)) (hs *http.Server, served <-chan error) {
+	hs = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: readTimeout,
+		BaseContext: func(net.Listener) context.Context { return base }}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	if network == "tcp" {
+		addr = ln.Addr().String()
+	}
+	fmt.Fprintf(e.stdout, "polc %s: listening on %s:%s\n", cmd, network, addr)
+	if ready != nil {
+		ready(addr)
+	}
+	return hs, done
+}
