@@ -223,6 +223,7 @@ func (o Options) bash(ctx context.Context, args map[string]any) (any, error) {
 		return nil, fail("spawn_failed", err)
 	}
 	if redirs != nil {
+		redirs.started = true
 		redirs.close() // bash holds its own; polc's must not outlive the call
 	}
 	left, err := waitCommand(ctx, cmd)

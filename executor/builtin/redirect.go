@@ -47,16 +47,26 @@ type redirects struct {
 	// messages maps bash's error prefix for a replaced word back to the
 	// target as written ("/proc/self/fd/12: " to "out/f: ").
 	messages *strings.Replacer
+	// undos remove the files polc created for the command, and started
+	// says bash started: a command that never ran (its backend refused
+	// to spawn it) leaves no file behind.
+	undos   []func(remove bool)
+	started bool
 }
 
 // close closes polc's copies of the descriptors (bash has its own once
-// started).
+// started) and removes the files created for a command that did not
+// start.
 func (r *redirects) close() {
 	for _, f := range r.extra {
 		if f != nil {
 			f.Close()
 		}
 	}
+	for _, undo := range r.undos {
+		undo(!r.started)
+	}
+	r.undos = nil
 }
 
 // errAbsentDir is a target with a missing directory on its path when the
@@ -117,9 +127,14 @@ func openRedirects(ws, command string, c normalize.Command) (out *redirects, err
 	fd, absent := firstRedirectFD, 0
 	var undos []func(remove bool)
 	defer func() {
-		// A file polc created for a command it then refuses is removed.
+		// A file polc created for a command it then refuses is removed;
+		// one for a command that does not start, by close.
+		if out != nil {
+			out.undos = undos
+			return
+		}
 		for _, undo := range undos {
-			undo(out == nil)
+			undo(true)
 		}
 	}()
 	for _, t := range order {

@@ -43,6 +43,16 @@ type Backend struct {
 	// TempDir is where each call's private temporary directory and its
 	// proxy socket are made; default os.TempDir().
 	TempDir string
+	// Protect lists absolute paths that no contained process may reach,
+	// whatever the policy grants: the files of the program running the
+	// executor (its evidence, certificate, signer key, state database,
+	// session file). Each is denied like a filesystem.deny pattern that
+	// names it literally (its characters are never wildcards): an
+	// existing path is carved out of every grant, the system paths'
+	// included; an absent one (a certificate not written yet) is carved
+	// out of the directory it would be created in, so nothing can create
+	// it. A relative path refuses every call (containment_failed).
+	Protect []string
 
 	once   sync.Once
 	report executor.BackendCapabilityReport
@@ -133,7 +143,7 @@ func (e classError) ErrorClass() string { return "containment_failed" }
 // sandbox from inv's policy, runs the egress proxy of an allowlisted
 // network for the call's duration, and gives call a Spawner.
 func (b *Backend) InvokeContained(ctx context.Context, inv *executor.Invocation, call func(context.Context) (any, error)) (res any, err error) {
-	plan, err := planFor(inv)
+	plan, err := planFor(inv, b.Protect)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", classError("containment_failed"), err)
 	}
@@ -251,7 +261,13 @@ func (s *spawner) Command(ctx context.Context, argv []string, dir string, env []
 	spec.Dir = dir
 	// The files polc opened for the command's redirections: the process
 	// reopens each through /proc/self/fd, which Landlock checks against
-	// the grants like any other open.
+	// the grants like any other open. polc opened (and maybe created)
+	// them outside the sandbox, so one at or under a denied path is
+	// refused here, before the process starts, and not left to the
+	// reopen.
+	if err := deniedFiles(extra, spec.Deny); err != nil {
+		return nil, err
+	}
 	spec.ExtraFiles = extra
 	spec.Env = nil
 	for _, kv := range env {
@@ -266,6 +282,50 @@ func (s *spawner) Command(ctx context.Context, argv []string, dir string, env []
 	}
 	s.spawned.Store(true)
 	return sandbox.Command(ctx, spec, argv)
+}
+
+// deniedFiles refuses a file of files (descriptors polc opened) that
+// lies at or under one of the denied paths, compared case-insensitively
+// with the links of both resolved. A file whose path cannot be read is
+// refused too.
+func deniedFiles(files []*os.File, deny []string) error {
+	if len(deny) == 0 {
+		return nil
+	}
+	var resolved []string
+	for _, d := range deny {
+		r, err := resolveExisting(d)
+		if err != nil {
+			return fmt.Errorf("denied path %s: %v", d, err)
+		}
+		resolved = append(resolved, strings.ToLower(r), strings.ToLower(d))
+	}
+	for _, f := range files {
+		if f == nil {
+			continue
+		}
+		var path string
+		var lerr error
+		rc, err := f.SyscallConn()
+		if err == nil {
+			err = rc.Control(func(fd uintptr) {
+				path, lerr = os.Readlink("/proc/self/fd/" + strconv.FormatUint(uint64(fd), 10))
+			})
+		}
+		if err == nil {
+			err = lerr
+		}
+		if err != nil {
+			return fmt.Errorf("redirection file %s: %v", f.Name(), err)
+		}
+		low := strings.ToLower(path)
+		for _, d := range resolved {
+			if under(low, d) {
+				return fmt.Errorf("redirection file %s lies at or under a denied path (%s)", f.Name(), path)
+			}
+		}
+	}
+	return nil
 }
 
 // setEnv sets kv's variable in env, replacing an earlier value.
@@ -286,8 +346,9 @@ type plan struct {
 // "**" grants its directory's subtree, which is exact; any other pattern
 // grants only the existing regular files it matches now (a file it would
 // match but that does not exist yet cannot be created). Deny patterns
-// are carved out of every grant, the system paths' included.
-func planFor(inv *executor.Invocation) (*plan, error) {
+// are carved out of every grant, the system paths' included, and so are
+// the protected paths (Backend.Protect), whatever the policy says.
+func planFor(inv *executor.Invocation, protect []string) (*plan, error) {
 	if inv == nil || inv.Policy == nil || !filepath.IsAbs(inv.Workspace) {
 		return nil, errors.New("no policy or workspace to contain the call to")
 	}
@@ -295,6 +356,16 @@ func planFor(inv *executor.Invocation) (*plan, error) {
 	var r resolver
 	var spec sandbox.Spec
 	var denies []string
+	for _, p := range protect {
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("protected path %q is not absolute", p)
+		}
+		ps, err := r.literal(filepath.Clean(p))
+		if err != nil {
+			return nil, fmt.Errorf("protected path %s: %v", p, err)
+		}
+		denies = append(denies, ps...)
+	}
 	var netAllow, netDeny []string
 	var envAllow, envDeny []string
 	for _, rule := range inv.Policy.CompiledRules {

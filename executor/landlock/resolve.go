@@ -2,9 +2,11 @@ package landlock
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"polc.dev/polc/internal/pattern"
 )
@@ -197,4 +199,77 @@ func (r *resolver) absentLiteral(p string) ([]string, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// literal returns the paths that deny the clean absolute path p, read
+// literally (a '*' or '?' in it is a character like any other, never a
+// wildcard): p itself, which the sandbox resolves through its links, and
+// every spelling of it on disk in another case, since a case-folding file
+// system opens p under a name the sandbox would otherwise grant as a
+// sibling. Each spelling is as on disk up to its first absent component,
+// which is kept (with the rest as p spells it) so that the sandbox carves
+// it out of its parent and nothing can create it. The walk follows no
+// symbolic link: where p's own links lead is p's resolution.
+func (r *resolver) literal(p string) ([]string, error) {
+	out := []string{p}
+	if p == "/" {
+		return out, nil
+	}
+	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	var walk func(cur string, i int) error
+	walk = func(cur string, i int) error {
+		ents, err := os.ReadDir(cur)
+		if err != nil {
+			return nil // unreadable here: p itself stays denied
+		}
+		r.visits += len(ents)
+		if r.visits > maxVisits {
+			return errTooMany
+		}
+		found := false
+		for _, e := range ents {
+			if !strings.EqualFold(e.Name(), segs[i]) {
+				continue
+			}
+			found = true
+			next := filepath.Join(cur, e.Name())
+			switch {
+			case i == len(segs)-1:
+				out = append(out, next)
+			case e.IsDir() && e.Type()&os.ModeSymlink == 0:
+				if err := walk(next, i+1); err != nil {
+					return err
+				}
+			}
+		}
+		if !found {
+			out = append(out, filepath.Join(append([]string{cur}, segs[i:]...)...))
+		}
+		return nil
+	}
+	if err := walk("/", 0); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// resolveExisting resolves the symbolic links of the longest existing
+// prefix of the absolute path p and appends the rest as written.
+func resolveExisting(p string) (string, error) {
+	cur, rest := filepath.Clean(p), ""
+	for {
+		r, err := filepath.EvalSymlinks(cur)
+		if err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return "", err
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return "", err
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
 }
