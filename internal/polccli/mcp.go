@@ -45,9 +45,6 @@ type mcpParams struct {
 	// idleTimeout closes the HTTP MCP session after this long without a
 	// request (--idle-timeout; 0: never).
 	idleTimeout time.Duration
-	// approvalDir is --approvals: where a retried call's approval is
-	// read, <approval request id>.approval (docs/approvals.md).
-	approvalDir string
 	// ready, when set, receives the address once the HTTP server accepts
 	// (tests).
 	ready func(addr string)
@@ -134,6 +131,9 @@ func runMCP(ctx context.Context, e *env, p *mcpParams) error {
 	}
 	if p.approvalDir != "" && p.trust == "" {
 		return usagef("--approvals needs --trust FILE, naming the approver keys (approver:<class> <vkey>) the approvals are checked against")
+	}
+	if network == "unix" {
+		p.socket = addr
 	}
 	s, err := openSession(e, &p.runParams, false)
 	if err != nil {

@@ -51,6 +51,13 @@ type runParams struct {
 	approvals        []string
 	trust            string
 	approvalRequests string
+	// approvalDir is polc mcp's --approvals: where a retried call's
+	// approval is read, <approval request id>.approval
+	// (docs/approvals.md). socket is the Unix socket polc serve or polc
+	// mcp listens on (--listen unix:PATH). Both are the session's files,
+	// which its actions must not reach (protectedPaths).
+	approvalDir string
+	socket      string
 }
 
 // Scenario is a polc run input file (YAML or JSON).

@@ -130,6 +130,9 @@ func runServe(ctx context.Context, e *env, p *serveParams) error {
 	if err != nil {
 		return err
 	}
+	if network == "unix" {
+		p.socket = addr
+	}
 	s, err := openSession(e, &p.runParams, false)
 	if err != nil {
 		return err

@@ -140,8 +140,9 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	if !slices.Contains(backendNames, backend) {
 		return nil, usagef("--backend %q: want %s", backend, strings.Join(backendNames, " or "))
 	}
+	ll := &landlock.Backend{}
 	cfg := executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{snap}, Now: now, IDs: s.ids,
-		Backends: []executor.EffectBackend{executor.InProcessBackend{}, &landlock.Backend{}}}
+		Backends: []executor.EffectBackend{executor.InProcessBackend{}, ll}}
 	governed := profile == executor.ProfileGoverned || profile == executor.ProfileCertifiable
 	// A flag the profile would not use is refused, not ignored: an
 	// operator who passed --cert expects a certificate.
@@ -222,6 +223,20 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 			fmt.Fprintf(e.stderr, "polc: warning: the policy limits %s, which no built-in action reports and the session does not list in reported_usage: every action is denied (budget_unaccounted)\n", k)
 		}
 	}
+	// Listed once the stores are open, so that the files they made
+	// resolve as they are: no action reaches them, whatever the policy
+	// grants; the landlock backend also keeps the processes it contains
+	// off them.
+	exe, err := executable()
+	if err != nil {
+		return nil, err
+	}
+	protected, err := protectedPaths(e, p, s.scenPath, snapPath, exe)
+	if err != nil {
+		return nil, usagef("the session's files: %v", err)
+	}
+	cfg.Guards = append(cfg.Guards, protectGuard(protected))
+	ll.Protect = protected
 	if s.ex, err = executor.New(cfg); err != nil {
 		return nil, s.inputErr(snapPath, err)
 	}
