@@ -53,6 +53,14 @@ type Backend struct {
 	// out of the directory it would be created in, so nothing can create
 	// it. A relative path refuses every call (containment_failed).
 	Protect []string
+	// ProtectWrites lists absolute paths that no contained process may
+	// change or create, such as the polc executable and the sandbox
+	// launcher beside it. Reading them is harmless, and outside the
+	// call's write grants the sandbox's read-only mounts already keep
+	// them; so each is carved out as Protect's are only when a write
+	// grant of the call reaches it. (Carving out a file with several hard
+	// links refuses the spawn: an installed executable often has them.)
+	ProtectWrites []string
 
 	once   sync.Once
 	report executor.BackendCapabilityReport
@@ -143,7 +151,7 @@ func (e classError) ErrorClass() string { return "containment_failed" }
 // sandbox from inv's policy, runs the egress proxy of an allowlisted
 // network for the call's duration, and gives call a Spawner.
 func (b *Backend) InvokeContained(ctx context.Context, inv *executor.Invocation, call func(context.Context) (any, error)) (res any, err error) {
-	plan, err := planFor(inv, b.Protect)
+	plan, err := planFor(inv, b.Protect, b.ProtectWrites)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", classError("containment_failed"), err)
 	}
@@ -347,8 +355,9 @@ type plan struct {
 // grants only the existing regular files it matches now (a file it would
 // match but that does not exist yet cannot be created). Deny patterns
 // are carved out of every grant, the system paths' included, and so are
-// the protected paths (Backend.Protect), whatever the policy says.
-func planFor(inv *executor.Invocation, protect []string) (*plan, error) {
+// the protected paths (Backend.Protect, and Backend.ProtectWrites under
+// a write grant), whatever the policy says.
+func planFor(inv *executor.Invocation, protect, protectWrites []string) (*plan, error) {
 	if inv == nil || inv.Policy == nil || !filepath.IsAbs(inv.Workspace) {
 		return nil, errors.New("no policy or workspace to contain the call to")
 	}
@@ -415,6 +424,22 @@ func planFor(inv *executor.Invocation, protect []string) (*plan, error) {
 				envDeny = append(envDeny, rule.Pattern)
 			} else {
 				envAllow = append(envAllow, rule.Pattern)
+			}
+		}
+	}
+	for _, p := range protectWrites {
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("protected path %q is not absolute", p)
+		}
+		ps, err := r.literal(filepath.Clean(p))
+		if err != nil {
+			return nil, fmt.Errorf("protected path %s: %v", p, err)
+		}
+		for _, q := range ps {
+			// Compared case-insensitively: over-carving is the safe side.
+			low := strings.ToLower(q)
+			if slices.ContainsFunc(spec.Write, func(w string) bool { return under(low, strings.ToLower(w)) }) {
+				denies = append(denies, q)
 			}
 		}
 	}

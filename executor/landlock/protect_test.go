@@ -82,12 +82,18 @@ policies: p: {
 // bash runs command under the landlock backend protecting protect.
 func (r *protectRig) bash(t *testing.T, protect []string, command string) executor.Outcome {
 	t.Helper()
+	return r.bashWith(t, &landlock.Backend{TempDir: r.dir, Protect: protect}, command)
+}
+
+// bashWith runs command under the landlock backend b.
+func (r *protectRig) bashWith(t *testing.T, b *landlock.Backend, command string) executor.Outcome {
+	t.Helper()
 	reg := executor.NewRegistry()
 	if err := builtin.Register(reg, builtin.Options{Workspace: r.ws}); err != nil {
 		t.Fatal(err)
 	}
 	ex, err := executor.New(executor.Config{Registry: reg, Policies: []*snapshot.Snapshot{r.snap},
-		Backends: []executor.EffectBackend{&landlock.Backend{TempDir: r.dir, Protect: protect}}})
+		Backends: []executor.EffectBackend{b}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,5 +194,60 @@ func TestProtectRelativeRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(r.ws, "ran")); err == nil {
 		t.Error("the command ran")
+	}
+}
+
+// TestProtectWrites: the executable and the launcher beside it, under a
+// write grant of the call, can be neither changed nor created (each
+// attempt succeeds without them protected); an executable with several
+// hard links that no write grant reaches leaves spawning alone, where
+// protecting it whole (Protect) refuses every spawn.
+func TestProtectWrites(t *testing.T) {
+	r := newProtectRig(t)
+	bin := filepath.Join(r.dir, "bin")
+	exe, launcher := filepath.Join(bin, "polc"), filepath.Join(bin, "polc-sandbox")
+	os.MkdirAll(bin, 0o755)
+	reset := func() {
+		os.Remove(launcher)
+		os.WriteFile(exe, []byte("program"), 0o755)
+	}
+	attempts := []struct{ name, command string }{
+		{"replace the executable", "sh -c 'echo evil > " + exe + "'"},
+		{"append to the executable", "sh -c 'echo evil >> " + exe + "'"},
+		{"plant a launcher", "sh -c 'echo evil > " + launcher + "'"},
+	}
+	changed := func() bool {
+		b, _ := os.ReadFile(exe)
+		_, err := os.Lstat(launcher)
+		return string(b) != "program" || err == nil
+	}
+	for _, a := range attempts {
+		reset()
+		if out := r.bashWith(t, &landlock.Backend{TempDir: r.dir}, a.command); !changed() {
+			t.Errorf("%s: unprotected, the attempt did nothing, so it proves nothing: %+v", a.name, out)
+		}
+		reset()
+		out := r.bashWith(t, &landlock.Backend{TempDir: r.dir, ProtectWrites: []string{exe, launcher}}, a.command)
+		if changed() {
+			t.Errorf("%s: protected, it happened: %+v", a.name, out)
+		}
+	}
+	// Outside every grant, with hard links.
+	other, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(other, "polc")
+	os.WriteFile(linked, []byte("program"), 0o755)
+	if err := os.Link(linked, filepath.Join(other, "polc-2")); err != nil {
+		t.Fatal(err)
+	}
+	out := r.bashWith(t, &landlock.Backend{TempDir: r.dir, ProtectWrites: []string{linked, filepath.Join(other, "polc-sandbox")}}, "echo ok")
+	if s, ok := out.(*executor.Succeeded); !ok || s.Result.(map[string]any)["stdout"] != "ok\n" {
+		t.Errorf("a hard-linked executable outside the write grants refused the spawn: %+v", out)
+	}
+	out = r.bashWith(t, &landlock.Backend{TempDir: r.dir, Protect: []string{linked}}, "echo ok")
+	if _, ok := out.(*executor.Succeeded); ok {
+		t.Errorf("control: denying a file with two hard links whole should refuse the spawn: %+v", out)
 	}
 }

@@ -23,33 +23,46 @@ const protectGuardID = "protected_path"
 // defined on Linux only): the launcher lies next to the polc executable.
 const launcherFile = "polc-sandbox"
 
-// protectedPaths is the list of paths no action of the session may reach,
+// protectedPaths lists the paths no action of the session may reach,
 // whatever its policy grants (docs/executor.md "The session's own
-// files"): the session file, its snapshot, the evidence directory, the
-// certificate, the signer key, the state database and the files SQLite
-// keeps beside it, the trust file, every approval file, the approvals and
-// approval-requests directories, the Unix socket the session listens on,
-// the polc executable and the sandbox launcher next to it. Relative
-// flags are taken from the working directory, as the session opens them.
-// Each path is listed as written (absolute and clean) and as it resolves
-// (the links of its longest existing prefix followed), since an action
-// may name either; the list is sorted and without duplicates.
-func protectedPaths(e *env, p *runParams, scenPath, snapPath, exe string) ([]string, error) {
-	files := []string{scenPath, snapPath, exe, filepath.Join(filepath.Dir(exe), launcherFile)}
+// files"). files are the session file, its snapshot, the evidence
+// directory, the certificate, the signer key, the state database and the
+// files SQLite keeps beside it, the trust file, every approval file, the
+// approvals and approval-requests directories and the Unix socket the
+// session listens on; programs are the polc executable and the sandbox
+// launcher beside it, which only changing or creating them would harm.
+// Relative flags are taken from the working directory, as the session
+// opens them. Each path is listed as written (absolute and clean) and as
+// it resolves (the links of its longest existing prefix followed), since
+// an action may name either; each list is sorted and without duplicates.
+func protectedPaths(e *env, p *runParams, scenPath, snapPath, exe string) (files, programs []string, err error) {
+	named := []string{scenPath, snapPath}
 	for _, f := range []string{p.evidence, p.cert, p.signKey, p.trust, p.approvalDir, p.approvalRequests, p.socket} {
 		if f != "" {
-			files = append(files, e.abs(f))
+			named = append(named, e.abs(f))
 		}
 	}
 	if p.state != "" {
 		db := e.abs(p.state)
-		files = append(files, db, db+"-wal", db+"-shm", db+"-journal")
+		named = append(named, db, db+"-wal", db+"-shm", db+"-journal")
 	}
 	for _, f := range p.approvals {
-		files = append(files, e.abs(f))
+		named = append(named, e.abs(f))
 	}
+	if files, err = bothForms(named); err != nil {
+		return nil, nil, err
+	}
+	if programs, err = bothForms([]string{exe, filepath.Join(filepath.Dir(exe), launcherFile)}); err != nil {
+		return nil, nil, err
+	}
+	return files, programs, nil
+}
+
+// bothForms is each of paths (absolute) clean and resolved, sorted and
+// without duplicates.
+func bothForms(paths []string) ([]string, error) {
 	var out []string
-	for _, f := range files {
+	for _, f := range paths {
 		if !filepath.IsAbs(f) {
 			return nil, fmt.Errorf("%s: not an absolute path", f)
 		}

@@ -284,20 +284,28 @@ func TestProtectedPathsList(t *testing.T) {
 	p := &runParams{evidence: "lnk/ev", cert: "lnk/c/./cert.json", signKey: dir + "/k.key", state: "lnk/st.db", trust: "trust.txt",
 		approvals: []string{"a1.approval", "lnk/a2.approval"}, approvalDir: "lnk/approvals", approvalRequests: "reqs", socket: dir + "/lnk/s.sock"}
 	exe := filepath.Join(dir, "lnk", "bin", "polc")
-	got, err := protectedPaths(e, p, filepath.Join(dir, "lnk", "session.yaml"), filepath.Join(dir, "snap.json"), exe)
+	files, programs, err := protectedPaths(e, p, filepath.Join(dir, "lnk", "session.yaml"), filepath.Join(dir, "snap.json"), exe)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
-		t.Errorf("not sorted or with duplicates: %q", got)
-	}
-	for _, f := range []string{"lnk/ev", "lnk/c/cert.json", "k.key", "lnk/st.db", "lnk/st.db-wal", "lnk/st.db-shm", "lnk/st.db-journal",
-		"trust.txt", "a1.approval", "lnk/a2.approval", "lnk/approvals", "reqs", "lnk/s.sock", "lnk/session.yaml", "snap.json",
-		"lnk/bin/polc", "lnk/bin/polc-sandbox"} {
-		for _, want := range []string{filepath.Join(dir, f), filepath.Join(dir, strings.Replace(f, "lnk/", "real/", 1))} {
-			if !slices.Contains(got, want) {
-				t.Errorf("%s is not on the list %q", want, got)
-			}
+	for _, c := range []struct {
+		got   []string
+		names []string
+	}{
+		{files, []string{"lnk/ev", "lnk/c/cert.json", "k.key", "lnk/st.db", "lnk/st.db-wal", "lnk/st.db-shm", "lnk/st.db-journal",
+			"trust.txt", "a1.approval", "lnk/a2.approval", "lnk/approvals", "reqs", "lnk/s.sock", "lnk/session.yaml", "snap.json"}},
+		{programs, []string{"lnk/bin/polc", "lnk/bin/polc-sandbox"}},
+	} {
+		if !slices.IsSorted(c.got) || len(slices.Compact(slices.Clone(c.got))) != len(c.got) {
+			t.Errorf("not sorted or with duplicates: %q", c.got)
+		}
+		var want []string
+		for _, f := range c.names {
+			want = append(want, filepath.Join(dir, f), filepath.Join(dir, strings.Replace(f, "lnk/", "real/", 1)))
+		}
+		slices.Sort(want)
+		if want = slices.Compact(want); !slices.Equal(c.got, want) {
+			t.Errorf("list %q, want %q", c.got, want)
 		}
 	}
 }

@@ -231,12 +231,12 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	if err != nil {
 		return nil, err
 	}
-	protected, err := protectedPaths(e, p, s.scenPath, snapPath, exe)
+	files, programs, err := protectedPaths(e, p, s.scenPath, snapPath, exe)
 	if err != nil {
 		return nil, usagef("the session's files: %v", err)
 	}
-	cfg.Guards = append(cfg.Guards, protectGuard(protected))
-	ll.Protect = protected
+	cfg.Guards = append(cfg.Guards, protectGuard(append(slices.Clone(files), programs...)))
+	ll.Protect, ll.ProtectWrites = files, programs
 	if s.ex, err = executor.New(cfg); err != nil {
 		return nil, s.inputErr(snapPath, err)
 	}
