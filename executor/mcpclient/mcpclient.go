@@ -239,6 +239,13 @@ func (c *Client) start(s Server) (_ *conn, err error) {
 	// the initialization.
 	sc.cs, err = connect(ctx, client, &mcp.IOTransport{Reader: sc.out, Writer: sc.in, MaxLineLength: c.o.MaxMessageBytes}, sc.exited)
 	if err != nil {
+		// A server that exits at once breaks the connection first: say
+		// that it exited, and how.
+		select {
+		case <-sc.exited:
+			return nil, fmt.Errorf("initialize: the server exited (%v)", cmd.ProcessState)
+		case <-time.After(exitGrace):
+		}
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
 	go func() {
@@ -271,18 +278,14 @@ func connect(ctx context.Context, client *mcp.Client, t mcp.Transport, exited <-
 		}
 	}()
 	cs, err := client.Connect(ctx, t, nil)
-	if err != nil {
+	if err != nil && ctx.Err() != nil {
 		select {
 		case <-exited:
-			return nil, errors.New("the server exited")
 		default:
-		}
-		if ctx.Err() != nil {
 			return nil, errors.New("no answer in time")
 		}
-		return nil, err
 	}
-	return cs, nil
+	return cs, err
 }
 
 // list takes the server's tools, page by page, within MaxTools.

@@ -18,6 +18,7 @@ import (
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/builtin"
 	"polc.dev/polc/executor/landlock"
+	"polc.dev/polc/executor/mcpclient"
 	"polc.dev/polc/harness"
 	"polc.dev/polc/internal/atomicfile"
 	"polc.dev/polc/internal/diag"
@@ -58,6 +59,9 @@ type session struct {
 	approvalTrust *chain.Trust
 	// now is the session's clock (--now), the executor's.
 	now func() time.Time
+	// mcp is the client of the session's declared MCP servers (nil when
+	// it declares none): the mcp action's callable.
+	mcp *mcpclient.Client
 }
 
 // openSession loads p.scenario (with actions for polc run, without for
@@ -222,6 +226,12 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 			fmt.Fprintf(e.stderr, "polc: warning: the policy limits %s, which no built-in action reports and the session does not list in reported_usage: every action is denied (budget_unaccounted)\n", k)
 		}
 	}
+	if len(s.sc.MCPServers) > 0 {
+		// Last: nothing else can refuse the session once its servers run.
+		if err := s.startMCP(reg, base, ws); err != nil {
+			return nil, err
+		}
+	}
 	if s.ex, err = executor.New(cfg); err != nil {
 		return nil, s.inputErr(snapPath, err)
 	}
@@ -239,6 +249,27 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		s.ec.Boundary = s.boundary
 	}
 	return s, nil
+}
+
+// startMCP starts the session's declared MCP servers and registers
+// their client as the mcp action's callable. A server that cannot be
+// started, initialized or listed refuses the session, at its
+// declaration; the servers are closed with the session.
+func (s *session) startMCP(reg *executor.Registry, base, ws string) error {
+	servers, err := s.mcpServers(base, ws)
+	if err != nil {
+		return err
+	}
+	c, err := mcpclient.Start(servers, mcpclient.Options{Stderr: s.e.stderr,
+		Warn: func(m string) { fmt.Fprintf(s.e.stderr, "polc: warning: %s\n", m) }})
+	if se := (*mcpclient.StartError)(nil); errors.As(err, &se) {
+		return s.mcpServerErr(se.Server, fmt.Errorf("cannot start: %v", se.Err))
+	} else if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, func() { c.Close() })
+	s.mcp = c
+	return c.Register(reg)
 }
 
 // backendNames are the effect backends a session may name.
