@@ -19,6 +19,7 @@ import (
 
 	"polc.dev/polc/internal/testutil/mcptest"
 	"polc.dev/polc/normalize"
+	"polc.dev/polc/sandbox"
 )
 
 // mcpProxyPolicy allows the upstream server up's tools but danger, and
@@ -459,5 +460,109 @@ func TestRunMCPProxy(t *testing.T) {
 		if _, pid := mcptest.Calls(rec); pid != 0 {
 			t.Errorf("a refused scenario started the server")
 		}
+	}
+}
+
+// TestMCPProxyLandlock: under the landlock backend the upstream server
+// runs, for its whole life, in the sandbox a call of the session's policy
+// gets: its program must be one the policy lets run (here the test
+// server, copied into the workspace's bin, which the policy grants
+// execute on), and it writes where the policy grants writes and nowhere
+// else, whatever a tool call asks of it.
+func TestMCPProxyLandlock(t *testing.T) {
+	if os.Getenv("POLC_REQUIRE_SANDBOX") == "" {
+		if f, _ := sandbox.Probe().Facet(sandbox.FacetFilesystem); f.State == sandbox.Unsupported {
+			t.Skipf("the kernel cannot hold a process here: %+v", f)
+		}
+	}
+	dir := t.TempDir()
+	dir, _ = filepath.EvalSymlinks(dir)
+	writeFile(t, filepath.Join(dir, "policy.cue"), `package p
+
+policies: "mcp-proxy": {
+	version: "1.0.0"
+	principals: ["agent:mcp"]
+	tenants: ["acme"]
+	actions: allow: ["mcp"]
+	filesystem: {
+		read: ["**"]
+		write: ["rec/**"]
+		execute: ["bin/**"]
+	}
+	mcp: servers: [{server: "up", tools: ["*"]}]
+}
+`)
+	var stdout, stderr lockedBuffer
+	e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, dir: dir}
+	if code := Run(context.Background(), []string{"compile", "policy.cue", "-o", "out"}, e); code != 0 {
+		t.Fatalf("compile: %d\n%s", code, stderr.String())
+	}
+	exe, _ := os.Executable()
+	bin := filepath.Join(dir, "ws", "bin", "upstream")
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	os.MkdirAll(filepath.Join(dir, "ws", "rec"), 0o755)
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, bin, string(data))
+	os.Chmod(bin, 0o755)
+	rec := filepath.Join(dir, "ws", "rec", "calls.jsonl")
+	writeFile(t, filepath.Join(dir, "session.yaml"), fmt.Sprintf(`snapshot: out/snapshots/mcp-proxy.json
+profile: minimal
+workspace: ws
+principal: agent:mcp
+tenant: acme
+backend: landlock
+mcp_servers:
+  up:
+    command: [ws/bin/upstream]
+    env: {%s: %s, %s: %q}
+`, polcTestMainEnv, mcpUpstreamMain, mcptest.RecordEnv, rec))
+	cs, _, serr := connectStdio(t, dir, "session.yaml")
+	inside, outside := filepath.Join(dir, "ws", "rec", "granted.txt"), filepath.Join(dir, "outside.txt")
+	callAll(t, cs, []mcpCall{
+		{tool: "up__echo", args: map[string]any{"text": "contained"}, kind: "succeeded"},
+		{tool: "up__danger", args: map[string]any{"target": inside}, kind: "succeeded",
+			check: func(t *testing.T, r *mcp.CallToolResult, sc map[string]any) {
+				if resultText(r) != "wrote "+inside {
+					t.Errorf("a write the policy grants: %q", resultText(r))
+				}
+			}},
+		{tool: "up__danger", args: map[string]any{"target": outside}, kind: "succeeded",
+			check: func(t *testing.T, r *mcp.CallToolResult, sc map[string]any) {
+				if !strings.HasPrefix(resultText(r), "cannot write "+outside) {
+					t.Errorf("a write the policy does not grant: %q", resultText(r))
+				}
+			}},
+	})
+	if err := cs.Close(); err != nil {
+		t.Fatalf("polc mcp: %v\n%s", err, serr.String())
+	}
+	if _, err := os.Stat(outside); !os.IsNotExist(err) {
+		t.Errorf("the contained server wrote outside its grants: %v", err)
+	}
+	if _, err := os.Stat(inside); err != nil {
+		t.Errorf("the contained server could not write where the policy grants: %v", err)
+	}
+
+	// A program the policy does not let run: the session is refused.
+	writeFile(t, filepath.Join(dir, "session.yaml"), fmt.Sprintf(`snapshot: out/snapshots/mcp-proxy.json
+profile: minimal
+workspace: ws
+principal: agent:mcp
+tenant: acme
+backend: landlock
+mcp_servers:
+  up:
+    command: [%q]
+    env: {%s: %s}
+`, exe, polcTestMainEnv, mcpUpstreamMain))
+	stderr = lockedBuffer{}
+	e = &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, dir: dir}
+	if code := Run(context.Background(), []string{"mcp", "session.yaml"}, e); code != 2 ||
+		!strings.Contains(stderr.String(), "\nsession.yaml:8:3: invalid_input: mcp_servers.up: cannot start: initialize: the server exited (exit status 126)\n") ||
+		!strings.HasPrefix(stderr.String(), "polc: mcp server up: polc sandbox: exec ") {
+		t.Errorf("a server the policy does not let run: exit %d, %q", code, stderr.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -228,7 +229,7 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	}
 	if len(s.sc.MCPServers) > 0 {
 		// Last: nothing else can refuse the session once its servers run.
-		if err := s.startMCP(reg, base, ws); err != nil {
+		if err := s.startMCP(reg, base, ws, backend, snap); err != nil {
 			return nil, err
 		}
 	}
@@ -252,16 +253,28 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 }
 
 // startMCP starts the session's declared MCP servers and registers
-// their client as the mcp action's callable. A server that cannot be
-// started, initialized or listed refuses the session, at its
-// declaration; the servers are closed with the session.
-func (s *session) startMCP(reg *executor.Registry, base, ws string) error {
+// their client as the mcp action's callable. Under the landlock backend
+// each server runs for its whole life in the sandbox a call of the
+// session's policy gets. A server that cannot be started, initialized or
+// listed refuses the session, at its declaration; the servers are closed
+// with the session.
+func (s *session) startMCP(reg *executor.Registry, base, ws, backend string, snap *snapshot.Snapshot) error {
 	servers, err := s.mcpServers(base, ws)
 	if err != nil {
 		return err
 	}
-	c, err := mcpclient.Start(servers, mcpclient.Options{Stderr: s.e.stderr,
-		Warn: func(m string) { fmt.Fprintf(s.e.stderr, "polc: warning: %s\n", m) }})
+	o := mcpclient.Options{Stderr: s.e.stderr,
+		Warn: func(m string) { fmt.Fprintf(s.e.stderr, "polc: warning: %s\n", m) }}
+	if backend == landlock.Name {
+		sb, err := (&landlock.Backend{}).ServerSandbox(snap, ws)
+		if err != nil {
+			return reportOne(s.e, diag.Pos{File: diag.Rel(s.e.dir, s.scenPath)}, diag.CodeInvalidInput,
+				"mcp_servers: the landlock backend cannot hold the servers to the policy: %v", err)
+		}
+		s.closers = append(s.closers, sb.Close) // after the servers (closers run last first)
+		o.Command = func(srv mcpclient.Server) (*exec.Cmd, error) { return sb.Command(srv.Argv, srv.Env, srv.Dir) }
+	}
+	c, err := mcpclient.Start(servers, o)
 	if se := (*mcpclient.StartError)(nil); errors.As(err, &se) {
 		return s.mcpServerErr(se.Server, fmt.Errorf("cannot start: %v", se.Err))
 	} else if err != nil {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +97,14 @@ func (r *recorder) handler(name string) mcp.ToolHandler {
 			}
 			return text(s), nil
 		case "danger":
+			// Writes the file target names, when it names one: what a
+			// sandbox must stop outside the policy's grants.
+			if target, _ := args["target"].(string); target != "" && filepath.IsAbs(target) {
+				if err := os.WriteFile(target, []byte("danger\n"), 0o644); err != nil {
+					return text("cannot write " + target + ": " + err.Error()), nil
+				}
+				return text("wrote " + target), nil
+			}
 			return text("danger done"), nil
 		case "fail":
 			r := text("the upstream tool failed")
