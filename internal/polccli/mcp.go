@@ -62,10 +62,13 @@ func newMCPCmd(e *env) *cobra.Command {
 		Long: `mcp serves the executor of one session to an MCP client (a coding agent):
 its tools are the session's registered actions (bash, read_file,
 write_file, edit_file, http_get), each with its descriptor's JSON Schema,
-and every tool call is one Execute in the session's profile and backend,
-recorded in its evidence chain when governed. SESSION is a polc serve
-session file (snapshot, profile, workspace, principal, tenant, backend):
-the trusted context is the file's, never the client's.
+and each tool of the MCP servers the session declares (mcp_servers) as
+SERVER__TOOL with the server's own schema, called through the mcp action
+(mcp:SERVER/TOOL) on the policy's MCP rules; every tool call is one
+Execute in the session's profile and backend, recorded in its evidence
+chain when governed. SESSION is a polc serve session file (snapshot,
+profile, workspace, principal, tenant, backend, mcp_servers): the trusted
+context is the file's, never the client's.
 
 Without --listen the server speaks MCP on stdin and stdout (nothing else is
 written to stdout); with --listen it serves streamable HTTP on a Unix

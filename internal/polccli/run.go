@@ -144,7 +144,8 @@ func newRunCmd(e *env) *cobra.Command {
 principal, tenant, actions: [{id, action, arguments, timeout}]) through the
 executor's 14 stages with the built-in actions bash (a real subprocess: argv,
 or sh -c only when the policy allows shell control), read_file, write_file,
-edit_file and http_get. Actions are checked against their descriptors
+edit_file and http_get, and mcp:SERVER/TOOL on the MCP servers the
+scenario declares in mcp_servers (docs/mcp.md). Actions are checked against their descriptors
 (names and argument JSON Schemas) before any runs, and every problem of
 the scenario is reported. --show-output prints each action's result
 (output, file content, response body), the values of the scenario's
