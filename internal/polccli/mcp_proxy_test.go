@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -564,5 +566,60 @@ mcp_servers:
 		!strings.Contains(stderr.String(), "\nsession.yaml:8:3: invalid_input: mcp_servers.up: cannot start: initialize: the server exited (exit status 126)\n") ||
 		!strings.HasPrefix(stderr.String(), "polc: mcp server up: polc sandbox: exec ") {
 		t.Errorf("a server the policy does not let run: exit %d, %q", code, stderr.String())
+	}
+}
+
+// TestServeMCPProxy: polc serve's session calls a declared server's
+// tools through the same action: POST /v1/execute of mcp:up/echo runs on
+// the server, mcp:up/danger is denied and never reaches it, and the close
+// ends the server.
+func TestServeMCPProxy(t *testing.T) {
+	dir, rec := mcpProxySetup(t, "governed")
+	stderr := &lockedBuffer{}
+	e := &env{stdin: strings.NewReader(""), stdout: &lockedBuffer{}, stderr: stderr, dir: dir}
+	sock := filepath.Join(dir, "polc.sock")
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	p := &serveParams{runParams: runParams{scenario: "session.yaml", evidence: "ev"},
+		listen: "unix:polc.sock", ready: func(addr string) { ready <- addr }}
+	go func() { done <- runServe(context.Background(), e, p) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("serve stopped: %v\n%s", err, stderr.String())
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	post := func(path, body string) map[string]any {
+		t.Helper()
+		resp, err := client.Post("http://polc"+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %d %v", path, body, resp.StatusCode, err)
+		}
+		return m
+	}
+	m := post("/v1/execute", `{"action":"mcp:up/echo","arguments":{"arguments":{"text":"served"}}}`)
+	if m["kind"] != "succeeded" || !strings.Contains(fmt.Sprint(m["result"]), "text:served") {
+		t.Errorf("echo: %v", m)
+	}
+	if m := post("/v1/execute", `{"action":"mcp:up/danger","arguments":{"arguments":{}}}`); m["kind"] != "denied" || m["call_executed"] != false {
+		t.Errorf("danger: %v", m)
+	}
+	_, pid := mcptest.Calls(rec)
+	post("/v1/close", `{}`)
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v\n%s", err, stderr.String())
+	}
+	if calls := upstreamCalls(rec); !reflect.DeepEqual(calls, []string{"echo"}) {
+		t.Errorf("the upstream server received %v", calls)
+	}
+	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+		t.Errorf("the upstream server %d is still there after the close: %v", pid, err)
 	}
 }
