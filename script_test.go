@@ -16,6 +16,7 @@ import (
 	"polc.dev/polc/internal/certverifycli"
 	"polc.dev/polc/internal/polccli"
 	"polc.dev/polc/internal/testutil"
+	"polc.dev/polc/internal/testutil/mcptest"
 	"polc.dev/polc/sandbox"
 )
 
@@ -24,6 +25,9 @@ func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"polc":       func() { os.Exit(polccli.Main()) },
 		"certverify": func() { os.Exit(certverifycli.Main()) },
+		// A real MCP server over stdio (internal/testutil/mcptest) that
+		// scripts' sessions declare in mcp_servers.
+		"polc-mcp-upstream": func() { os.Exit(mcptest.Main()) },
 	})
 }
 

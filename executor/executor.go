@@ -614,11 +614,12 @@ func (a *attempt) normalize() Outcome {
 			return a.deny(2, normalize.ReasonInvalidRequest, "metadata has no canonical form: %v", err)
 		}
 	}
-	a.args = args
-	if nerr := a.normalizeArgs(args, &a.normv); nerr != nil {
+	args, nerr := a.normalizeArgs(args, &a.normv)
+	if nerr != nil {
 		return a.deny(2, nerr.Reason, "%s", nerr.Detail)
 	}
-	if a.req.Arguments != nil {
+	a.args = args
+	if a.req.Arguments != nil || len(args) > 0 {
 		a.argsChecked = args
 	}
 	a.argsOK = true
@@ -639,22 +640,23 @@ var emptyArgsDetail = digest.WithPrefix("arguments ", map[string]any{})
 
 // normalizeArgs normalizes the attempt's private arguments into out for
 // the descriptor stage 1 resolved (the one Normalizer.Normalize would
-// resolve: the same lookup of the same reference).
-func (a *attempt) normalizeArgs(args map[string]any, out *normalize.Normalized) *normalize.NormalizeError {
+// resolve: the same lookup of the same reference). It returns the
+// arguments it judged: args, or for an mcp:<server>/<tool> request a copy
+// with the shorthand's server and tool, which the callable must get too
+// (it has no other way to know which tool of which server was judged).
+func (a *attempt) normalizeArgs(args map[string]any, out *normalize.Normalized) (map[string]any, *normalize.NormalizeError) {
 	// The request's time is the attempt's start, for stage 9 too: a
 	// transformation changes the arguments, not when they were asked for.
 	if err := normalize.StartInto(out, a.req.Action, a.principal, a.ec.Tenant, a.ec.Workspace, nil, a.startedAt); err != nil {
-		return err
+		return nil, err
 	}
 	out.Usage = a.usage
-	// The callable gets args as they are; only the normalizer's view has
-	// the shorthand's server and tool.
 	if mcpArgs, err := normalize.MCPShorthand(a.req.Action, args); err != nil {
-		return err
+		return nil, err
 	} else if mcpArgs != nil {
 		args = mcpArgs
 	}
-	return a.en.action.Finish(out, args, true)
+	return args, a.en.action.Finish(out, args, true)
 }
 
 // Stage 3: bind the trusted context, verify the exact snapshot, probe the
@@ -1183,8 +1185,14 @@ func (a *attempt) renormalize() Outcome {
 		return nil
 	}
 	n := new(normalize.Normalized)
-	if nerr := a.normalizeArgs(a.args, n); nerr != nil {
+	args, nerr := a.normalizeArgs(a.args, n)
+	if nerr != nil {
 		return a.deny(9, nerr.Reason, "%s", nerr.Detail)
+	}
+	if len(args) != len(a.args) {
+		// A transformer dropped the shorthand's server or tool, which the
+		// normalizer put back: the callable gets what was judged.
+		a.args, a.argsDigest = args, digest.Of(args)
 	}
 	a.renorm = n
 	a.note(9, TrailOK, "renormalized")

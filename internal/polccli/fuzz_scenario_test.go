@@ -40,6 +40,11 @@ func addScenarioSeeds(f *testing.F) {
 		scenarioHead + "profile: governed\nactions: []\n",
 		scenarioHead + "actions:\n  - {id: a, action: bash, arguments: {command: \"cat \xff\"}}\n", // not UTF-8
 		scenarioHead + "actions:\n  - {id: a, action: bash, arguments: {command: \"cat $'\\\\xff'\"}}\n",
+		scenarioHead + "mcp_servers:\n  up: {command: [srv, --x], env: {TOKEN: t}}\nactions:\n  - {id: a, action: \"mcp:up/echo\", arguments: {arguments: {text: hi}}}\n",
+		scenarioHead + "mcp_servers:\n  up_2-x: {command: [./srv]}\nactions:\n  - {id: a, action: mcp, arguments: {server: up_2-x, tool: t}}\n",
+		scenarioHead + "mcp_servers:\n  up: {command: [srv], cwd: /}\nactions:\n  - {id: a, action: \"mcp:up/echo\"}\n",
+		scenarioHead + "mcp_servers:\n  a__b: {command: []}\nactions:\n  - {id: a, action: \"mcp:down/echo\"}\n",
+		scenarioHead + "mcp_servers:\n  up: {command: [\"a\\0b\"], env: {\"1\": 2, B: null}}\nactions:\n  - {id: a, action: bash}\n",
 	} {
 		f.Add(false, []byte(s))
 	}
@@ -194,6 +199,59 @@ func FuzzLoadScenarioMembers(f *testing.F) {
 		check("the scenario", m, top)
 		for i, a := range s.Actions {
 			check("actions["+strconv.Itoa(i)+"]", a, action)
+		}
+	})
+}
+
+// FuzzLoadScenarioMCPServers: a scenario loadScenario accepts declares
+// only servers a session can start and polc mcp can offer: each name of
+// mcpServerName's form and at most maxMCPServerName bytes, with a
+// command whose program is not empty, no NUL in any argument or value,
+// variable names only in env, and no member but command and env.
+func FuzzLoadScenarioMCPServers(f *testing.F) {
+	addScenarioSeeds(f)
+	f.Fuzz(func(t *testing.T, isJSON bool, data []byte) {
+		path := writeScenario(t, isJSON, data)
+		s, err := loadScenario(path, true)
+		if err != nil {
+			return
+		}
+		file, err := cueyaml.Extract(path, data)
+		if err != nil {
+			t.Fatalf("%q accepted, but does not extract: %v", data, err)
+		}
+		raw, err := cuecontext.New().BuildFile(file).MarshalJSON()
+		if err != nil {
+			t.Fatalf("%q accepted, but does not encode: %v", data, err)
+		}
+		var m struct {
+			MCPServers map[string]map[string]json.RawMessage `json:"mcp_servers"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatalf("%q accepted with mcp_servers %s: %v", data, raw, err)
+		}
+		if len(m.MCPServers) != len(s.MCPServers) || len(s.MCPServers) > maxMCPServers {
+			t.Fatalf("%q: %d servers declared, %d loaded", data, len(m.MCPServers), len(s.MCPServers))
+		}
+		for name, d := range s.MCPServers {
+			for k := range m.MCPServers[name] {
+				if !slices.Contains(mcpServerMembers, k) {
+					t.Fatalf("%q accepted with member %q in server %q", data, k, name)
+				}
+			}
+			switch {
+			case !mcpServerName.MatchString(name) || len(name) > maxMCPServerName || strings.Contains(name, "__"):
+				t.Fatalf("%q accepted with server name %q", data, name)
+			case len(d.Command) == 0 || d.Command[0] == "":
+				t.Fatalf("%q accepted with server %q's command %q", data, name, d.Command)
+			case slices.ContainsFunc(d.Command, func(a string) bool { return strings.ContainsRune(a, 0) }):
+				t.Fatalf("%q accepted with a NUL in server %q's command", data, name)
+			}
+			for k, v := range d.Env {
+				if !envName.MatchString(k) || strings.ContainsRune(v, 0) {
+					t.Fatalf("%q accepted with server %q's env %q=%q", data, name, k, v)
+				}
+			}
 		}
 	})
 }

@@ -25,6 +25,7 @@ import (
 
 	"polc.dev/polc/approval"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/executor/mcpclient"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/strictjson"
 )
@@ -58,10 +59,13 @@ func newMCPCmd(e *env) *cobra.Command {
 		Long: `mcp serves the executor of one session to an MCP client (a coding agent):
 its tools are the session's registered actions (bash, read_file,
 write_file, edit_file, http_get), each with its descriptor's JSON Schema,
-and every tool call is one Execute in the session's profile and backend,
-recorded in its evidence chain when governed. SESSION is a polc serve
-session file (snapshot, profile, workspace, principal, tenant, backend):
-the trusted context is the file's, never the client's.
+and each tool of the MCP servers the session declares (mcp_servers) as
+SERVER__TOOL with the server's own schema, called through the mcp action
+(mcp:SERVER/TOOL) on the policy's MCP rules; every tool call is one
+Execute in the session's profile and backend, recorded in its evidence
+chain when governed. SESSION is a polc serve session file (snapshot,
+profile, workspace, principal, tenant, backend, mcp_servers): the trusted
+context is the file's, never the client's.
 
 Without --listen the server speaks MCP on stdin and stdout (nothing else is
 written to stdout); with --listen it serves streamable HTTP on a Unix
@@ -384,10 +388,58 @@ func newMCPServer(sv *server, tools mcpTools) *mcp.Server {
 	})
 	for _, a := range sv.s.reg.Catalog().Actions() {
 		d := a.Descriptor()
+		if d.ID == "mcp" {
+			continue // offered as each upstream tool, below
+		}
 		ms.AddTool(&mcp.Tool{Name: d.ID, Description: toolDescription(d.ID, d.Version), InputSchema: d.Arguments},
-			toolHandler(sv, d.ID, tools))
+			toolHandler(sv, d.ID, nil, tools))
+	}
+	if sv.s.mcp != nil {
+		for _, t := range sv.s.mcp.Tools() {
+			if why := addUpstreamTool(ms, sv, t, tools); why != "" {
+				fmt.Fprintf(sv.s.e.stderr, "polc: warning: mcp server %s: tool %q is not offered: %s\n", t.Server, t.Name, why)
+			}
+		}
 	}
 	return ms
+}
+
+// agentToolName is the form of a tool name every coding agent takes
+// (Claude Code's rule, the strictest).
+var agentToolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// upstreamTool is a tool of a declared MCP server, offered as
+// SERVER__TOOL: a call is the mcp action on that server and tool.
+type upstreamTool struct{ server, tool string }
+
+// addUpstreamTool offers t as SERVER__TOOL with its own input schema, or
+// says why it cannot be offered: a name outside agentToolName's form, or
+// a schema the SDK refuses.
+func addUpstreamTool(ms *mcp.Server, sv *server, t mcpclient.Tool, tools mcpTools) (why string) {
+	name := t.Server + "__" + t.Name
+	if !agentToolName.MatchString(name) {
+		return fmt.Sprintf("%s is not a tool name a coding agent takes (1 to 64 letters, digits, '_' and '-'); call it as mcp:%s/%s", name, t.Server, t.Name)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
+		return "its input schema is not a JSON object"
+	}
+	desc := t.Description
+	if desc != "" && !strings.HasSuffix(desc, ".") {
+		desc += "."
+	}
+	desc = strings.TrimSpace(fmt.Sprintf("%s Tool %s of the MCP server %s, governed by polc (action mcp:%s/%s): the policy decides each call.",
+		desc, t.Name, t.Server, t.Server, t.Name))
+	defer func() {
+		// The SDK panics on a schema it refuses (an x-mcp-header
+		// annotation it does not take, say): that tool is not offered.
+		if p := recover(); p != nil {
+			why = "the MCP SDK refuses its input schema"
+		}
+	}()
+	ms.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema},
+		toolHandler(sv, "mcp", &upstreamTool{t.Server, t.Name}, tools))
+	return ""
 }
 
 // toolDescriptions say what each built-in does, for the model choosing a
@@ -410,11 +462,20 @@ func toolDescription(id, ver string) string {
 
 // toolHandler calls action through the executor, as polc serve's
 // /v1/execute does: refused once the close began, never run after it.
-func toolHandler(sv *server, action string, tools mcpTools) mcp.ToolHandler {
+// For an upstream tool (up non-nil), the call is the mcp action with the
+// tool's server, name and the call's arguments.
+func toolHandler(sv *server, action string, up *upstreamTool, tools mcpTools) mcp.ToolHandler {
+	name := action
+	if up != nil {
+		name = up.server + "__" + up.tool
+	}
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		args, err := toolArguments(req.Params.Arguments)
 		if err != nil {
-			return toolError("invalid_input", fmt.Sprintf("the arguments of %s: %v", action, err), nil), nil
+			return toolError("invalid_input", fmt.Sprintf("the arguments of %s: %v", name, err), nil), nil
+		}
+		if up != nil {
+			args = map[string]any{"server": up.server, "tool": up.tool, "arguments": args}
 		}
 		// The approval the retried call names, if any: a call that names
 		// one it cannot present is refused, never run without it.
@@ -457,7 +518,7 @@ func toolHandler(sv *server, action string, tools mcpTools) mcp.ToolHandler {
 			// be written (said on stderr) loses nothing.
 			sv.s.writeApprovalRequest(&esc.Approval)
 		}
-		return toolResult(out), nil
+		return toolResult(out, up != nil), nil
 	}
 }
 
@@ -559,8 +620,9 @@ const outcomeMetaKey = "polc.dev/outcome"
 // text (its JSON) and, when it is an object, as structured content; any
 // other kind a tool error naming the kind and reason code with a one-line
 // explanation. No error text of the callable's is in it: a failure says
-// its class, as the evidence does.
-func toolResult(out executor.Outcome) *mcp.CallToolResult {
+// its class, as the evidence does. An upstream tool's result (upstream)
+// is given back as the upstream server's content.
+func toolResult(out executor.Outcome, upstream bool) *mcp.CallToolResult {
 	b := out.Base()
 	meta := map[string]any{"kind": string(out.Kind()), "request_id": b.RequestID, "attempt_id": b.AttemptID,
 		"call_executed": b.CallExecuted, "records": b.Records}
@@ -574,6 +636,13 @@ func toolResult(out executor.Outcome) *mcp.CallToolResult {
 		meta["evidence_error"] = map[string]any{"record_type": b.EvidenceError.RecordType, "call_executed": b.EvidenceError.CallExecuted}
 	}
 	if o, ok := out.(*executor.Succeeded); ok {
+		if content, structured, ok := upstreamContent(o.Result, upstream); ok {
+			r := &mcp.CallToolResult{Content: content, Meta: mcp.Meta{outcomeMetaKey: meta}}
+			if structured != nil {
+				r.StructuredContent = structured
+			}
+			return r
+		}
 		text, structured := resultContent(o.Result)
 		r := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{outcomeMetaKey: meta}}
 		if structured != nil {
@@ -630,12 +699,50 @@ func toolResult(out executor.Outcome) *mcp.CallToolResult {
 	sc["message"] = msg
 	text := fmt.Sprintf("%s (%s): %s", out.Kind(), b.ReasonCode, msg)
 	if res, ok := sc["result"]; ok {
-		if t, _ := resultContent(res); t != "" {
+		if content, _, ok := upstreamContent(res, upstream); ok {
+			// The upstream tool's own error text, as a failing bash's
+			// output is given.
+			for _, c := range content {
+				text += "\n" + c.(*mcp.TextContent).Text
+			}
+		} else if t, _ := resultContent(res); t != "" {
 			text += "\n" + t
 		}
 	}
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}},
 		StructuredContent: sc, Meta: mcp.Meta{outcomeMetaKey: meta}}
+}
+
+// upstreamContent is the content of an upstream tool's result
+// (mcpclient's {"content": [...], "structured_content", "truncated"}):
+// each text as a text content, anything else described in one, and the
+// structured content when it is an object. ok is false for a result of
+// another shape.
+func upstreamContent(v any, upstream bool) (content []mcp.Content, structured map[string]any, ok bool) {
+	m, isMap := v.(map[string]any)
+	items, isList := m["content"].([]any)
+	if !upstream || !isMap || !isList {
+		return nil, nil, false
+	}
+	for _, it := range items {
+		item, _ := it.(map[string]any)
+		switch t, _ := item["text"].(string); {
+		case item["type"] == "text", item["type"] == "resource" && item["text"] != nil:
+			content = append(content, &mcp.TextContent{Text: t})
+		default:
+			// polc passes text on; other content is named, not given.
+			b, _ := json.Marshal(item)
+			content = append(content, &mcp.TextContent{Text: "[content not passed on by polc: " + string(b) + "]"})
+		}
+	}
+	if m["truncated"] == true {
+		content = append(content, &mcp.TextContent{Text: "[polc: the result was cut at its size bound]"})
+	}
+	if content == nil {
+		content = []mcp.Content{}
+	}
+	structured, _ = m["structured_content"].(map[string]any)
+	return content, structured, true
 }
 
 // resultContent is a result's text (its JSON, a string as itself) and,

@@ -83,11 +83,17 @@ type Scenario struct {
 	// Approvals are files of signed approvals (polc approve) presented
 	// with every action: one lifts the escalation it is bound to
 	// (docs/approvals.md).
-	Approvals []string         `json:"approvals"`
-	Actions   []ScenarioAction `json:"actions"`
+	Approvals []string `json:"approvals"`
+	// MCPServers are the upstream MCP servers the session's mcp action
+	// calls (mcp:<server>/<tool>), by name; polc mcp offers their tools
+	// (docs/mcp.md "Upstream servers").
+	MCPServers map[string]MCPServerDecl `json:"mcp_servers"`
+	Actions    []ScenarioAction         `json:"actions"`
 
-	// secretAt is where each secret is named (for an error reading it).
+	// secretAt is where each secret is named (for an error reading it);
+	// mcpAt where each MCP server is declared (for an error starting it).
 	secretAt map[string]*posError
+	mcpAt    map[string]*posError
 }
 
 // ScenarioAction is one step of a scenario: an action, or usage the
@@ -145,7 +151,8 @@ func newRunCmd(e *env) *cobra.Command {
 principal, tenant, actions: [{id, action, arguments, timeout}]) through the
 executor's 14 stages with the built-in actions bash (a real subprocess: argv,
 or sh -c only when the policy allows shell control), read_file, write_file,
-edit_file and http_get. Actions are checked against their descriptors
+edit_file and http_get, and mcp:SERVER/TOOL on the MCP servers the
+scenario declares in mcp_servers (docs/mcp.md). Actions are checked against their descriptors
 (names and argument JSON Schemas) before any runs, and every problem of
 the scenario is reported. --show-output prints each action's result
 (output, file content, response body), the values of the scenario's
@@ -284,6 +291,12 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 			s.secretAt[name] = pe
 		}
 	}
+	s.mcpAt = map[string]*posError{}
+	for name := range s.MCPServers {
+		if pe, ok := errAt(v, cue.MakePath(cue.Str("mcp_servers"), cue.Str(name)), "").(*posError); ok {
+			s.mcpAt[name] = pe
+		}
+	}
 	first := map[string]int{}
 	if !needActions {
 		s.Actions = nil // refused above; a session's actions are not checked
@@ -310,7 +323,7 @@ func loadScenario(path string, needActions bool) (*Scenario, error) {
 		case a.Usage != nil && (a.Action != "" || a.Arguments != nil || a.Timeout != ""):
 			add(at("usage"), "%s: a usage step has no action, arguments or timeout", step)
 		case a.Action != "":
-			errs = append(errs, checkArguments(v, at(""), step, a)...)
+			errs = append(errs, checkArguments(v, at(""), step, a, s.MCPServers)...)
 		}
 		// Checked before any action runs: a bad timeout found at its
 		// action would stop a run that had already had effects.
@@ -477,6 +490,7 @@ func checkMembers(v cue.Value) scenarioErrors {
 		}
 	}
 	check(v, "", scenarioMembers, scenarioKinds)
+	errs = append(errs, checkMCPServers(v)...)
 	actions, err := v.LookupPath(cue.MakePath(cue.Str("actions"))).List()
 	if err != nil {
 		return errs // absent or not a list: the decoder and the checks below report it

@@ -91,9 +91,36 @@ func argumentSchema(d normalize.ActionDescriptor) (*jsonschema.Schema, error) {
 // the registry: the action must be one polc run has, and its arguments
 // must satisfy the descriptor's JSON Schema. Each problem is positioned at
 // the node it is about (the argument itself where the schema names one).
-func checkArguments(v cue.Value, at cue.Path, step string, a ScenarioAction) []error {
+func checkArguments(v cue.Value, at cue.Path, step string, a ScenarioAction, servers map[string]MCPServerDecl) []error {
 	reg := scenarioRegistry()
 	d, ok := reg.Resolve(a.Action)
+	arguments := a.Arguments
+	if a.Action == "mcp" || strings.HasPrefix(a.Action, "mcp:") {
+		// The mcp action is the session's when it declares servers.
+		if len(servers) == 0 {
+			return []error{errAt(v, appendPath(at, cue.Str("action")), "%s: action %q: the scenario declares no mcp_servers, which the mcp action calls", step, a.Action)}
+		}
+		var nerr *normalize.NormalizeError
+		if arguments, nerr = normalize.MCPShorthand(a.Action, a.Arguments); nerr != nil {
+			return []error{errAt(v, appendPath(at, cue.Str("action")), "%s: %s", step, nerr.Detail)}
+		} else if arguments == nil {
+			arguments = a.Arguments
+		}
+		for _, bd := range normalize.BuiltinDescriptors() {
+			if bd.ID == "mcp" {
+				d, ok = bd, true
+			}
+		}
+		if server, isStr := arguments["server"].(string); isStr && server != "" {
+			if _, declared := servers[server]; !declared {
+				where := appendPath(at, cue.Str("action"))
+				if a.Action == "mcp" {
+					where = appendPath(at, cue.Str("arguments"), cue.Str("server"))
+				}
+				return []error{errAt(v, where, "%s: mcp server %q is not declared in mcp_servers (declared: %s)", step, server, strings.Join(sortedKeys(servers), ", "))}
+			}
+		}
+	}
 	if !ok {
 		var names []string
 		for _, bd := range normalize.BuiltinDescriptors() {
@@ -102,15 +129,19 @@ func checkArguments(v cue.Value, at cue.Path, step string, a ScenarioAction) []e
 			}
 		}
 		slices.Sort(names)
-		return []error{errAt(v, appendPath(at, cue.Str("action")), "%s: action %q: polc run has %s", step, a.Action, strings.Join(names, ", "))}
+		has := strings.Join(names, ", ")
+		if len(servers) > 0 {
+			has += " and mcp:<server>/<tool>"
+		}
+		return []error{errAt(v, appendPath(at, cue.Str("action")), "%s: action %q: polc run has %s", step, a.Action, has)}
 	}
 	sch, err := argumentSchema(d)
 	if err != nil {
 		return []error{fmt.Errorf("%s: action %s: argument schema: %v", step, d.ID, err)}
 	}
 	var args any = map[string]any{} // absent arguments are none, as the executor reads them
-	if a.Arguments != nil {
-		args = a.Arguments
+	if arguments != nil {
+		args = arguments
 	}
 	verr := sch.Validate(args)
 	if verr == nil {

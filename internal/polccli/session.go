@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/builtin"
 	"polc.dev/polc/executor/landlock"
+	"polc.dev/polc/executor/mcpclient"
 	"polc.dev/polc/harness"
 	"polc.dev/polc/internal/atomicfile"
 	"polc.dev/polc/internal/diag"
@@ -58,6 +60,9 @@ type session struct {
 	approvalTrust *chain.Trust
 	// now is the session's clock (--now), the executor's.
 	now func() time.Time
+	// mcp is the client of the session's declared MCP servers (nil when
+	// it declares none): the mcp action's callable.
+	mcp *mcpclient.Client
 }
 
 // openSession loads p.scenario (with actions for polc run, without for
@@ -237,6 +242,12 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	}
 	cfg.Guards = append(cfg.Guards, protectGuard(append(slices.Clone(files), programs...)))
 	ll.Protect, ll.ProtectWrites = files, programs
+	if len(s.sc.MCPServers) > 0 {
+		// Last: nothing else can refuse the session once its servers run.
+		if err := s.startMCP(reg, base, ws, backend, snap, ll); err != nil {
+			return nil, err
+		}
+	}
 	if s.ex, err = executor.New(cfg); err != nil {
 		return nil, s.inputErr(snapPath, err)
 	}
@@ -254,6 +265,39 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		s.ec.Boundary = s.boundary
 	}
 	return s, nil
+}
+
+// startMCP starts the session's declared MCP servers and registers
+// their client as the mcp action's callable. Under the landlock backend
+// each server runs for its whole life in the sandbox a call of the
+// session's policy gets (ll's: the session's own files carved out). A server that cannot be started, initialized or
+// listed refuses the session, at its declaration; the servers are closed
+// with the session.
+func (s *session) startMCP(reg *executor.Registry, base, ws, backend string, snap *snapshot.Snapshot, ll *landlock.Backend) error {
+	servers, err := s.mcpServers(base, ws)
+	if err != nil {
+		return err
+	}
+	o := mcpclient.Options{Stderr: s.e.stderr,
+		Warn: func(m string) { fmt.Fprintf(s.e.stderr, "polc: warning: %s\n", m) }}
+	if backend == landlock.Name {
+		sb, err := ll.ServerSandbox(snap, ws)
+		if err != nil {
+			return reportOne(s.e, diag.Pos{File: diag.Rel(s.e.dir, s.scenPath)}, diag.CodeInvalidInput,
+				"mcp_servers: the landlock backend cannot hold the servers to the policy: %v", err)
+		}
+		s.closers = append(s.closers, sb.Close) // after the servers (closers run last first)
+		o.Command = func(srv mcpclient.Server) (*exec.Cmd, error) { return sb.Command(srv.Argv, srv.Env, srv.Dir) }
+	}
+	c, err := mcpclient.Start(servers, o)
+	if se := (*mcpclient.StartError)(nil); errors.As(err, &se) {
+		return s.mcpServerErr(se.Server, fmt.Errorf("cannot start: %v", se.Err))
+	} else if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, func() { c.Close() })
+	s.mcp = c
+	return c.Register(reg)
 }
 
 // backendNames are the effect backends a session may name.
