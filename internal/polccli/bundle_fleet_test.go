@@ -54,7 +54,7 @@ type opaInstance struct {
 // polc bundle publish writes signed bundles into a directory, polc bundle
 // serve serves it, and three `opa run --server` processes (POLC_OPA) poll
 // it with their own bundle service configuration, verifying signatures
-// with the config's keys. Publishing revision N+1 reaches all three (the
+// with the config's keys (two poll every 1-2 s, the third long-polls). Publishing revision N+1 reaches all three (the
 // time it took is logged); a tampered bundle (data changed after signing)
 // and an unsigned one, put in place of the current bundle behind polc's
 // back, are refused by every instance, which keep answering with the
@@ -147,14 +147,15 @@ func TestOPAFleetRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := json.Marshal(fleetOPAConfig("http://"+srvAddr, string(pub)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgFile := filepath.Join(dir, "opa.json")
-	os.WriteFile(cfgFile, cfg, 0o644)
 	var fleet []*opaInstance
-	for range 3 {
+	for i := range 3 {
+		// The third instance long-polls.
+		cfg, err := json.Marshal(fleetOPAConfig("http://"+srvAddr, string(pub), i == 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgFile := filepath.Join(dir, fmt.Sprintf("opa%d.json", i))
+		os.WriteFile(cfgFile, cfg, 0o644)
 		fleet = append(fleet, startOPA(t, bin, cfgFile))
 	}
 	query := `{"input": {"policy": "fleet", "request": ` + normalized + `}}`
@@ -213,15 +214,20 @@ func manifestRevision(t *testing.T, data []byte) string {
 }
 
 // fleetOPAConfig is the OPA configuration docs/scale.md shows: the bundle
-// service, the bundle polled every 1-2 s and verified with the key, and
-// the status API (GET /v1/status) without console logs.
-func fleetOPAConfig(url, pubKey string) map[string]any {
+// service, the bundle polled every 1-2 s (or long-polled, 10 s at a time)
+// and verified with the key, and the status API (GET /v1/status) without
+// console logs.
+func fleetOPAConfig(url, pubKey string, longPoll bool) map[string]any {
+	polling := map[string]any{"min_delay_seconds": 1, "max_delay_seconds": 2}
+	if longPoll {
+		polling["long_polling_timeout_seconds"] = 10
+	}
 	return map[string]any{
 		"services": map[string]any{"polc": map[string]any{"url": url}},
 		"bundles": map[string]any{"polc": map[string]any{
 			"service":  "polc",
 			"resource": "bundles/polc.tar.gz",
-			"polling":  map[string]any{"min_delay_seconds": 1, "max_delay_seconds": 2},
+			"polling":  polling,
 			"signing":  map[string]any{"keyid": "polc"},
 		}},
 		"keys":   map[string]any{"polc": map[string]any{"algorithm": "ES256", "key": pubKey}},
@@ -281,7 +287,9 @@ type fleetState struct {
 	lastRequest                 time.Time
 }
 
-func (o *opaInstance) state(query string) (fleetState, error) {
+// state asks the instance for its decision and revision and, when
+// status is set, its bundle status (a large document: its metrics).
+func (o *opaInstance) state(query string, status bool) (fleetState, error) {
 	var s fleetState
 	var d struct {
 		Result struct {
@@ -300,6 +308,9 @@ func (o *opaInstance) state(query string) (fleetState, error) {
 		return s, err
 	}
 	s.revision = b.Result
+	if !status {
+		return s, nil
+	}
 	var st struct {
 		Result struct {
 			Bundles map[string]struct {
@@ -349,7 +360,11 @@ func awaitFleet(t *testing.T, fleet []*opaInstance, query string, want *fleetRev
 	last := make([]fleetState, len(fleet))
 	errs := make([]error, len(fleet))
 	done := 0
-	for deadline := start.Add(timeout); done < len(fleet) && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	every := 20 * time.Millisecond
+	if refusal != nil {
+		every = 200 * time.Millisecond
+	}
+	for deadline := start.Add(timeout); done < len(fleet) && time.Now().Before(deadline); time.Sleep(every) {
 		for i, o := range fleet {
 			if took[i] != 0 {
 				continue
@@ -359,7 +374,7 @@ func awaitFleet(t *testing.T, fleet []*opaInstance, query string, want *fleetRev
 				t.Fatalf("opa %s exited:\n%s", o.addr, o.output.String())
 			default:
 			}
-			s, err := o.state(query)
+			s, err := o.state(query, refusal != nil)
 			last[i], errs[i] = s, err
 			if err != nil {
 				continue
@@ -368,6 +383,10 @@ func awaitFleet(t *testing.T, fleet []*opaInstance, query string, want *fleetRev
 				if s.decision == want.decision && s.revision == want.revision {
 					took[i] = time.Since(start)
 					done++
+					// The status API says so too.
+					if s, err := o.state(query, true); err != nil || s.revision != want.revision {
+						t.Fatalf("opa %s: status %+v %v, want revision %s", o.addr, s, err, want.revision)
+					}
 				}
 				continue
 			}

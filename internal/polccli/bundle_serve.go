@@ -7,10 +7,13 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -100,6 +103,13 @@ func runBundleServe(ctx context.Context, e *env, p *bundleServeParams) error {
 	}
 	bs := &bundleServer{root: root, checkHost: network == "tcp" && !p.allowRemote,
 		slots: make(chan struct{}, maxBundleRequests), etags: map[fileKey]string{}}
+	if fi, err := root.Stat("."); err == nil {
+		if _, ok := identity(fi); ok {
+			// Long polls need to see a file replaced: by its identity.
+			bs.changes = &changes{root: root, waits: map[string]*change{}}
+			go bs.changes.run(ctx)
+		}
+	}
 	hs, served := startHTTP(ctx, e, "bundle serve", bs, ln, network, addr, p.ready)
 	select {
 	case <-ctx.Done():
@@ -140,6 +150,9 @@ type bundleServer struct {
 	slots     chan struct{}
 	mu        sync.Mutex
 	etags     map[fileKey]string // of files seen, by identity
+	// changes tells long polls that a file was replaced (nil: no long
+	// polls, where files have no identity).
+	changes *changes
 }
 
 // maxETags bounds the ETags kept: those of the current bundle and of the
@@ -161,47 +174,149 @@ func (bs *bundleServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "not_found", "no bundle %s", r.URL.Path)
 		return
 	}
-	select {
-	case bs.slots <- struct{}{}:
-		defer func() { <-bs.slots }()
-	default:
-		w.Header().Set("Retry-After", retryAfter)
-		apiError(w, http.StatusServiceUnavailable, "server_busy", "too many requests at once")
+	var until time.Time
+	if wait := preferWait(r.Header.Get("Prefer")); wait > 0 && bs.changes != nil {
+		until = time.Now().Add(wait)
+	}
+	for {
+		select {
+		case bs.slots <- struct{}{}:
+		default:
+			w.Header().Set("Retry-After", retryAfter)
+			apiError(w, http.StatusServiceUnavailable, "server_busy", "too many requests at once")
+			return
+		}
+		f, fi, etag, status, err := bs.open(name)
+		if err != nil {
+			<-bs.slots
+			code := "io_error"
+			if status == http.StatusNotFound {
+				code = "not_found"
+			}
+			apiError(w, status, code, "%s: %v", r.URL.Path, err)
+			return
+		}
+		if time.Now().Before(until) && etagListed(r.Header.Get("If-None-Match"), etag) {
+			// A long poll (OPA's Prefer: wait=N) for a bundle the client
+			// has: held, without a slot, until the file changes or the
+			// wait is over (then 304).
+			key, _ := identity(fi)
+			f.Close()
+			<-bs.slots
+			changed, stop, ok := bs.changes.watch(name, key)
+			if !ok {
+				w.Header().Set("Retry-After", retryAfter)
+				apiError(w, http.StatusServiceUnavailable, "server_busy", "too many long polls at once")
+				return
+			}
+			t := time.NewTimer(time.Until(until))
+			select {
+			case <-changed:
+			case <-t.C:
+				until = time.Time{}
+			case <-r.Context().Done():
+			}
+			t.Stop()
+			stop()
+			if r.Context().Err() != nil {
+				// The server is stopping (or the client left): an
+				// answer without a bundle, which OPA retries, never an
+				// empty 200.
+				w.Header().Set("Retry-After", retryAfter)
+				apiError(w, http.StatusServiceUnavailable, "server_stopping", "the server is stopping")
+				return
+			}
+			continue
+		}
+		bs.send(w, r, f, etag)
+		f.Close()
+		<-bs.slots
 		return
 	}
-	f, err := bs.root.Open(name)
+}
+
+// open opens the layout file name, and says what to answer when it
+// cannot: 404 when there is no such regular file, 500 otherwise (a
+// symbolic link out of DIR is an error of the directory, never followed).
+func (bs *bundleServer) open(name string) (f *os.File, fi os.FileInfo, etag string, status int, err error) {
+	f, err = bs.root.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
-		apiError(w, http.StatusNotFound, "not_found", "no bundle %s", r.URL.Path)
-		return
+		return nil, nil, "", http.StatusNotFound, errors.New("no such bundle")
 	}
 	if err != nil {
-		apiError(w, http.StatusInternalServerError, "io_error", "%s: %v", name, err)
-		return
+		return nil, nil, "", http.StatusInternalServerError, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		apiError(w, http.StatusNotFound, "not_found", "no bundle %s", r.URL.Path)
-		return
+	if fi, err = f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, "", http.StatusNotFound, errors.New("no such bundle")
 	}
-	var etag string
 	if err == nil {
 		etag, err = bs.etag(f, fi)
 	}
 	if err != nil {
-		apiError(w, http.StatusInternalServerError, "io_error", "%s: %v", name, err)
-		return
+		f.Close()
+		return nil, nil, "", http.StatusInternalServerError, err
 	}
+	return f, fi, etag, 0, nil
+}
+
+// send answers with the open file f.
+func (bs *bundleServer) send(w http.ResponseWriter, r *http.Request, f *os.File, etag string) {
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(bundleWriteTimeout))
 	h := w.Header()
 	h.Set("ETag", etag)
 	// Caches in between must ask again before reusing an answer.
 	h.Set("Cache-Control", "no-cache")
-	h.Set("Content-Type", "application/gzip")
+	if bs.changes != nil {
+		// OPA long-polls (when its configuration asks to) only a server
+		// that answers with this type.
+		h.Set("Content-Type", longPollType)
+	} else {
+		h.Set("Content-Type", "application/gzip")
+	}
 	// ServeContent answers If-None-Match (a list of tags, or *) with 304,
 	// HEAD without a body, and ranges; a zero time sends no Last-Modified,
 	// so the ETag alone decides.
 	http.ServeContent(w, r, "", time.Time{}, f)
+}
+
+// longPollType is the Content-Type by which a bundle server tells OPA it
+// holds long polls.
+const longPollType = "application/vnd.openpolicyagent.bundles"
+
+// maxLongPoll bounds how long a long poll is held, whatever it asks for.
+const maxLongPoll = 5 * time.Minute
+
+// preferWait is the wait=N (seconds) of a Prefer header, as OPA sends it
+// ("modes=snapshot,delta;wait=10"), bounded by maxLongPoll; 0 when absent
+// or malformed.
+func preferWait(prefer string) time.Duration {
+	for _, p := range strings.FieldsFunc(prefer, func(r rune) bool { return r == ';' || r == ',' }) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(p), "wait=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n <= 0 {
+			return 0
+		}
+		return min(time.Duration(min(n, math.MaxInt32))*time.Second, maxLongPoll)
+	}
+	return 0
+}
+
+// etagListed reports whether an If-None-Match header names etag (or is
+// "*"), comparing weakly as RFC 9110 says for If-None-Match: OPA sends the
+// tag of the bundle it runs, followed by those of bundles it replaced
+// lately, and a match of any means the client needs nothing new.
+func etagListed(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == strings.TrimPrefix(etag, "W/") {
+			return true
+		}
+	}
+	return false
 }
 
 // etag is the ETag of the open file f: remembered by the file's identity
@@ -235,4 +350,93 @@ func (bs *bundleServer) etag(f *os.File, fi os.FileInfo) (string, error) {
 		bs.mu.Unlock()
 	}
 	return tag, nil
+}
+
+// maxLongPolls bounds the long polls held at once.
+const maxLongPolls = 4096
+
+// changeTick is how often a file that long polls wait on is looked at.
+const changeTick = 100 * time.Millisecond
+
+// changes tells long polls when a file of the layout is replaced. One
+// goroutine looks at the files waited on (only those), every changeTick.
+type changes struct {
+	root    *os.Root
+	mu      sync.Mutex
+	waits   map[string]*change // by layout file
+	waiters int
+}
+
+// change is a file waited on: its identity when the wait began, and a
+// channel closed once the file is no longer that one.
+type change struct {
+	seen    fileKey
+	done    chan struct{}
+	waiters int
+}
+
+// watch returns a channel closed when the file name is no longer the one
+// of identity seen, and stop, to call once done waiting. ok is false when
+// maxLongPolls waits are held already.
+func (c *changes) watch(name string, seen fileKey) (changed <-chan struct{}, stop func(), ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.waiters >= maxLongPolls {
+		return nil, nil, false
+	}
+	ch := c.waits[name]
+	if ch == nil {
+		ch = &change{seen: seen, done: make(chan struct{})}
+		c.waits[name] = ch
+	} else if ch.seen != seen {
+		// Waiters saw two files under one name: it changed at least for
+		// some; all look again.
+		close(ch.done)
+		ch = &change{seen: seen, done: make(chan struct{})}
+		c.waits[name] = ch
+	}
+	ch.waiters++
+	c.waiters++
+	return ch.done, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.waiters--
+		if ch.waiters--; ch.waiters == 0 && c.waits[name] == ch {
+			delete(c.waits, name)
+		}
+	}, true
+}
+
+// run looks at the files waited on every changeTick until ctx is done,
+// and wakes the waiters of each one replaced (or gone).
+func (c *changes) run(ctx context.Context) {
+	t := time.NewTicker(changeTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		names := make(map[string]*change, len(c.waits))
+		maps.Copy(names, c.waits)
+		c.mu.Unlock()
+		for name, ch := range names {
+			var key fileKey
+			fi, err := c.root.Stat(name)
+			if err == nil {
+				key, _ = identity(fi)
+			}
+			if err == nil && key == ch.seen {
+				continue
+			}
+			c.mu.Lock()
+			if c.waits[name] == ch {
+				close(ch.done)
+				delete(c.waits, name)
+			}
+			c.mu.Unlock()
+		}
+	}
 }
