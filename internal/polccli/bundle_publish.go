@@ -76,13 +76,13 @@ Exit 0 when published, 2 when refused or on bad input.`,
 
 func runBundlePublish(_ context.Context, e *env, p *bundlePublishParams) error {
 	switch {
+	case p.signingAlg != "" && p.verificationKey == "":
+		return usagef("--signing-alg needs --verification-key")
 	case p.verificationKey == "" && !p.unsigned:
 		// Refused, not defaulted: an unchecked bundle would reach the fleet.
 		return usagef("bundle publish needs --verification-key KEY (the fleet's public key) or --unsigned")
 	case p.verificationKey != "" && p.unsigned:
 		return usagef("--verification-key and --unsigned exclude each other")
-	case p.signingAlg != "" && p.verificationKey == "":
-		return usagef("--signing-alg needs --verification-key")
 	}
 	var vc *bundle.VerificationConfig
 	if p.verificationKey != "" {
