@@ -165,7 +165,7 @@ func publishRevision(dir, rev string, data []byte, vc *bundle.VerificationConfig
 		return nil, err
 	}
 	cur := filepath.Join(dir, bundlesDir, bundleName+bundleExt)
-	if b, err := os.ReadFile(cur); err == nil && bytes.Equal(b, current) {
+	if b, err := readBounded(cur, maxPublishedBundle); err == nil && bytes.Equal(b, current) {
 		// Unchanged: not rewritten, so that a static server's ETag
 		// (often its modification time) does not change either.
 		return current, nil

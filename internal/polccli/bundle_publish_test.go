@@ -140,9 +140,18 @@ func TestBundlePublishSameRevision(t *testing.T) {
 	}
 	rev := manifestRevision(t, first)
 	pe.ok("bundle", "publish", "o1/bundle.tar.gz", "srv", "--verification-key", "keys/a.pub.pem")
+	before, err := os.Stat(filepath.Join(pe.dir, "srv", "bundles", "polc.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := pe.ok("bundle", "publish", "o1again/bundle.tar.gz", "srv", "--verification-key", "keys/a.pub.pem")
 	if !bytes.Equal(pe.current(), first) || !bytes.Equal(pe.read("srv/revisions/"+rev+".tar.gz"), first) || out != rev+" "+bundleETag(first)+"\n" {
 		t.Errorf("the same revision signed again replaced the published file (%q)", out)
+	}
+	// Not even rewritten: a static server's ETag (size and modification
+	// time) stays the same.
+	if after, err := os.Stat(filepath.Join(pe.dir, "srv", "bundles", "polc.tar.gz")); err != nil || !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("the unchanged current bundle was rewritten: %v", err)
 	}
 
 	// The fleet moves to key b: the file signed by a no longer verifies.
