@@ -49,12 +49,19 @@ type SigningConfig struct {
 	KeyID string
 }
 
-// BundleRevision is the bundle revision for a set of snapshots: the
-// sha256-v1 digest of "<name> <digest>\n" lines sorted by name.
-func BundleRevision(snaps []*snapshot.Snapshot) string {
+// BundleRevision is the revision of a bundle with these files (path →
+// content, the manifest and signatures excluded): the sha256 of the lines
+// "<path> <sha256 of content>\n" sorted by path. It names the bundle's
+// content, not only the snapshots it was compiled from: one set of
+// snapshots compiled by two versions of polc whose decision module or data
+// layout differ gives two revisions, so an OPA fleet's bundle status tells
+// which bundle each instance runs, and a published revision
+// (polc bundle publish) never names two different bundles.
+func BundleRevision(files map[string][]byte) string {
 	var lines []string
-	for _, s := range snaps {
-		lines = append(lines, s.Name+" "+s.Digest+"\n")
+	for path, content := range files {
+		sum := sha256.Sum256(content)
+		lines = append(lines, path+" "+hex.EncodeToString(sum[:])+"\n")
 	}
 	slices.Sort(lines)
 	sum := sha256.Sum256([]byte(strings.Join(lines, "")))
@@ -93,7 +100,8 @@ func BundleData(snaps []*snapshot.Snapshot) (map[string]any, error) {
 }
 
 // WriteBundle writes an OPA bundle (.tar.gz) with the decision module,
-// the snapshots' data, a manifest (revision, roots ["polc"], rego_version 1)
+// the snapshots' data, a manifest (revision BundleRevision of the two,
+// roots ["polc"], rego_version 1)
 // and, when sc is non-nil, a signature. The output is deterministic.
 func WriteBundle(snaps []*snapshot.Snapshot, sc *SigningConfig) ([]byte, error) {
 	typed, err := BundleData(snaps)
@@ -114,8 +122,9 @@ func WriteBundle(snaps []*snapshot.Snapshot, sc *SigningConfig) ([]byte, error) 
 	if err != nil {
 		return nil, fmt.Errorf("decision module: %w", err)
 	}
+	rev := BundleRevision(map[string][]byte{"data.json": raw, modPath: []byte(DecisionRego)})
 	b := bundle.Bundle{
-		Manifest: bundle.Manifest{Revision: BundleRevision(snaps), Roots: &[]string{BundleRoot}},
+		Manifest: bundle.Manifest{Revision: rev, Roots: &[]string{BundleRoot}},
 		Data:     map[string]any{BundleRoot: data},
 		Modules:  []bundle.ModuleFile{{URL: "/" + modPath, Path: "/" + modPath, Raw: []byte(DecisionRego), Parsed: mod}},
 	}

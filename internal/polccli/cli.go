@@ -86,7 +86,7 @@ func Run(ctx context.Context, args []string, e *env) int {
 		newVetCmd(e), newCompileCmd(e), newCanonCmd(e), newExportCmd(e),
 		newImportCmd(e), newSchemaCmd(e), newEvalCmd(e), newNormalizeCmd(e), newTestCmd(e),
 		newDiffCmd(e), newKeygenCmd(e), newHarnessCmd(e), newRunCmd(e), newServeCmd(e), newMCPCmd(e), newEvidenceCmd(e),
-		newApprovalsCmd(e), newApproveCmd(e), newDenyApprovalCmd(e),
+		newApprovalsCmd(e), newApproveCmd(e), newDenyApprovalCmd(e), newBundleCmd(e),
 	)
 	defaultHelp := root.HelpFunc()
 	root.SetHelpFunc(func(c *cobra.Command, args []string) {
