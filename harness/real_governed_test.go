@@ -55,12 +55,20 @@ var nativeShell = map[string]func(string) mockapi.Call{"claude-code": claudeBash
 // runPolc runs this test binary as polc (TestMain) in dir.
 func runPolc(t *testing.T, dir string, args ...string) {
 	t.Helper()
+	if err := polcCmd(dir, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// polcCmd runs this test binary as polc (TestMain) in dir.
+func polcCmd(dir string, args ...string) error {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), polcMainEnv+"=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("polc %v: %v\n%s", args, err, out)
+		return fmt.Errorf("polc %v: %v\n%s", args, err, out)
 	}
+	return nil
 }
 
 // TestRealGovernedClaudeCode runs Claude Code governed (runGoverned).

@@ -113,6 +113,11 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 	if err := plan.checkExecutable(); err != nil {
 		return nil, err
 	}
+	if plan.Governed != nil {
+		if err := governedStart(plan.Governed); err != nil {
+			return nil, &CompileError{plan.Harness, plan.Provider, err.Error()}
+		}
+	}
 	if err := preflightOnce(ctx, plan); err != nil {
 		return nil, err
 	}

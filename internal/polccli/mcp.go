@@ -110,6 +110,7 @@ input.`,
 	c.Flags().StringVar(&p.approvalDir, "approvals", "", "directory of signed approvals (polc approve), <approval request id>.approval, that a retried call names in _meta \"polc.dev/approval\"; needs --trust")
 	c.Flags().StringVar(&p.approvalRequests, "approval-requests", "", "directory where each escalated call's approval request is written (<id>.json); not inside the workspace")
 	sessionFlags(c, &p.runParams, "session")
+	expectSnapshotFlag(c, &p.runParams)
 	return c
 }
 

@@ -92,6 +92,7 @@ with Retry-After, and one that could never fit is 400 invalid_input.`,
 	p.bodyBudget = defaultBodyBudget
 	c.Flags().Var(&p.bodyBudget, "body-budget", "memory the request bodies in flight may hold, in bytes (suffix KiB, MiB or GiB)")
 	sessionFlags(c, &p.runParams, "session")
+	expectSnapshotFlag(c, &p.runParams)
 	return c
 }
 

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -70,6 +71,9 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 			s.release()
 		}
 	}()
+	if p.expectSnapshot != "" && !snapshotDigestRe.MatchString(p.expectSnapshot) {
+		return nil, usagef("--expect-snapshot %q: want a snapshot digest, 64 lowercase hex characters", p.expectSnapshot)
+	}
 	if s.sc, err = loadScenario(s.scenPath, needActions); err != nil {
 		return nil, s.inputErr(s.scenPath, err)
 	}
@@ -101,6 +105,10 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	snap, err := snapshot.Parse(data)
 	if err != nil {
 		return nil, s.inputErr(snapPath, err)
+	}
+	if p.expectSnapshot != "" && snap.Digest != p.expectSnapshot {
+		return nil, usagef("--expect-snapshot: the snapshot %s has digest %s, not %s: it is not the snapshot expected (a governed harness plan pins the one it was made from: plan again)",
+			diag.Rel(e.dir, snapPath), snap.Digest, p.expectSnapshot)
 	}
 	kind, id, ok := strings.Cut(s.sc.Principal, ":")
 	if !ok || kind == "" || id == "" {
@@ -240,6 +248,9 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	}
 	return s, nil
 }
+
+// snapshotDigestRe is the form of a snapshot digest (sha256-v1).
+var snapshotDigestRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // backendNames are the effect backends a session may name.
 var backendNames = []string{executor.InProcessBackendName, landlock.Name}
