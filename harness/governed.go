@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -214,7 +215,13 @@ func reachable(p string, roots []string) string {
 		}
 		for _, pair := range [][2]string{{rp, rw}, {p, rw}, {rp, w}} {
 			if within(pair[0], pair[1]) || within(pair[1], pair[0]) {
-				return fmt.Sprintf("lies in (or holds) the working dir or write root %s through a symbolic link (%s resolves to %s, %s to %s)", w, p, rp, w, rw)
+				var how []string
+				for _, r := range [][2]string{{p, rp}, {w, rw}} {
+					if r[0] != r[1] {
+						how = append(how, r[0]+" resolves to "+r[1])
+					}
+				}
+				return fmt.Sprintf("lies in (or holds) the working dir or write root %s through a symbolic link (%s)", w, strings.Join(how, ", "))
 			}
 		}
 	}
