@@ -56,7 +56,7 @@ type mcpParams struct {
 func newMCPCmd(e *env) *cobra.Command {
 	p := &mcpParams{}
 	c := &cobra.Command{
-		Use:   "mcp SESSION [--listen unix:PATH|tcp:HOST:PORT] [--evidence DIR] [--cert FILE] [--sign-key KEY] [--state DB] [--timeout D] [--grace D] [--idle-timeout D] [--trust FILE --approvals DIR] [--approval-requests DIR]",
+		Use:   "mcp SESSION [--listen unix:PATH|tcp:HOST:PORT] [--evidence DIR] [--cert FILE] [--sign-key KEY] [--state DB] [--expect-snapshot DIGEST] [--timeout D] [--grace D] [--idle-timeout D] [--trust FILE --approvals DIR] [--approval-requests DIR]",
 		Short: "Serve a session's actions as MCP tools, each call governed by the executor",
 		Long: `mcp serves the executor of one session to an MCP client (a coding agent):
 its tools are the session's registered actions (bash, read_file,
@@ -64,7 +64,9 @@ write_file, edit_file, http_get), each with its descriptor's JSON Schema,
 and every tool call is one Execute in the session's profile and backend,
 recorded in its evidence chain when governed. SESSION is a polc serve
 session file (snapshot, profile, workspace, principal, tenant, backend):
-the trusted context is the file's, never the client's.
+the trusted context is the file's, never the client's. With
+--expect-snapshot DIGEST it refuses to start unless the session's
+snapshot has that digest (a governed harness plan pins the one it read).
 
 Without --listen the server speaks MCP on stdin and stdout (nothing else is
 written to stdout); with --listen it serves streamable HTTP on a Unix
