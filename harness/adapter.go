@@ -259,6 +259,11 @@ func compile(p providerImpl, s *Spec, probe *ProbeResult) (*Plan, *CapabilityRep
 		if s.Yolo || s.Sandbox == SandboxPolc {
 			return nil, nil, &CompileError{s.Name, p.name(), "governed is not available with yolo or sandbox polc"}
 		}
+		if !s.Governed.pinned() {
+			// A spec from Check, or built by hand: nobody read the
+			// session, so the plan would pin nothing.
+			return nil, nil, &CompileError{s.Name, p.name(), "the governed session was not read and pinned (build the spec with FromDeclaration)"}
+		}
 		s = s.governedView()
 	}
 	report := &CapabilityReport{Format: ReportFormat, Harness: s.Name, Provider: p.name(), ProviderVersion: probe.Version,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,12 +56,20 @@ var nativeShell = map[string]func(string) mockapi.Call{"claude-code": claudeBash
 // runPolc runs this test binary as polc (TestMain) in dir.
 func runPolc(t *testing.T, dir string, args ...string) {
 	t.Helper()
+	if err := polcCmd(dir, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// polcCmd runs this test binary as polc (TestMain) in dir.
+func polcCmd(dir string, args ...string) error {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), polcMainEnv+"=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("polc %v: %v\n%s", args, err, out)
+		return fmt.Errorf("polc %v: %v\n%s", args, err, out)
 	}
+	return nil
 }
 
 // TestRealGovernedClaudeCode runs Claude Code governed (runGoverned).
@@ -150,7 +159,7 @@ harnesses: h: {
 	// Every call polc got starts an operation (tool_id, request
 	// digest); the denied one ends operation_denied and nothing else
 	// is denied. The provider's own shell never reached polc.
-	var tools []string
+	var tools, bound []string
 	denied := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		rec, err := chain.ParseRecord([]byte(line))
@@ -166,7 +175,18 @@ harnesses: h: {
 			tools = append(tools, pl.ToolID)
 		case "operation_denied":
 			denied++
+		case "policy_bound":
+			// The session file names no backend (inprocess by
+			// default); the plan gives polc mcp landlock.
+			var pl struct {
+				Backend string `json:"effect_backend_id"`
+			}
+			json.Unmarshal([]byte(rec.PayloadJSON), &pl)
+			bound = append(bound, pl.Backend)
 		}
+	}
+	if len(bound) == 0 || slices.ContainsFunc(bound, func(b string) bool { return b != "landlock" }) {
+		t.Errorf("the chain's operations were bound to backends %v, want landlock each", bound)
 	}
 	if strings.Join(tools, " ") != "write_file bash bash" || denied != 1 {
 		t.Errorf("the chain holds operations %v with %d denied, want write_file bash bash with 1 denied", tools, denied)
@@ -200,4 +220,89 @@ func closedChain(t *testing.T, ev string) (string, []byte) {
 		t.Fatalf("chain: %v %+v", err, res)
 	}
 	return files[0], data
+}
+
+// TestRealGovernedRunCLI runs `polc harness run` (this binary as polc) on a
+// governed Claude Code harness against the loopback mock model, whose one
+// call is polc's write_file: the run must exit 0, the observations are
+// stdout's JSON lines, and stderr ends with where the evidence and the
+// certificate are, the certificate being this run's (none was there
+// before) and of the session's snapshot.
+func TestRealGovernedRunCLI(t *testing.T) {
+	t.Parallel()
+	const provider = "claude-code"
+	p := probe(t, provider)
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	os.WriteFile(filepath.Join(dir, "policy.cue"), []byte(governedPolicy), 0o644)
+	runPolc(t, dir, "compile", "policy.cue", "-o", "out")
+	os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(
+		"snapshot: out/snapshots/gov.json\nprofile: certifiable\nworkspace: ws\nprincipal: agent:gov\ntenant: acme\n"), 0o644)
+	mock := mockapi.Start(t, mockapi.Script{Text: "Done.", Calls: []mockapi.Call{
+		{Tool: polcTool(provider, "write_file"), Input: map[string]any{"path": "governed.txt", "content": "x\n"}},
+	}})
+	src := func(degraded []string) string {
+		q := make([]string, len(degraded))
+		for i, d := range degraded {
+			q[i] = fmt.Sprintf("%q", d)
+		}
+		return fmt.Sprintf(`package h
+harnesses: h: {
+	provider: %q
+	model: %q
+	endpoint: base_url: %q
+	workspace: root: "ws"
+	governed: {session: "session.yaml", evidence: "ev", cert: "cert.json"}
+	environment: secrets: %s: "env:POLC_TEST_MODEL_KEY"
+	resources: wall_clock: "150s"
+	allow_degraded: [%s]
+}
+`, provider, mockModels[provider], mock.URL, modelKeys[provider], strings.Join(q, ", "))
+	}
+	_, rep, err := harness.Compile(specFrom(t, dir, src(nil)), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var degraded []string
+	for _, r := range rep.All() {
+		if r.Status != harness.Enforced {
+			degraded = append(degraded, r.Capability)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "h.cue"), []byte(src(degraded)), 0o644)
+	cmd := exec.Command(os.Args[0], "harness", "run", "h", "h.cue", "--prompt", "do as you are told", "--executable", p.Executable)
+	cmd.Dir = dir
+	key, _ := fixedEnv("POLC_TEST_MODEL_KEY")
+	cmd.Env = append(os.Environ(), polcMainEnv+"=1", "POLC_TEST_MODEL_KEY="+key)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("polc harness run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+	want := fmt.Sprintf("polc harness run: governed session closed: evidence %s, certificate %s", filepath.Join(dir, "ev"), filepath.Join(dir, "cert.json"))
+	if last := lines[len(lines)-1]; last != want {
+		t.Fatalf("stderr ends %q, want %q\n%s", last, want, stderr.String())
+	}
+	for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		if !json.Valid([]byte(l)) {
+			t.Fatalf("stdout line %q is not an observation", l)
+		}
+	}
+	present(t, filepath.Join(ws, "governed.txt"))
+	closedChain(t, filepath.Join(dir, "ev"))
+	// A second run would report the first run's certificate as its own:
+	// it is refused before the provider starts (the model is asked
+	// nothing more).
+	asked := len(mock.Requests())
+	cmd = exec.Command(os.Args[0], "harness", "run", "h", "h.cue", "--prompt", "again", "--executable", p.Executable)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), polcMainEnv+"=1", "POLC_TEST_MODEL_KEY="+key)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "a file is already at the certificate path "+filepath.Join(dir, "cert.json")) {
+		t.Fatalf("a second run over the first run's certificate: %v\n%s", err, out)
+	}
+	if n := len(mock.Requests()); n != asked {
+		t.Errorf("the refused run asked the model %d times", n-asked)
+	}
 }

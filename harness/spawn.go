@@ -81,7 +81,9 @@ func (e *AttestationError) Error() string {
 // runs out, parses the stream into observations and, where the provider
 // echoes its effective policy, stops the run when the echo differs from the
 // plan. Before any of that it checks that the executable is still the file
-// that was probed, and runs the plan's offline validators
+// that was probed — governed, that polc, the session file and its
+// snapshot are still what the plan pinned and that no file is at the
+// certificate path (governedStart) — and runs the plan's offline validators
 // (Preflight) unless a plan with the same digest passed them in this
 // process: a provider that ignores a settings file it cannot parse (as
 // `claude -p` does) would otherwise run without the plan's rules. The run
@@ -112,6 +114,11 @@ func spawn(ctx context.Context, p providerImpl, plan *Plan, opts SpawnOptions) (
 	}
 	if err := plan.checkExecutable(); err != nil {
 		return nil, err
+	}
+	if plan.Governed != nil {
+		if err := governedStart(plan.Governed); err != nil {
+			return nil, &CompileError{plan.Harness, plan.Provider, err.Error()}
+		}
 	}
 	if err := preflightOnce(ctx, plan); err != nil {
 		return nil, err

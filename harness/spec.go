@@ -172,9 +172,10 @@ func FromDeclaration(h *compiler.Harness, dir string) (*Spec, diag.List) {
 	return fromDeclaration(h, dir, true)
 }
 
-// Check runs FromDeclaration's checks of a harness declaration except the
-// policy snapshot it names, which is not read: polc vet and compile check
-// harnesses before (or while) that snapshot is compiled.
+// Check runs FromDeclaration's checks of a harness declaration except those
+// that read the files it names (the policy snapshot; a governed section's
+// session file and its snapshot), which are not read: polc vet and compile
+// check harnesses before (or while) those snapshots are compiled.
 func Check(h *compiler.Harness, dir string) diag.List {
 	_, diags := fromDeclaration(h, dir, false)
 	return diags
@@ -370,7 +371,7 @@ func fromDeclaration(h *compiler.Harness, dir string, withPolicy bool) (*Spec, d
 		}
 		diags.Warn(h.PosOf("yolo"), diag.CodeLegacyYolo, "harness %q: yolo is deprecated; it compiles to the %s.legacy-yolo profile, whose controls differ per provider (see its capability report)", h.Name, s.Provider)
 	}
-	fromGovernedDecl(s, &d, abs, errf)
+	fromGovernedDecl(s, &d, abs, errf, withPolicy)
 	if d.Policy != nil {
 		for sec, set := range map[string]bool{"tools": d.Tools != nil, "filesystem": d.Filesystem != nil, "network": d.Network != nil, "subprocess": d.Subprocess != nil} {
 			if set {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,7 +16,51 @@ import (
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/harness"
 	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/snapshot"
 )
+
+// A governed harness plan reads its polc session file as polc mcp will
+// (harness cannot import this package, which owns the format).
+func init() { harness.InspectSession = inspectSession }
+
+// inspectSession reads the session file at the absolute path and its
+// snapshot (relative to the session file, as openSession resolves it):
+// the facts a governed plan checks and pins. What polc mcp would refuse
+// of the file is refused here, each problem at its line and column.
+func inspectSession(path string) (*harness.SessionFacts, error) {
+	sc, err := loadScenario(path, false)
+	if err != nil {
+		var errs scenarioErrors
+		if !errors.As(err, &errs) {
+			errs = scenarioErrors{err}
+		}
+		msgs := make([]string, len(errs))
+		for i, err := range errs {
+			if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+				return nil, err
+			}
+			msgs[i] = fmt.Sprintf("%s: %v", posIn(path, err), err)
+		}
+		return nil, errors.New(strings.Join(msgs, "; "))
+	}
+	if len(sc.ReportedUsage) > 0 {
+		return nil, fmt.Errorf("%s: reported_usage [%s]: an MCP client has no way to report usage; remove it", path, strings.Join(sc.ReportedUsage, ", "))
+	}
+	snapPath := sc.Snapshot
+	if !filepath.IsAbs(snapPath) {
+		snapPath = filepath.Join(filepath.Dir(path), snapPath)
+	}
+	snapPath = filepath.Clean(snapPath)
+	data, err := os.ReadFile(snapPath)
+	if err != nil {
+		return nil, fmt.Errorf("its snapshot: %w", err)
+	}
+	snap, err := snapshot.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("its snapshot %s: %v", snapPath, err)
+	}
+	return &harness.SessionFacts{Snapshot: snapPath, SnapshotDigest: snap.Digest, Profile: sc.Profile, Backend: sc.Backend}, nil
+}
 
 func newHarnessCmd(e *env) *cobra.Command {
 	c := &cobra.Command{Use: "harness", Short: "Probe provider CLIs, compile harness plans and run them"}

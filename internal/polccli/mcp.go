@@ -54,7 +54,7 @@ type mcpParams struct {
 func newMCPCmd(e *env) *cobra.Command {
 	p := &mcpParams{}
 	c := &cobra.Command{
-		Use:   "mcp SESSION [--listen unix:PATH|tcp:HOST:PORT] [--evidence DIR] [--cert FILE] [--sign-key KEY] [--state DB] [--timeout D] [--grace D] [--idle-timeout D] [--trust FILE --approvals DIR] [--approval-requests DIR]",
+		Use:   "mcp SESSION [--listen unix:PATH|tcp:HOST:PORT] [--evidence DIR] [--cert FILE] [--sign-key KEY] [--state DB] [--expect-snapshot DIGEST] [--timeout D] [--grace D] [--idle-timeout D] [--trust FILE --approvals DIR] [--approval-requests DIR]",
 		Short: "Serve a session's actions as MCP tools, each call governed by the executor",
 		Long: `mcp serves the executor of one session to an MCP client (a coding agent):
 its tools are the session's registered actions (bash, read_file,
@@ -65,7 +65,9 @@ SERVER__TOOL with the server's own schema, called through the mcp action
 Execute in the session's profile and backend, recorded in its evidence
 chain when governed. SESSION is a polc serve session file (snapshot,
 profile, workspace, principal, tenant, backend, mcp_servers): the trusted
-context is the file's, never the client's.
+context is the file's, never the client's. With --expect-snapshot DIGEST
+it refuses to start unless the session's snapshot has that digest (a
+governed harness plan pins the one it read).
 
 Without --listen the server speaks MCP on stdin and stdout (nothing else is
 written to stdout); with --listen it serves streamable HTTP on a Unix
@@ -111,6 +113,7 @@ input.`,
 	c.Flags().StringVar(&p.approvalDir, "approvals", "", "directory of signed approvals (polc approve), <approval request id>.approval, that a retried call names in _meta \"polc.dev/approval\"; needs --trust")
 	c.Flags().StringVar(&p.approvalRequests, "approval-requests", "", "directory where each escalated call's approval request is written (<id>.json); not inside the workspace")
 	sessionFlags(c, &p.runParams, "session")
+	expectSnapshotFlag(c, &p.runParams)
 	return c
 }
 

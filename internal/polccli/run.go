@@ -43,6 +43,10 @@ type runParams struct {
 	idSeed     int
 	// backend overrides the scenario's backend (--backend).
 	backend string
+	// expectSnapshot, when set, is the digest the session's snapshot must
+	// have (--expect-snapshot of polc serve and polc mcp): a governed
+	// harness plan pins the snapshot it was made from.
+	expectSnapshot string
 	// approvals are signed approvals presented with every action
 	// (--approval), beside the scenario's; trust holds the approver
 	// keys they are checked against (--trust); approvalRequests is where
@@ -200,6 +204,11 @@ func sessionFlags(c *cobra.Command, p *runParams, file string) {
 	c.Flags().IntVar(&p.idSeed, "id-seed", 0, "derive ids from this seed instead of randomness (reproducible runs)")
 	c.Flags().MarkHidden("now")
 	c.Flags().MarkHidden("id-seed")
+}
+
+// expectSnapshotFlag registers --expect-snapshot (polc serve, polc mcp).
+func expectSnapshotFlag(c *cobra.Command, p *runParams) {
+	c.Flags().StringVar(&p.expectSnapshot, "expect-snapshot", "", "refuse to start unless the session's snapshot has this digest (64 lowercase hex)")
 }
 
 // loadScenario decodes a YAML or JSON scenario strictly. A file that

@@ -48,7 +48,7 @@ type serveParams struct {
 func newServeCmd(e *env) *cobra.Command {
 	p := &serveParams{}
 	c := &cobra.Command{
-		Use:   "serve SESSION --listen unix:PATH|tcp:HOST:PORT [--evidence DIR] [--cert FILE] [--sign-key KEY] [--state DB]",
+		Use:   "serve SESSION --listen unix:PATH|tcp:HOST:PORT [--evidence DIR] [--cert FILE] [--sign-key KEY] [--state DB] [--expect-snapshot DIGEST]",
 		Short: "Serve the executor to a runtime over HTTP, for one session",
 		Long: `serve runs the executor of one session for a runtime in another process
 or language. SESSION is a polc run scenario without actions (snapshot,
@@ -92,6 +92,7 @@ with Retry-After, and one that could never fit is 400 invalid_input.`,
 	p.bodyBudget = defaultBodyBudget
 	c.Flags().Var(&p.bodyBudget, "body-budget", "memory the request bodies in flight may hold, in bytes (suffix KiB, MiB or GiB)")
 	sessionFlags(c, &p.runParams, "session")
+	expectSnapshotFlag(c, &p.runParams)
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -75,6 +76,9 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 			s.release()
 		}
 	}()
+	if p.expectSnapshot != "" && !snapshotDigestRe.MatchString(p.expectSnapshot) {
+		return nil, usagef("--expect-snapshot %q: want a snapshot digest, 64 lowercase hex characters", p.expectSnapshot)
+	}
 	if s.sc, err = loadScenario(s.scenPath, needActions); err != nil {
 		return nil, s.inputErr(s.scenPath, err)
 	}
@@ -106,6 +110,10 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	snap, err := snapshot.Parse(data)
 	if err != nil {
 		return nil, s.inputErr(snapPath, err)
+	}
+	if p.expectSnapshot != "" && snap.Digest != p.expectSnapshot {
+		return nil, usagef("--expect-snapshot: the snapshot %s has digest %s, not %s: it is not the snapshot expected (a governed harness plan pins the one it was made from: plan again)",
+			diag.Rel(e.dir, snapPath), snap.Digest, p.expectSnapshot)
 	}
 	kind, id, ok := strings.Cut(s.sc.Principal, ":")
 	if !ok || kind == "" || id == "" {
@@ -299,6 +307,9 @@ func (s *session) startMCP(reg *executor.Registry, base, ws, backend string, sna
 	s.mcp = c
 	return c.Register(reg)
 }
+
+// snapshotDigestRe is the form of a snapshot digest (sha256-v1).
+var snapshotDigestRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // backendNames are the effect backends a session may name.
 var backendNames = []string{executor.InProcessBackendName, landlock.Name}
