@@ -108,7 +108,7 @@ CREATE TABLE polc_records (
 
 CREATE TABLE polc_runs (
 	run_id     text PRIMARY KEY,
-	created_at timestamptz NOT NULL
+	created_at text NOT NULL
 );
 
 CREATE TABLE polc_attempts (
@@ -125,8 +125,8 @@ CREATE TABLE polc_attempts (
 	result_digest    text,
 	call_executed    boolean NOT NULL,
 	profile          text NOT NULL,
-	started_at       timestamptz NOT NULL,
-	finished_at      timestamptz NOT NULL
+	started_at       text NOT NULL,
+	finished_at      text NOT NULL
 );
 CREATE INDEX polc_attempts_by_run ON polc_attempts (run_id, seq);
 
