@@ -604,4 +604,3 @@ func (s *State) Usage(ctx context.Context, key executor.BudgetKey, window int64,
 // Persistent implements executor.BudgetLedger: the usage is in the
 // database.
 func (s *State) Persistent() bool { return true }
-
