@@ -361,6 +361,25 @@ func dependentErr(p *pending, cause error) error {
 	return fmt.Errorf("pgstore: record %s (sequence %d) of chain %s is not appended: an earlier record of the chain was not: %w", p.r.RecordID, p.r.Sequence, p.r.ChainID, cause)
 }
 
+// retry runs the read f again while it fails on a lost connection (a
+// server restart), for up to RetryFor and while ctx lasts.
+func (s *Evidence) retry(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(s.opts.RetryFor)
+	backoff := 20 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || !retryable(err) || s.opts.RetryFor < 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
 // insertGroup inserts the group's records in one transaction, trying again
 // on a new connection while the connection is lost (a restart), for up to
 // RetryFor. inserted[i] says whether record i is in its chain.
@@ -477,7 +496,9 @@ func (s *Evidence) dbHead(ctx context.Context, chainID string) (chain.Tip, bool,
 	var seq int64
 	var hash []byte
 	var typ string
-	err := s.pool.QueryRow(ctx, "SELECT sequence, chain_hash, record_type FROM polc_records WHERE chain_id = $1 ORDER BY sequence DESC LIMIT 1", chainID).Scan(&seq, &hash, &typ)
+	err := s.retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, "SELECT sequence, chain_hash, record_type FROM polc_records WHERE chain_id = $1 ORDER BY sequence DESC LIMIT 1", chainID).Scan(&seq, &hash, &typ)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return chain.Tip{}, false, nil
 	}
@@ -534,16 +555,39 @@ func (s *Evidence) Read(ctx context.Context, chainID string, after int64) ([]*ch
 
 // lines calls f with each committed record's line after sequence after,
 // in order, from one snapshot.
+// A connection lost before the first row is tried again; one lost
+// mid-way is an error (f has seen part of the chain).
 func (s *Evidence) lines(ctx context.Context, chainID string, after int64, f func(seq int64, line []byte) error) error {
-	rows, err := s.pool.Query(ctx, "SELECT sequence, line FROM polc_records WHERE chain_id = $1 AND sequence > $2 ORDER BY sequence", chainID, after)
-	if err != nil {
+	var rows pgx.Rows
+	started := false
+	err := s.retry(ctx, func() error {
+		var err error
+		rows, err = s.pool.Query(ctx, "SELECT sequence, line FROM polc_records WHERE chain_id = $1 AND sequence > $2 ORDER BY sequence", chainID, after)
+		if err != nil {
+			return err
+		}
+		if rows.Next() {
+			started = true
+			return nil
+		}
+		rows.Close()
+		return rows.Err()
+	})
+	if err != nil || !started {
 		return err
 	}
 	defer rows.Close()
 	var seq int64
 	var line []byte
-	_, err = pgx.ForEachRow(rows, []any{&seq, &line}, func() error { return f(seq, line) })
-	return err
+	for ok := true; ok; ok = rows.Next() {
+		if err := rows.Scan(&seq, &line); err != nil {
+			return err
+		}
+		if err := f(seq, line); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // Export writes the chain's committed records as JSONL (each stored line
@@ -583,11 +627,16 @@ func (s *Evidence) Verify(ctx context.Context, chainID string, expectedHead chai
 
 // Chains returns the ids of the chains that have records, sorted.
 func (s *Evidence) Chains(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, "SELECT chain_id::text FROM polc_records WHERE sequence = 0 ORDER BY chain_id::text")
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	var ids []string
+	err := s.retry(ctx, func() error {
+		rows, err := s.pool.Query(ctx, "SELECT chain_id::text FROM polc_records WHERE sequence = 0 ORDER BY chain_id::text")
+		if err != nil {
+			return err
+		}
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return ids, err
 }
 
 // Scan implements chain.ProjectionSource. A cursor is "<generation>:<pos>":
@@ -614,11 +663,13 @@ func (s *Evidence) Scan(ctx context.Context, after string, limit int) (chain.Pro
 		}
 	}
 	var horizon int64
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(appendLock), s.key); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, "SELECT coalesce(max(pos), 0) FROM polc_records").Scan(&horizon)
+	err := s.retry(ctx, func() error {
+		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(appendLock), s.key); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, "SELECT coalesce(max(pos), 0) FROM polc_records").Scan(&horizon)
+		})
 	})
 	if err != nil {
 		return chain.ProjectionPage{}, err

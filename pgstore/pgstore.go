@@ -21,8 +21,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -352,7 +355,8 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, name string) (gen string, 
 
 // retryable reports whether err lost the connection or met a server that
 // is shutting down or starting (a restart), rather than a statement the
-// server refused: the work may be tried again on a new connection.
+// server refused or a result (no rows): the work may be tried again on a
+// new connection.
 func retryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
@@ -363,9 +367,8 @@ func retryable(err error) bool {
 		// shutdown, cannot connect now.
 		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
 	}
-	var de *DurabilityError
-	// Every other error from the driver is about the connection (reset,
-	// refused while the server is down, closed mid-query): the server
-	// refused no statement.
-	return !errors.As(err, &de)
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
