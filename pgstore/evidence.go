@@ -67,6 +67,9 @@ type EvidenceOptions struct {
 	// MaxGroup bounds the records committed in one transaction (default
 	// 1024).
 	MaxGroup int
+	// MaxInFlight bounds the groups committing at once, each over other
+	// chains and on its own connection (default 4).
+	MaxInFlight int
 	// RetryFor is how long a group that lost its connection is retried
 	// before its records fail (default 30s; negative: never retried).
 	RetryFor time.Duration
@@ -106,6 +109,13 @@ func OpenEvidence(ctx context.Context, dsn string, opts EvidenceOptions) (*Evide
 	}
 	if opts.RetryFor == 0 {
 		opts.RetryFor = 30 * time.Second
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 4
+	}
+	if opts.MaxConns <= 0 {
+		// A connection per group in flight, and some for reads.
+		opts.MaxConns = int32(opts.MaxInFlight) + 4
 	}
 	pool, gen, key, err := connect(ctx, dsn, opts.MaxConns)
 	if err != nil {
@@ -263,25 +273,57 @@ func checkLink(tip chain.Tip, has bool, r *chain.Record, dup func() bool) error 
 	return nil
 }
 
-// run is the group committer.
+// run is the group committer. Up to MaxInFlight groups commit at once,
+// each on its own connection, over disjoint chains: a record waits while
+// a group holding earlier records of its chain is in flight (the
+// database checks its link against the committed predecessor), so each
+// chain's groups commit in order while other chains' commit beside them.
 func (s *Evidence) run() {
 	defer close(s.done)
+	inflight := make(map[string]bool) // chains with a group in flight
+	active := 0
+	finished := make(chan []*pending)
 	for {
 		s.mu.Lock()
-		for len(s.queue) == 0 && !s.closed {
-			s.mu.Unlock()
-			<-s.wake
-			s.mu.Lock()
+		var group []*pending
+		if active < s.opts.MaxInFlight {
+			kept := s.queue[:0]
+			for _, p := range s.queue {
+				if len(group) < s.opts.MaxGroup && !inflight[p.r.ChainID] {
+					group = append(group, p)
+				} else {
+					kept = append(kept, p)
+				}
+			}
+			// A chain that did not fit whole stays in flight: its
+			// later records wait for this group.
+			clear(s.queue[len(kept):])
+			s.queue = kept
 		}
-		if len(s.queue) == 0 {
-			s.mu.Unlock()
+		done := s.closed && len(s.queue) == 0 && active == 0 && len(group) == 0
+		s.mu.Unlock()
+		if done {
 			return
 		}
-		n := min(len(s.queue), s.opts.MaxGroup)
-		group := s.queue[:n:n]
-		s.queue = append([]*pending(nil), s.queue[n:]...)
-		s.mu.Unlock()
-		s.commitGroup(group)
+		if len(group) > 0 {
+			for _, p := range group {
+				inflight[p.r.ChainID] = true
+			}
+			active++
+			go func() {
+				s.commitGroup(group)
+				finished <- group
+			}()
+			continue
+		}
+		select {
+		case <-s.wake:
+		case g := <-finished:
+			active--
+			for _, p := range g {
+				delete(inflight, p.r.ChainID)
+			}
+		}
 	}
 }
 
