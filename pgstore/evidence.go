@@ -78,14 +78,23 @@ type EvidenceOptions struct {
 	MaxConns int32
 }
 
-// pchain is what the store knows of a chain while it has records queued:
+// pchain is what the store knows of a chain: while it has records queued,
 // the tip they build (checked synchronously, so that a producer learns of
-// a bad link at once) and their record ids.
+// a bad link at once) and their record ids; once they are committed, the
+// tip this store committed last, which Head returns without a query until
+// the chain is released (Release) or one of its groups fails. A chain is
+// written by one store at a time (an executor's task boundary): another
+// store's appends make that tip stale, and the next append built on it is
+// refused by the database (a conflict, never a fork), which drops it.
 type pchain struct {
-	tip    chain.Tip
-	queued int
-	ids    map[string]struct{}
+	tip      chain.Tip
+	queued   int
+	ids      map[string]struct{}
+	released bool // drop the tip once nothing is queued
 }
+
+// maxCachedTips bounds the committed tips kept for chains not released.
+const maxCachedTips = 4096
 
 type pending struct {
 	r    *chain.Record
@@ -99,6 +108,7 @@ var (
 	_ chain.Store            = (*Evidence)(nil)
 	_ chain.AsyncAppender    = (*Evidence)(nil)
 	_ chain.ProjectionSource = (*Evidence)(nil)
+	_ chain.Releaser         = (*Evidence)(nil)
 )
 
 // OpenEvidence connects to the database dsn names, creates or migrates the
@@ -218,16 +228,19 @@ func (s *Evidence) AppendAsync(ctx context.Context, r *chain.Record) (chain.Appe
 		return chain.AppendReceipt{}, nil, errors.New("pgstore: evidence store is closed")
 	}
 	c := s.chains[parsed.ChainID]
-	if c != nil {
+	switch {
+	case c != nil && c.queued > 0:
 		if err := checkLink(c.tip, true, parsed, func() bool { _, ok := c.ids[parsed.RecordID]; return ok }); err != nil {
 			return chain.AppendReceipt{}, nil, err
 		}
-	} else {
-		// Nothing queued: the database checks the link when the group
-		// commits (and says why it refused).
+	case c == nil:
+		// Nothing queued (a committed tip may be stale): the database
+		// checks the link when the group commits, and says why it
+		// refused.
 		c = &pchain{ids: make(map[string]struct{})}
 		s.chains[parsed.ChainID] = c
 	}
+	c.released = false
 	c.tip = chain.Tip{Sequence: parsed.Sequence, Hash: h, Closed: parsed.RecordType == chain.TaskClosed}
 	c.queued++
 	c.ids[parsed.RecordID] = struct{}{}
@@ -387,9 +400,8 @@ func (s *Evidence) commitGroup(group []*pending) {
 		c := s.chains[p.r.ChainID]
 		c.queued--
 		delete(c.ids, p.r.RecordID)
-		if c.queued == 0 {
-			// The next append of the chain is checked by the database,
-			// and Head reads it from there.
+		if c.queued == 0 && (failed[p.r.ChainID] != nil || c.released || len(s.chains) > maxCachedTips) {
+			// Head reads the chain's head from the database again.
 			delete(s.chains, p.r.ChainID)
 		}
 	}
@@ -560,9 +572,25 @@ func checkChainID(chainID string) error {
 	return nil
 }
 
+// Release implements chain.Releaser: the store forgets the chain's tip
+// (once its queued records are settled), as the executor does with a task
+// boundary's chain after its task_closed.
+func (s *Evidence) Release(chainID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.chains[chainID]; c != nil {
+		if c.queued == 0 {
+			delete(s.chains, chainID)
+		} else {
+			c.released = true
+		}
+	}
+	return nil
+}
+
 // Head implements chain.Store: the chain's last record, queued ones
-// included (what the next record must link to), else its last committed
-// one.
+// included (what the next record must link to), else the last this
+// store committed (see pchain), else the database's.
 func (s *Evidence) Head(ctx context.Context, chainID string) (chain.Tip, bool, error) {
 	if err := checkChainID(chainID); err != nil {
 		return chain.Tip{}, false, err
