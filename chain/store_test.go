@@ -42,120 +42,12 @@ func boundPayload() Payload {
 	return PolicyBoundPayload{EffectBackendID: "b", EffectCapabilityDigest: testDigest, PolicyDigest: testDigest, TaskBoundaryID: testPolicy}
 }
 
-type storeUnderTest struct {
-	name string
-	open func(t *testing.T) Store
-}
-
-func stores() []storeUnderTest {
-	return []storeUnderTest{
-		{"mem", func(t *testing.T) Store { return NewMemStore() }},
-		{"file", func(t *testing.T) Store {
-			s, err := OpenFileStore(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}},
-	}
-}
-
 func conflictReason(err error) string {
 	var ce *ConflictError
 	if errors.As(err, &ce) {
 		return ce.Reason
 	}
 	return ""
-}
-
-func TestStoreAppendRules(t *testing.T) {
-	for _, st := range stores() {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			s := st.open(t)
-			ids := &testIDs{}
-			op := ids.next()
-			r0, _ := Seal(draft(ids, testChain, &op, boundPayload()), 0, nil)
-			bad, _ := Seal(draft(ids, testChain, &op, boundPayload()), 1, nil)
-			if _, err := s.Append(ctx, bad); conflictReason(err) != ConflictSequence {
-				t.Fatalf("genesis at sequence 1: %v", err)
-			}
-			rc, err := s.Append(ctx, r0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rc.Sequence != 0 || rc.RecordID != r0.RecordID || rc.HeadHash != r0.Hash() || rc.ChainID != testChain {
-				t.Fatalf("receipt %+v", rc)
-			}
-			if _, err := s.Append(ctx, r0); conflictReason(err) != ConflictSequence {
-				t.Fatalf("duplicate append: %v", err)
-			}
-			stale := Hash{1}
-			r1stale, _ := Seal(draft(ids, testChain, &op, OperationStartedPayload{AttemptID: ids.next(), RequestDigest: testDigest, ToolID: "t"}), 1, &stale)
-			if _, err := s.Append(ctx, r1stale); conflictReason(err) != ConflictStaleHead {
-				t.Fatalf("stale head: %v", err)
-			}
-			h0 := r0.Hash()
-			d1 := draft(ids, testChain, &op, OperationStartedPayload{AttemptID: ids.next(), RequestDigest: testDigest, ToolID: "t"})
-			r1, _ := Seal(d1, 1, &h0)
-			tampered := *r1
-			tampered.PayloadJSON = strings.Replace(tampered.PayloadJSON, `"t"`, `"u"`, 1)
-			var ie *IntegrityError
-			if _, err := s.Append(ctx, &tampered); !errors.As(err, &ie) || ie.Err.Code != CodeContentMismatch {
-				t.Fatalf("tampered record: %v", err)
-			}
-			if _, err := s.Append(ctx, r1); err != nil {
-				t.Fatal(err)
-			}
-			h1 := r1.Hash()
-			dupID := draft(ids, testChain, &op, CallableCompletedPayload{DurationUS: 1, ResultDigest: testDigest})
-			dupID.RecordID = r0.RecordID
-			r2dup, _ := Seal(dupID, 2, &h1)
-			if _, err := s.Append(ctx, r2dup); conflictReason(err) != ConflictDuplicateID {
-				t.Fatalf("duplicate record_id: %v", err)
-			}
-			r2, _ := Seal(draft(ids, testChain, &op, CallableCompletedPayload{DurationUS: 1, ResultDigest: testDigest}), 2, &h1)
-			if _, err := s.Append(ctx, r2); err != nil {
-				t.Fatal(err)
-			}
-			h2 := r2.Hash()
-			r3, _ := Seal(draft(ids, testChain, nil, TaskClosedPayload{ClosedAt: "2026-01-02T03:04:05.000006Z", OpenedAt: "2026-01-02T03:04:05.000006Z", OperationCount: 1, TaskBoundaryID: testPolicy}), 3, &h2)
-			if _, err := s.Append(ctx, r3); err != nil {
-				t.Fatal(err)
-			}
-			h3 := r3.Hash()
-			d4 := draft(ids, testChain, nil, RecordSupersededPayload{ReasonCode: "x"})
-			d4.SupersedesRecordID = &r0.RecordID
-			r4, err := Seal(d4, 4, &h3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Append(ctx, r4); conflictReason(err) != ConflictClosed {
-				t.Fatalf("append after task_closed: %v", err)
-			}
-			recs, err := s.Read(ctx, testChain, 1)
-			if err != nil || len(recs) != 2 || recs[0].Sequence != 2 || recs[1].RecordID != r3.RecordID {
-				t.Fatalf("Read(after 1): %v %v", recs, err)
-			}
-			if none, _ := s.Read(ctx, testChain2, -1); len(none) != 0 {
-				t.Fatal("a missing chain reads as non-empty")
-			}
-			tip, ok, err := s.Head(ctx, testChain)
-			if err != nil || !ok || tip.Hash != h3 || tip.Sequence != 3 || !tip.Closed {
-				t.Fatalf("Head: %+v %v %v", tip, ok, err)
-			}
-			res, err := s.Verify(ctx, testChain, h3)
-			if err != nil || !res.OK() || !res.HeadMatched || res.Records != 4 {
-				t.Fatalf("Verify: %+v %v", res, err)
-			}
-			res, _ = s.Verify(ctx, testChain, h2)
-			if res.OK() {
-				t.Fatal("Verify against an older head passed")
-			}
-		})
-	}
 }
 
 func appendN(t *testing.T, s Store, ids *testIDs, chainID string, n int) []AppendReceipt {
@@ -171,46 +63,6 @@ func appendN(t *testing.T, s Store, ids *testIDs, chainID string, n int) []Appen
 		out = append(out, rc)
 	}
 	return out
-}
-
-func TestProjectionScan(t *testing.T) {
-	for _, st := range stores() {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			s := st.open(t)
-			ids := &testIDs{}
-			a := appendN(t, s, ids, testChain, 3)
-			b := appendN(t, s, ids, testChain2, 2)
-			src := s.(ProjectionSource)
-			var seen []ProjectionReceipt
-			cursor := ""
-			for {
-				page, err := src.Scan(context.Background(), cursor, 2)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(page.Receipts) == 0 {
-					if page.NextCursor != cursor {
-						t.Fatal("empty page moved the cursor")
-					}
-					break
-				}
-				seen = append(seen, page.Receipts...)
-				cursor = page.NextCursor
-			}
-			if len(seen) != len(a)+len(b) {
-				t.Fatalf("scanned %d receipts, want %d", len(seen), len(a)+len(b))
-			}
-			for i, rc := range append(a, b...) {
-				if seen[i].RecordID != rc.RecordID || seen[i].HeadHash != rc.HeadHash || seen[i].Sequence != rc.Sequence {
-					t.Fatalf("receipt %d: %+v, want %+v", i, seen[i], rc)
-				}
-			}
-			if _, err := src.Scan(context.Background(), "x", 1); err == nil {
-				t.Fatal("invalid cursor accepted")
-			}
-		})
-	}
 }
 
 // TestFileStoreReopen checks that cursors survive a restart and that a lost

@@ -89,6 +89,11 @@ const (
 		VALUES (?, ?, ?, ?, ?, ?)`
 )
 
+// CheckAttempt checks CommitAttempt's preconditions, with *InputError:
+// what every StateStore on this schema refuses before writing (package
+// pgstore's too).
+func CheckAttempt(a *executor.AttemptRecord) error { return validateAttempt(a) }
+
 func validateAttempt(a *executor.AttemptRecord) error {
 	what := "attempt " + a.AttemptID
 	switch {
@@ -267,6 +272,13 @@ func queryStrings(ctx context.Context, tx *sql.Tx, query string, args ...any) ([
 const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// FormatTime is the stored form of an attempt's times (see timeLayout),
+// which package pgstore shares.
+func FormatTime(t time.Time) string { return formatTime(t) }
+
+// ParseTime parses a time FormatTime stored.
+func ParseTime(s string) (time.Time, error) { return parseTime(s) }
 
 // storableTime reports whether t has an RFC 3339 form (a four-digit year).
 func storableTime(t time.Time) bool {

@@ -126,6 +126,10 @@ func recordWhat(r *executor.ProjectedRecord) string {
 	return "record " + r.RecordID + " of chain " + r.ChainID
 }
 
+// CheckProjected checks one record's ApplyProjection preconditions, with
+// *InputError (package pgstore refuses the same records).
+func CheckProjected(r *executor.ProjectedRecord) error { return validateProjected(r) }
+
 func validateProjected(r *executor.ProjectedRecord) error {
 	switch {
 	case r.ChainID == "" || r.RecordID == "":
@@ -189,8 +193,21 @@ func applyOperation(ctx context.Context, tx *sql.Tx, r *executor.ProjectedRecord
 		}
 		return &executor.StateConflictError{Key: key, Reason: fmt.Sprintf("already ended by record %s; %s (%s) would end it again", terminalBy.String, r.RecordID, t)}
 	}
-	var status string
-	var reason, result *string
+	status, reason, result, dur, err := TerminalState(r, p)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE operations SET status = ?, terminal_record_id = ?, terminal_type = ?,
+		reason_code = ?, result_digest = ?, duration_us = ? WHERE operation_id = ? AND terminal_record_id IS NULL`,
+		status, r.RecordID, string(t), reason, result, dur, opID)
+	return err
+}
+
+// TerminalState derives what a terminal record (r, its payload decoded
+// as p) sets on its operation: the status, the reason code, the result
+// digest and the duration (nil for operation_denied). A payload of no
+// terminal type is *InputError. Package pgstore derives the same.
+func TerminalState(r *executor.ProjectedRecord, p chain.Payload) (status string, reason, result *string, dur *int64, err error) {
 	var duration int64
 	switch v := p.(type) {
 	case chain.OperationDeniedPayload:
@@ -209,16 +226,12 @@ func applyOperation(ctx context.Context, tx *sql.Tx, r *executor.ProjectedRecord
 	case chain.ExternalResultAmbiguousPayload:
 		status, reason, duration = StatusAmbiguous, &v.ReasonCode, v.DurationUS
 	default:
-		return &InputError{What: recordWhat(r), Reason: fmt.Sprintf("no status for terminal type %s", t)}
+		return "", nil, nil, nil, &InputError{What: recordWhat(r), Reason: fmt.Sprintf("no status for terminal type %s", r.RecordType)}
 	}
-	var dur *int64
-	if t != chain.OperationDenied {
+	if chain.Type(r.RecordType) != chain.OperationDenied {
 		dur = &duration
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE operations SET status = ?, terminal_record_id = ?, terminal_type = ?,
-		reason_code = ?, result_digest = ?, duration_us = ? WHERE operation_id = ? AND terminal_record_id IS NULL`,
-		status, r.RecordID, string(t), reason, result, dur, opID)
-	return err
+	return status, reason, result, dur, nil
 }
 
 // ProjectionCursor implements executor.ProjectionStore: the cursor last

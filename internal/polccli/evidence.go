@@ -53,7 +53,7 @@ Exit codes: 0 done (including "nothing to repair"), 1 a chain is damaged,
 			return runEvidenceRepair(c.Context(), e, args[0], args[1:])
 		},
 	})
-	c.AddCommand(newEvidenceCertifyCmd(e))
+	c.AddCommand(newEvidenceCertifyCmd(e), newEvidenceExportCmd(e))
 	c.AddCommand(newEvidenceCheckpointCmd(e), newEvidenceProveCmd(e))
 	return c
 }

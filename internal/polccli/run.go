@@ -193,11 +193,11 @@ certificate could not be minted or evidence failed, 2 on bad input.`,
 func sessionFlags(c *cobra.Command, p *runParams, file string) {
 	c.Flags().StringVar(&p.snapshot, "snapshot", "", "snapshot file, overriding the "+file+"'s")
 	c.Flags().StringVar(&p.workspace, "workspace", "", "workspace directory, overriding the "+file+"'s")
-	c.Flags().StringVar(&p.evidence, "evidence", "", "directory of the evidence chain (governed, certifiable)")
+	c.Flags().StringVar(&p.evidence, "evidence", "", "directory of the evidence chains, or a postgres:// DSN (governed, certifiable)")
 	c.Flags().StringVar(&p.cert, "cert", "", "certificate output file (certifiable)")
 	c.Flags().StringVar(&p.signKey, "sign-key", "", "signer key (polc keygen) to sign the certificate as DSSE")
 	c.Flags().StringVar(&p.backend, "backend", "", "effect backend, overriding the "+file+"'s: inprocess or landlock (docs/containment.md)")
-	c.Flags().StringVar(&p.state, "state", "", "SQLite state database (durable; governed and certifiable: where budget usage is accounted)")
+	c.Flags().StringVar(&p.state, "state", "", "SQLite state database, or a postgres:// DSN (durable; governed and certifiable: where budget usage is accounted)")
 	c.Flags().StringVar(&p.now, "now", "", "fixed clock, RFC 3339 (reproducible runs)")
 	c.Flags().StringArrayVar(&p.approvals, "approval", nil, "signed approval file (polc approve) presented with every action; repeatable")
 	c.Flags().StringVar(&p.trust, "trust", "", "trust file naming the approver keys (approver:<class> <vkey>) approvals are checked against")

@@ -25,6 +25,7 @@ import (
 	"polc.dev/polc/internal/atomicfile"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/keys"
+	"polc.dev/polc/pgstore"
 	"polc.dev/polc/snapshot"
 )
 
@@ -176,16 +177,27 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 		if p.evidence == "" {
 			return nil, usagef("profile %s needs --evidence DIR", profile)
 		}
-		dir := e.abs(p.evidence)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, s.ioErr(dir, "create directory", err)
+		if pgstore.IsDSN(p.evidence) {
+			// PostgreSQL (docs/scale.md): many executors append to one
+			// database.
+			store, err := pgstore.OpenEvidence(context.Background(), p.evidence, pgstore.EvidenceOptions{})
+			if err != nil {
+				return nil, usagef("--evidence %s: %v", pgstore.Redact(p.evidence), err)
+			}
+			s.closers = append(s.closers, func() { store.Close() })
+			cfg.Evidence = store
+		} else {
+			dir := e.abs(p.evidence)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, s.ioErr(dir, "create directory", err)
+			}
+			store, err := chain.OpenFileStore(dir)
+			if err != nil {
+				return nil, s.inputErr(dir, err)
+			}
+			s.closers = append(s.closers, func() { store.Close() })
+			cfg.Evidence = store
 		}
-		store, err := chain.OpenFileStore(dir)
-		if err != nil {
-			return nil, s.inputErr(dir, err)
-		}
-		s.closers = append(s.closers, func() { store.Close() })
-		cfg.Evidence = store
 	}
 	if profile == executor.ProfileCertifiable && p.cert == "" {
 		return nil, usagef("profile certifiable needs --cert FILE")
@@ -203,7 +215,7 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	}
 	switch {
 	case profile == executor.ProfileDurable:
-		st, closeFn, err := openState(e, p.state, "the durable profile needs --state FILE (a SQLite database)")
+		st, closeFn, err := openState(e, p.state, "the durable profile needs --state FILE (a SQLite database) or a postgres:// DSN")
 		if err != nil {
 			return nil, err
 		}
@@ -469,8 +481,13 @@ func (s *session) finish(ctx context.Context) (evidence, cert map[string]any, fa
 	}
 	res, cerr := s.ex.CloseBoundary(ctx, s.boundary)
 	if res != nil {
-		evidence = map[string]any{"chain_id": s.boundary.ChainID(), "head": res.Head.String(), "records": res.Records,
-			"path": diag.Rel(s.e.dir, filepath.Join(s.p.evidence, s.boundary.ChainID()+".jsonl"))}
+		evidence = map[string]any{"chain_id": s.boundary.ChainID(), "head": res.Head.String(), "records": res.Records}
+		if pgstore.IsDSN(s.p.evidence) {
+			// polc evidence export writes the chain's JSONL.
+			evidence["store"] = pgstore.Redact(s.p.evidence)
+		} else {
+			evidence["path"] = diag.Rel(s.e.dir, filepath.Join(s.p.evidence, s.boundary.ChainID()+".jsonl"))
+		}
 	}
 	if cerr != nil {
 		fmt.Fprintf(s.e.stderr, "polc: %v\n", cerr)
