@@ -61,7 +61,9 @@
 //   - no_new_privs: always set (prctl PR_SET_NO_NEW_PRIVS): setuid bits and
 //     file capabilities give nothing.
 //   - A seccomp filter (classic BPF, installed on the launcher's thread after
-//     no_new_privs, inherited by everything the target starts): io_uring_setup,
+//     no_new_privs, inherited by everything the target starts): with
+//     Spec.KeepSession, setsid fails with EPERM, so no process leaves the
+//     session its caller ends it by; io_uring_setup,
 //     io_uring_enter and io_uring_register fail with EPERM (io_uring
 //     operations such as IORING_OP_SOCKET and IORING_OP_CONNECT never pass
 //     seccomp's argument checks); before Landlock ABI 9, which is the first to
@@ -285,14 +287,15 @@
 // 1003, written in plain decimal, anything else is refused). The pipe holds
 // one JSON object, at most 1 MiB, then EOF:
 //
-//	{"version":1, "argv":[...], "env":[...], "dir":"", "read":[...],
+//	{"version":2, "argv":[...], "env":[...], "dir":"", "read":[...],
 //	 "write":[...], "execute":[...], "deny":[...], "network":"deny",
 //	 "proxy_socket":"", "proxy_port":0, "forwards":[{"port":0,"socket":""}],
 //	 "limits":{"cpu_seconds":0, "file_size_bytes":0, "processes":0},
+//	 "keep_session":false,
 //	 "host_net_ns":{"dev":0,"ino":0}, "host_user_ns":{"dev":0,"ino":0}}
 //
 // The parser is strict: an unknown or duplicated field, trailing data, a
-// version other than 1 or an invalid value (a relative or unclean path, an
+// version other than 2 or an invalid value (a relative or unclean path, an
 // environment entry without a name, a proxy field outside NetworkProxy, ...)
 // make the launcher refuse. host_net_ns and host_user_ns name the caller's
 // namespaces; under NetworkDeny and NetworkProxy the launcher refuses when it

@@ -147,7 +147,7 @@ func runExec() int {
 	if err := landlockRestrictSelf(rulesetFD, flags); err != nil {
 		return refuse("landlock: restrict: %v", err)
 	}
-	if err := installSeccomp(w.Network, abi); err != nil {
+	if err := installSeccomp(w.Network, abi, w.KeepSession); err != nil {
 		return refuse("%v", err)
 	}
 	unix.Close(rulesetFD)

@@ -100,6 +100,8 @@ func (p *bpfProg) assemble() ([]unix.SockFilter, error) {
 //   - a syscall of another architecture, or an x32 syscall: kill the process;
 //   - io_uring_setup, io_uring_enter, io_uring_register: EPERM (what a kernel
 //     with io_uring disabled answers, so programs fall back to plain syscalls);
+//   - keepSession (Spec.KeepSession): setsid: EPERM, so that no process
+//     leaves the session its call is ended by;
 //   - ABI < 9: socket(AF_UNIX, ...) and socketpair(AF_UNIX, SOCK_DGRAM, ...):
 //     EACCES. A stream or seqpacket socketpair stays allowed: it is connected
 //     at birth, connect(2) on it fails with EISCONN and sendmsg(2) ignores or
@@ -110,7 +112,7 @@ func (p *bpfProg) assemble() ([]unix.SockFilter, error) {
 //     isolates those four; others, AF_VSOCK first, are not (or not always)
 //     per network namespace and would reach past it (a virtual machine's
 //     host over vsock).
-func seccompFilter(network Network, abi int) ([]unix.SockFilter, error) {
+func seccompFilter(network Network, abi int, keepSession bool) ([]unix.SockFilter, error) {
 	arch, x32, err := seccompArch()
 	if err != nil {
 		return nil, err
@@ -130,6 +132,9 @@ func seccompFilter(network Network, abi int) ([]unix.SockFilter, error) {
 	p.jump(unix.BPF_JEQ, unix.SYS_IO_URING_SETUP, "eperm", "")
 	p.jump(unix.BPF_JEQ, unix.SYS_IO_URING_ENTER, "eperm", "")
 	p.jump(unix.BPF_JEQ, unix.SYS_IO_URING_REGISTER, "eperm", "")
+	if keepSession {
+		p.jump(unix.BPF_JEQ, unix.SYS_SETSID, "eperm", "")
+	}
 	if blockUnix || filterFamilies {
 		p.jump(unix.BPF_JEQ, unix.SYS_SOCKET, "socket", "")
 	}
@@ -175,8 +180,8 @@ func seccompFilter(network Network, abi int) ([]unix.SockFilter, error) {
 // the launcher execs the target from this thread right after, and the
 // filter stays with the target and everything it starts. no_new_privs must
 // be set already.
-func installSeccomp(network Network, abi int) error {
-	insns, err := seccompFilter(network, abi)
+func installSeccomp(network Network, abi int, keepSession bool) error {
+	insns, err := seccompFilter(network, abi, keepSession)
 	if err != nil {
 		return err
 	}

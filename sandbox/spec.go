@@ -131,6 +131,14 @@ type Spec struct {
 	// in a write root, or the spawn is refused (see the package doc,
 	// "Passed files"). The same holds for stdin, stdout and stderr.
 	ExtraFiles []*os.File
+	// KeepSession makes setsid(2) fail with EPERM for the process and
+	// everything it starts, so that all of them stay in the session the
+	// caller started it in: a caller that ends a call by killing that
+	// session's members (executor/builtin) then ends every process of
+	// the call, a daemon that tried to detach included. Off for programs
+	// that start sessions of their own as a matter of course (a coding
+	// agent's shell tool).
+	KeepSession bool
 }
 
 // Forward is one loopback port forwarded to a unix socket; see Spec.Forwards.
@@ -150,7 +158,7 @@ const (
 	// launcherEnv, set in the launcher's otherwise empty environment, makes
 	// Init act as the launcher; its value is the launcher's role.
 	launcherEnv  = "POLC_SANDBOX_LAUNCHER"
-	wireVersion  = 1
+	wireVersion  = 2
 	maxWireBytes = 1 << 20
 	maxPaths     = 4096 // per list
 	maxArgs      = 1 << 16
@@ -178,6 +186,7 @@ type wireSpec struct {
 	ProxyPort   int       `json:"proxy_port"`
 	Forwards    []Forward `json:"forwards"`
 	Limits      Limits    `json:"limits"`
+	KeepSession bool      `json:"keep_session"`
 	// HostNetNS and HostUserNS are the caller's namespaces. Under NetworkDeny
 	// and NetworkProxy the launcher refuses to run when it finds itself still
 	// in either (for example because the caller replaced Cmd.SysProcAttr).
@@ -200,6 +209,7 @@ func newWireSpec(spec Spec, argv []string) wireSpec {
 		ProxyPort:   spec.ProxyPort,
 		Forwards:    spec.Forwards,
 		Limits:      spec.Limits,
+		KeepSession: spec.KeepSession,
 	}
 }
 

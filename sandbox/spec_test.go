@@ -42,13 +42,13 @@ func TestParseWireStrict(t *testing.T) {
 	data, _ := json.Marshal(validWire())
 	s := string(data)
 	cases := []struct{ name, in, want string }{
-		{"unknown field", strings.Replace(s, `{"version":1`, `{"version":1,"extra":true`, 1), "unknown field"},
+		{"unknown field", strings.Replace(s, `{"version":2`, `{"version":2,"extra":true`, 1), "unknown field"},
 		{"unknown nested field", strings.Replace(s, `"processes":64`, `"processes":64,"memory":1`, 1), "unknown field"},
-		{"duplicate field", strings.Replace(s, `{"version":1`, `{"version":1,"argv":["x"]`, 1), "given twice"},
+		{"duplicate field", strings.Replace(s, `{"version":2`, `{"version":2,"argv":["x"]`, 1), "given twice"},
 		{"duplicate nested field", strings.Replace(s, `"processes":64`, `"processes":64,"processes":1`, 1), "given twice"},
 		{"trailing data", s + `{}`, "trailing data"},
-		{"other version", strings.Replace(s, `"version":1`, `"version":2`, 1), "version 2"},
-		{"no version", strings.Replace(s, `"version":1,`, ``, 1), "version 0"},
+		{"other version", strings.Replace(s, `"version":2`, `"version":3`, 1), "version 3"},
+		{"no version", strings.Replace(s, `"version":2,`, ``, 1), "version 0"},
 		{"unknown network", strings.Replace(s, `"network":"proxy"`, `"network":"open"`, 1), "unknown network"},
 		{"network as number", strings.Replace(s, `"network":"proxy"`, `"network":2`, 1), "network"},
 		{"negative limit", strings.Replace(s, `"processes":64`, `"processes":-1`, 1), "processes"},
@@ -70,9 +70,9 @@ func TestParseWireStrict(t *testing.T) {
 func FuzzParseSpec(f *testing.F) {
 	data, _ := json.Marshal(validWire())
 	f.Add(data)
-	f.Add([]byte(`{"version":1,"argv":["true"],"network":"allow"}`))
-	f.Add([]byte(`{"version":1,"argv":["true"],"network":"deny","limits":{"cpu_seconds":1}}`))
-	f.Add([]byte(`{"version":1,"argv":["a"],"argv":["b"]}`))
+	f.Add([]byte(`{"version":2,"argv":["true"],"network":"allow"}`))
+	f.Add([]byte(`{"version":2,"argv":["true"],"network":"deny","limits":{"cpu_seconds":1}}`))
+	f.Add([]byte(`{"version":2,"argv":["a"],"argv":["b"]}`))
 	f.Add([]byte(`{"a":{"b":[{"c":1,"c":2}]}}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		w, err := parseWire(in)

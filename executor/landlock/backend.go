@@ -173,6 +173,8 @@ func (b *Backend) InvokeContained(ctx context.Context, inv *executor.Invocation,
 	}
 	plan.spec.Write = append(plan.spec.Write, tmp)
 	plan.spec.Limits = b.Limits
+	// The call ends by killing its session: nothing may leave it.
+	plan.spec.KeepSession = true
 	sp := &spawner{spec: plan.spec, env: plan.env, tmp: tmp}
 	var proxy *egress.Proxy
 	if plan.spec.Network == sandbox.NetworkProxy {

@@ -296,3 +296,29 @@ func alive(pid int) bool {
 	f := strings.Fields(string(b))
 	return len(f) > 2 && f[2] != "Z"
 }
+
+// TestDetachedDaemonEndsWithCall: a command leaves a daemon that detaches
+// from the call's session (setsid) and writes after the call has ended.
+// Under the in-process backend it survives the call and writes (so the
+// attempt is real); under the landlock backend setsid is refused, the
+// daemon stays in the call's session, which polc kills when the call ends,
+// and nothing is written.
+func TestDetachedDaemonEndsWithCall(t *testing.T) {
+	r := newRig(t, nil)
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid program")
+	}
+	for _, backend := range []string{"inprocess", landlock.Name} {
+		late := filepath.Join(r.ws, "out", "late-"+backend)
+		out := r.bash(t, backend, fmt.Sprintf(`sh -c 'setsid sh -c "sleep 1; echo late > %s" </dev/null >/dev/null 2>&1 & echo started'`, late))
+		result(t, out)
+		time.Sleep(2500 * time.Millisecond)
+		happened := exists(late)
+		if backend == "inprocess" && !happened {
+			t.Errorf("under inprocess the daemon wrote nothing, so the attempt proves nothing (%+v)", out)
+		}
+		if backend == landlock.Name && happened {
+			t.Errorf("under landlock a daemon outlived its call and wrote %s (%+v)", late, out)
+		}
+	}
+}

@@ -64,6 +64,7 @@ func (b *Backend) ServerSandbox(policy *snapshot.Snapshot, workspace string) (_ 
 	}
 	s.spec.Write = append(s.spec.Write, s.tmp)
 	s.spec.Limits = b.Limits
+	s.spec.KeepSession = true
 	if s.spec.Network == sandbox.NetworkProxy {
 		sock := filepath.Join(dir, "proxy.sock")
 		l, err := net.Listen("unix", sock)
