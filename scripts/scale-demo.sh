@@ -20,7 +20,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
 . scripts/fleet-lib.sh
-rm -rf "$out/keys" "$out/ws"* "$out/exported" "$out/srv" "$out/actions" "$out"/cert*.json "$out"/*.log
+rm -rf "$out/keys" "$out/ws"* "$out/exported" "$out/srv" "$out/actions" "$out"/cert*.json "$out"/*.log "$out"/polc*.sock
 mkdir -p "$out/bin" "$out/keys" "$out/actions"
 go build -o "$out/bin/" ./cmd/polc ./cmd/certverify
 polc() { "$out/bin/polc" "$@"; }
@@ -87,7 +87,8 @@ workspace: ws$i
 principal: agent:demo
 tenant: acme
 YAML
-  polc serve "$out/session$i.yaml" --listen "unix:$out/polc$i.sock" --evidence "$dsn" --state "$dsn" \
+  # The binary itself, not the function: $! must be the server's id.
+  "$out/bin/polc" serve "$out/session$i.yaml" --listen "unix:$out/polc$i.sock" --evidence "$dsn" --state "$dsn" \
     --cert "$out/cert$i.json" --sign-key "$out/keys/certifier.key" 2>"$out/serve$i.log" &
   pids+=($!) serve_pids+=($!)
 done
