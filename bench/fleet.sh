@@ -18,6 +18,7 @@
 # Usage: bench/fleet.sh [rounds]   (default 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/fleet-lib.sh
 rounds=${1:-5}
 opa=${POLC_OPA:-$(bash scripts/opa.sh)}
 tmp=$(mktemp -d /tmp/polc-fleet.XXXXXX)
@@ -58,62 +59,21 @@ rev1=$(publish 1)
 rev2=$(publish 2)
 publish 1 >/dev/null
 
-"$polc" bundle serve srv --listen tcp:127.0.0.1:0 >serve.log 2>&1 &
-pids+=($!)
-for _ in $(seq 1 200); do grep -q listening serve.log && break; sleep 0.05; done
-srv=$(sed -n 's/.*listening on tcp:\(.*\)$/\1/p' serve.log)
-[ -n "$srv" ] || { echo "polc bundle serve did not start:" >&2; cat serve.log >&2; exit 1; }
+fleet_serve "$polc" srv serve.log
+srv=$fleet_srv
 
-# free_port prints a loopback port nothing listens on.
-free_port() {
-  local p
-  while :; do
-    p=$((20000 + RANDOM % 40000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-}
-
-# start_fleet MODE starts three OPA servers: their addresses in fleet,
-# their process ids in fleet_pids (and pids, for the cleanup).
+# start_fleet MODE starts three OPA servers (scripts/fleet-lib.sh): their
+# addresses in fleet, their process ids in fleet_pids (and pids, for the
+# cleanup).
 start_fleet() {
-  local mode=$1 cfg=opa-$1.yaml a
-  fleet=() fleet_pids=()
-  {
-    echo "services:"
-    echo "  polc:"
-    echo "    url: http://$srv"
-    echo "bundles:"
-    echo "  polc:"
-    echo "    service: polc"
-    echo "    resource: bundles/polc.tar.gz"
-    echo "    signing:"
-    echo "      keyid: polc"
-    echo "    polling:"
-    echo "      min_delay_seconds: 1"
-    echo "      max_delay_seconds: 2"
-    [ "$mode" = long-poll ] && echo "      long_polling_timeout_seconds: 10"
-    echo "keys:"
-    echo "  polc:"
-    echo "    algorithm: ES256"
-    echo "    key: |"
-    sed 's/^/      /' keys/fleet.pub.pem
-  } >"$cfg"
-  for _ in 1 2 3; do
-    a=127.0.0.1:$(free_port)
-    "$opa" run --server --addr "$a" --config-file "$cfg" --log-level error >>"opa-$mode.log" 2>&1 &
-    pids+=($!) fleet_pids+=($!) fleet+=("$a")
-  done
-}
-
-stop_fleet() {
-  for p in "${fleet_pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${fleet_pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  fleet_config "opa-$1.yaml" "$srv" keys/fleet.pub.pem "$1"
+  fleet_start "$opa" "opa-$1.yaml" "opa-$1.log"
 }
 
 # runs ADDR REV I: whether the instance at ADDR runs revision REV (whose
 # decision is disposition[I]).
 runs() {
-  curl -sf "http://$1/v1/data/system/bundles/polc/manifest/revision" | grep -q "\"$2\"" &&
+  [ "$(fleet_revision "$1")" = "$2" ] &&
     curl -sf "http://$1/v1/data/polc/decision" -d @query.json | grep -q "\"disposition\":\"${disposition[$3]}\""
 }
 
@@ -161,5 +121,5 @@ for mode in poll long-poll; do
   label="poll 1-2s"
   [ "$mode" = long-poll ] && label="long-poll"
   printf '%-10s %6d %8d %10d %8d   %s\n' "$label" "$rounds" "$(echo "$all" | sort -n | head -1)" "$(echo "$all" | median)" "$(echo "$all" | sort -n | tail -1)" "$per"
-  stop_fleet
+  fleet_stop
 done
