@@ -280,13 +280,17 @@ func policyModule(s *snapshot.Snapshot) (string, error) {
 		id := r.Base().RuleID
 		g := ruleGate[id]
 		allow := r.Base().Effect == snapshot.EffectAllow
-		switch _, approval := r.(*snapshot.ApprovalRule); {
-		case approval:
+		switch r.(type) {
+		case *snapshot.ApprovalRule:
 			kinds[g]["a"] = true
-		case !allow:
-			kinds[g]["d"] = true
+		case *snapshot.BudgetRule, *snapshot.ExpiryRule:
+			kinds[g]["g"] = true // granted while within them (tag x)
 		default:
-			kinds[g]["g"] = true // grants, expiry and budgets
+			if allow {
+				kinds[g]["g"] = true
+			} else {
+				kinds[g]["d"] = true
+			}
 		}
 		switch r := r.(type) {
 		case *snapshot.ActionRule:
