@@ -1,10 +1,15 @@
 package compiler
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/open-policy-agent/opa/v1/rego"
 
 	"polc.dev/polc/internal/pattern"
 )
@@ -41,7 +46,7 @@ func TestRegexPrefix(t *testing.T) {
 }
 
 // TestRegexPrefixSound: every value an expression matches (by RE2, as
-// OPA's regex.match) begins with its prefix, over random patterns of each
+// OPA's regex.match) begins with its prefix and ends with its suffix, over random patterns of each
 // grammar and values made from them by filling their wildcards.
 func TestRegexPrefixSound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -70,7 +75,7 @@ func TestRegexPrefixSound(t *testing.T) {
 		}
 		valid++
 		re := regexp.MustCompile(pattern.Regexp(k, p))
-		pre := regexPrefix(re.String())
+		pre, suf := regexPrefix(re.String()), regexSuffix(re.String())
 		for range 8 {
 			var vb strings.Builder
 			for _, c := range strings.ReplaceAll(p, " ", pattern.ArgvSep) {
@@ -94,10 +99,116 @@ func TestRegexPrefixSound(t *testing.T) {
 				if !strings.HasPrefix(v, pre) {
 					t.Fatalf("%s pattern %q (%s) matches %q, which does not begin with its prefix %q", k, p, re, v, pre)
 				}
+				if !strings.HasSuffix(v, suf) {
+					t.Fatalf("%s pattern %q (%s) matches %q, which does not end with its suffix %q", k, p, re, v, suf)
+				}
 			}
 		}
 	}
 	if valid < 5000 || matched < 5000 {
 		t.Fatalf("only %d valid patterns and %d matches: the generator is too weak", valid, matched)
+	}
+}
+
+// TestMatchBodiesAgreeWithMatch: the rule bodies a pattern is lowered to
+// (matchBodies: equality, startswith or endswith for the indexer, and a
+// regular expression where those do not decide) hold, in the real OPA,
+// exactly for the values pattern.Match says the pattern matches — for
+// random patterns of every grammar, values made from them and values
+// made from other patterns.
+func TestMatchBodiesAgreeWithMatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 17))
+	kinds := []pattern.Kind{pattern.Path, pattern.Command, pattern.Host, pattern.Action, pattern.MCP, pattern.Namespace, pattern.Env, pattern.Principal, pattern.MCPResource}
+	alpha := map[pattern.Kind][]string{
+		pattern.Path: {"a", "b", "/", "*", "?", ".", "**/", "/**"}, pattern.Command: {"a", "b", " ", "*", "?", "-"},
+		pattern.Host: {"a", "b", ".", "*.", ":443", ":80"}, pattern.Action: {"a", "b", "_", "*", "?", "."},
+		pattern.MCP: {"a", "b", "/", "*", "?", "_"}, pattern.Namespace: {"a", "b", "/", "*", "?", "**/", "/**"},
+		pattern.Env: {"A", "B", "_", "*", "?"}, pattern.Principal: {"a", "b", ":", "*", "?"},
+		pattern.MCPResource: {"a", "b", "/", "*", "?", ":", "/**"},
+	}
+	fill := []string{"", "a", "b", "/", ".", ":", "x", "a/b", pattern.ArgvSep, "A", "é"}
+	type tc struct {
+		k    pattern.Kind
+		p    string
+		vals []string
+	}
+	var cases []tc
+	for len(cases) < 500 {
+		k := kinds[rng.IntN(len(kinds))]
+		var pb strings.Builder
+		for range 1 + rng.IntN(6) {
+			pb.WriteString(alpha[k][rng.IntN(len(alpha[k]))])
+		}
+		p := pb.String()
+		if k == pattern.Host && rng.IntN(8) == 0 {
+			p = "*"
+		}
+		if pattern.Validate(k, p) != nil {
+			continue
+		}
+		c := tc{k: k, p: p}
+		for range 6 {
+			var vb strings.Builder
+			for _, r := range strings.ReplaceAll(p, " ", pattern.ArgvSep) {
+				switch r {
+				case '*', '?':
+					vb.WriteString(fill[rng.IntN(len(fill))])
+				default:
+					vb.WriteRune(r)
+				}
+			}
+			v := vb.String()
+			if k == pattern.Host && rng.IntN(3) > 0 {
+				v += []string{":443", ":80", ":x", ""}[rng.IntN(4)]
+			}
+			c.vals = append(c.vals, v, v+fill[rng.IntN(len(fill))], fill[rng.IntN(len(fill))]+v)
+		}
+		cases = append(cases, c)
+	}
+	var mod strings.Builder
+	mod.WriteString("package t\n\nimport rego.v1\n\n")
+	for i, c := range cases {
+		rs := &ruleSet{name: "hits"}
+		rs.add(fmt.Sprint(i), nil, present("input.v", matchBodies(c.k, c.p, "input.v", "input.h")))
+		rs.write(&mod)
+	}
+	mod.WriteString(hostHelpers)
+	// As the policy modules do: the value, the value followed by its
+	// separator, the host without its port.
+	mod.WriteString("res := [[i, j, h] | some i, c in input.cases; some j, v in c.vals; h := hits with input as {\"v\": v, \"vs\": concat(\"\", [v, c.sep]), \"h\": host_part(v)}]\n")
+	var in []any
+	for _, c := range cases {
+		sep := "/"
+		if c.k == pattern.Command {
+			sep = pattern.ArgvSep
+		}
+		in = append(in, map[string]any{"vals": c.vals, "sep": sep})
+	}
+	ctx := context.Background()
+	rs, err := rego.New(rego.Query("data.t.res"), rego.Module("t.rego", mod.String()), rego.Input(map[string]any{"cases": in})).Eval(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	matched := 0
+	for _, row := range rs[0].Expressions[0].Value.([]any) {
+		r := row.([]any)
+		i, _ := r[0].(json.Number).Int64()
+		j, _ := r[1].(json.Number).Int64()
+		c := cases[i]
+		got := false
+		for _, h := range r[2].([]any) {
+			n, _ := h.(json.Number).Int64()
+			got = got || n == i
+		}
+		want := pattern.Match(c.k, c.p, c.vals[j])
+		if got != want {
+			t.Errorf("%s pattern %q, value %q: the Rego bodies say %v, pattern.Match %v\n%q", c.k, c.p, c.vals[j], got, want, matchBodies(c.k, c.p, "input.v", "input.h"))
+		}
+		if want {
+			matched++
+		}
+	}
+	if matched < 1000 {
+		t.Fatalf("only %d matching pairs: the generator is too weak", matched)
 	}
 }

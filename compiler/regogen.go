@@ -80,7 +80,11 @@ type body []string
 // caller adds a test that the value is present.
 //
 // For hosts, hostRef names the host without its port (present only when
-// the value is "host:port" with a numeric port).
+// the value is "host:port" with a numeric port). For commands, paths,
+// namespaces and MCP resources, ref+"s" names the value followed by its
+// separator (NUL, '/'): "a b *" and "L/**" are then one startswith on it
+// (the value itself, or anything below it), not an equality and a
+// startswith, which halves the rules of the usual policy.
 func matchBodies(k pattern.Kind, p, ref, hostRef string) []body {
 	if k == pattern.Host {
 		return hostBodies(p, ref, hostRef)
@@ -100,7 +104,7 @@ func matchBodies(k pattern.Kind, p, ref, hostRef string) []body {
 		}
 		if lit, ok := strings.CutSuffix(p, " *"); ok && !strings.ContainsAny(lit, "*?") {
 			j := strings.ReplaceAll(lit, " ", pattern.ArgvSep)
-			return []body{{ref + " == " + regoString(j)}, {"startswith(" + ref + ", " + regoString(j+pattern.ArgvSep) + ")"}}
+			return []body{{"startswith(" + ref + "s, " + regoString(j+pattern.ArgvSep) + ")"}}
 		}
 	case pattern.Path, pattern.Namespace, pattern.MCPResource:
 		// "L/**" with L literal: L itself and anything below it. "**"
@@ -113,7 +117,7 @@ func matchBodies(k pattern.Kind, p, ref, hostRef string) []body {
 				// "server/**": the server and any resource.
 				return []body{{"startswith(" + ref + ", " + regoString(lit+"/") + ")"}}
 			}
-			return []body{{ref + " == " + regoString(lit)}, {"startswith(" + ref + ", " + regoString(lit+"/") + ")"}}
+			return []body{{"startswith(" + ref + "s, " + regoString(lit+"/") + ")"}}
 		}
 	case pattern.Action, pattern.Env, pattern.Principal:
 		if p == "*" {
@@ -385,18 +389,33 @@ func policyModule(s *snapshot.Snapshot) (string, error) {
 		b.WriteString("\tsd := set()\n")
 	}
 	// Each list element's rules are evaluated with an object holding the
-	// fields they test, and no others.
+	// fields they test, and no others. A field may need a local computed
+	// first (pre).
+	type field struct{ name, expr, pre string }
 	for _, c := range []struct {
 		rs          *ruleSet
 		local, iter string
-		fields      [][2]string // name, Rego expression
+		fields      []field
 	}{
-		{cmd, "ch", "some argv in rq.commands; v := concat(\"\\u0000\", argv)", [][2]string{{"v", "v"}, {"l", "lower(v)"}, {"la", "la"}}},
-		{path, "ph", "some x in rq.paths", [][2]string{{"v", "x.path"}, {"l", "lower(x.path)"}, {"x", "x.access"}, {"la", "la"}, {"r", "rel(rq.workspace, x.path)"}, {"lr", "rel(lower(rq.workspace), lower(x.path))"}}},
-		{host, "hh", "some v in rq.hosts; hp := host_part(v)", [][2]string{{"v", "v"}, {"l", "lower(v)"}, {"la", "la"}, {"h", "hp"}, {"lh", "lower_or_null(hp)"}}},
-		{env, "eh", "some v in rq.env", [][2]string{{"v", "v"}, {"l", "lower(v)"}}},
-		{secret, "nh", "some v in rq.secrets", [][2]string{{"v", "v"}, {"l", "lower(v)"}}},
-		{mcp, "mh", "rq.mcp != null; m := concat(\"/\", [rq.mcp.server, rq.mcp.tool])", [][2]string{{"m", "m"}, {"lm", "lower(m)"}, {"la", "la"}, {"r", "mcp_resource(rq.mcp)"}}},
+		{cmd, "ch", "some argv in rq.commands; v := concat(\"\\u0000\", argv)", []field{
+			{"v", "v", ""}, {"vs", `concat("", [v, "\u0000"])`, ""},
+			{"l", "lv", "lv := lower(v)"}, {"ls", `concat("", [lv, "\u0000"])`, "lv := lower(v)"}, {"la", "la", ""}}},
+		{path, "ph", "some x in rq.paths", []field{
+			{"v", "x.path", ""}, {"vs", `concat("", [x.path, "/"])`, ""},
+			{"l", "lp", "lp := lower(x.path)"}, {"ls", `concat("", [lp, "/"])`, "lp := lower(x.path)"},
+			{"x", "x.access", ""}, {"la", "la", ""},
+			{"r", "r", "r := rel(rq.workspace, x.path)"}, {"rs", "slash(r)", "r := rel(rq.workspace, x.path)"},
+			{"lr", "lr", "lp := lower(x.path); lr := rel(lower(rq.workspace), lp)"}, {"lrs", "slash(lr)", "lp := lower(x.path); lr := rel(lower(rq.workspace), lp)"}}},
+		{host, "hh", "some v in rq.hosts", []field{
+			{"v", "v", ""}, {"l", "lower(v)", ""}, {"la", "la", ""},
+			{"h", "hp", "hp := host_part(v)"}, {"lh", "lower_or_null(hp)", "hp := host_part(v)"}}},
+		{env, "eh", "some v in rq.env", []field{{"v", "v", ""}, {"l", "lower(v)", ""}}},
+		{secret, "nh", "some v in rq.secrets", []field{
+			{"v", "v", ""}, {"vs", `concat("", [v, "/"])`, ""},
+			{"l", "lv", "lv := lower(v)"}, {"ls", `concat("", [lv, "/"])`, "lv := lower(v)"}}},
+		{mcp, "mh", "rq.mcp != null; m := concat(\"/\", [rq.mcp.server, rq.mcp.tool])", []field{
+			{"m", "m", ""}, {"lm", "lower(m)", ""}, {"la", "la", ""},
+			{"r", "r", "r := mcp_resource(rq.mcp)"}, {"rs", "slash(r)", "r := mcp_resource(rq.mcp)"}}},
 	} {
 		if len(c.rs.rules) == 0 {
 			// No rule: every value hits nothing.
@@ -405,17 +424,28 @@ func policyModule(s *snapshot.Snapshot) (string, error) {
 			continue
 		}
 		text := strings.Join(c.rs.rules, "\n")
-		var obj []string
+		var obj, pres []string
 		for _, f := range c.fields {
-			if regexp.MustCompile(`\binput\.` + f[0] + `\b`).MatchString(text) {
-				obj = append(obj, regoString(f[0])+": "+f[1])
-				helpers[f[1]] = true
+			if !regexp.MustCompile(`\binput\.` + f.name + `\b`).MatchString(text) {
+				continue
+			}
+			obj = append(obj, regoString(f.name)+": "+f.expr)
+			for pre := range strings.SplitSeq(f.pre, "; ") {
+				if pre != "" && !slices.Contains(pres, pre) {
+					pres = append(pres, pre)
+				}
+			}
+			for _, h := range []string{"rel(", "slash(", "host_part(", "mcp_resource("} {
+				if strings.Contains(f.expr+f.pre, h) {
+					helpers[h] = true
+				}
 			}
 		}
-		fmt.Fprintf(&b, "\t%s := [h | %s; h := %s with input as {%s}]\n", c.local, c.iter, c.rs.name, strings.Join(obj, ", "))
-		if c.rs == host {
-			helpers["host_part"] = true
+		iter := c.iter
+		if len(pres) > 0 {
+			iter += "; " + strings.Join(pres, "; ")
 		}
+		fmt.Fprintf(&b, "\t%s := [h | %s; h := %s with input as {%s}]\n", c.local, iter, c.rs.name, strings.Join(obj, ", "))
 	}
 
 	// Expiry and budgets: grants (tag x) and facets decided on the request.
@@ -479,13 +509,16 @@ func policyModule(s *snapshot.Snapshot) (string, error) {
 	writeFullReduction(&b, s.GateBindings, kinds, facetGate, approver, unapprovable)
 	b.WriteString("\t])[0]\n}\n\n")
 
-	if helpers["rel(rq.workspace, x.path)"] || helpers["rel(lower(rq.workspace), lower(x.path))"] {
+	if helpers["rel("] {
 		b.WriteString(relHelper)
 	}
-	if helpers["host_part"] {
+	if helpers["slash("] {
+		b.WriteString(slashHelper)
+	}
+	if helpers["host_part("] {
 		b.WriteString(hostHelpers)
 	}
-	if helpers["mcp_resource(rq.mcp)"] {
+	if helpers["mcp_resource("] {
 		b.WriteString(mcpHelper)
 	}
 	for _, rs := range []*ruleSet{sg, sda, mcp, cmd, path, host, env, secret} {

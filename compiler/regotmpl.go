@@ -35,3 +35,9 @@ const mcpHelper = `mcp_resource(m) := concat("/", [m.server, m.resource]) if m.r
 else := null
 
 `
+
+// slashHelper: a value followed by '/', null for null.
+const slashHelper = `slash(v) := concat("", [v, "/"]) if is_string(v)
+else := null
+
+`
