@@ -1,10 +1,15 @@
 package compiler
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/open-policy-agent/opa/v1/rego"
 
 	"polc.dev/polc/internal/pattern"
 )
@@ -41,7 +46,7 @@ func TestRegexPrefix(t *testing.T) {
 }
 
 // TestRegexPrefixSound: every value an expression matches (by RE2, as
-// OPA's regex.match) begins with its prefix, over random patterns of each
+// OPA's regex.match) begins with its prefix and ends with its suffix, over random patterns of each
 // grammar and values made from them by filling their wildcards.
 func TestRegexPrefixSound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -70,7 +75,7 @@ func TestRegexPrefixSound(t *testing.T) {
 		}
 		valid++
 		re := regexp.MustCompile(pattern.Regexp(k, p))
-		pre := regexPrefix(re.String())
+		pre, suf := regexPrefix(re.String()), regexSuffix(re.String())
 		for range 8 {
 			var vb strings.Builder
 			for _, c := range strings.ReplaceAll(p, " ", pattern.ArgvSep) {
@@ -94,6 +99,9 @@ func TestRegexPrefixSound(t *testing.T) {
 				if !strings.HasPrefix(v, pre) {
 					t.Fatalf("%s pattern %q (%s) matches %q, which does not begin with its prefix %q", k, p, re, v, pre)
 				}
+				if !strings.HasSuffix(v, suf) {
+					t.Fatalf("%s pattern %q (%s) matches %q, which does not end with its suffix %q", k, p, re, v, suf)
+				}
 			}
 		}
 	}
@@ -102,49 +110,105 @@ func TestRegexPrefixSound(t *testing.T) {
 	}
 }
 
-// TestPrefixIndex: every expression is either scanned or indexed under
-// the first k runes of its prefix, so that a value reaches every
-// expression whose prefix it begins with; and indexing leaves fewer
-// expressions to test than scanning all.
-func TestPrefixIndex(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 5))
-	for range 2000 {
-		var rs []reRule
-		for i := range rng.IntN(40) {
-			var b strings.Builder
-			for range rng.IntN(6) {
-				b.WriteString([]string{"a", "b", "é", "/", "😀"}[rng.IntN(5)])
-			}
-			rs = append(rs, reRule{ID: string(rune('A' + i)), Pre: b.String()})
+// TestMatchBodiesAgreeWithMatch: the rule bodies a pattern is lowered to
+// (matchBodies: equality, startswith or endswith for the indexer, and a
+// regular expression where those do not decide) hold, in the real OPA,
+// exactly for the values pattern.Match says the pattern matches — for
+// random patterns of every grammar, values made from them and values
+// made from other patterns.
+func TestMatchBodiesAgreeWithMatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 17))
+	kinds := []pattern.Kind{pattern.Path, pattern.Command, pattern.Host, pattern.Action, pattern.MCP, pattern.Namespace, pattern.Env, pattern.Principal, pattern.MCPResource}
+	alpha := map[pattern.Kind][]string{
+		pattern.Path: {"a", "b", "/", "*", "?", ".", "**/", "/**"}, pattern.Command: {"a", "b", " ", "*", "?", "-"},
+		pattern.Host: {"a", "b", ".", "*.", ":443", ":80"}, pattern.Action: {"a", "b", "_", "*", "?", "."},
+		pattern.MCP: {"a", "b", "/", "*", "?", "_"}, pattern.Namespace: {"a", "b", "/", "*", "?", "**/", "/**"},
+		pattern.Env: {"A", "B", "_", "*", "?"}, pattern.Principal: {"a", "b", ":", "*", "?"},
+		pattern.MCPResource: {"a", "b", "/", "*", "?", ":", "/**"},
+	}
+	fill := []string{"", "a", "b", "/", ".", ":", "x", "a/b", pattern.ArgvSep, "A", "é"}
+	type tc struct {
+		k    pattern.Kind
+		p    string
+		vals []string
+	}
+	var cases []tc
+	for len(cases) < 500 {
+		k := kinds[rng.IntN(len(kinds))]
+		var pb strings.Builder
+		for range 1 + rng.IntN(6) {
+			pb.WriteString(alpha[k][rng.IntN(len(alpha[k]))])
 		}
-		k, ix, rest := prefixIndex(rs)
-		n := len(rest)
-		largest := 0
-		for key, g := range ix {
-			n += len(g)
-			largest = max(largest, len(g))
-			for _, r := range g {
-				if got, ok := runePrefix(r.Pre, k); !ok || got != key {
-					t.Fatalf("%q indexed under %q with k=%d", r.Pre, key, k)
+		p := pb.String()
+		if k == pattern.Host && rng.IntN(8) == 0 {
+			p = "*"
+		}
+		if pattern.Validate(k, p) != nil {
+			continue
+		}
+		c := tc{k: k, p: p}
+		for range 6 {
+			var vb strings.Builder
+			for _, r := range strings.ReplaceAll(p, " ", pattern.ArgvSep) {
+				switch r {
+				case '*', '?':
+					vb.WriteString(fill[rng.IntN(len(fill))])
+				default:
+					vb.WriteRune(r)
 				}
 			}
-		}
-		if n != len(rs) {
-			t.Fatalf("%d expressions in, %d out", len(rs), n)
-		}
-		if k > 0 && len(rest)+largest >= len(rs) {
-			t.Fatalf("k=%d leaves %d+%d of %d to test", k, len(rest), largest, len(rs))
-		}
-		for _, r := range rs {
-			v := r.Pre + "tail"
-			key, _ := runePrefix(v, k)
-			found := false
-			for _, c := range append(append([]reRule{}, rest...), ix[key]...) {
-				found = found || c.ID == r.ID
+			v := vb.String()
+			if k == pattern.Host && rng.IntN(3) > 0 {
+				v += []string{":443", ":80", ":x", ""}[rng.IntN(4)]
 			}
-			if !found {
-				t.Fatalf("value %q does not reach the expression with prefix %q (k=%d)", v, r.Pre, k)
-			}
+			c.vals = append(c.vals, v, v+fill[rng.IntN(len(fill))], fill[rng.IntN(len(fill))]+v)
 		}
+		cases = append(cases, c)
+	}
+	var mod strings.Builder
+	mod.WriteString("package t\n\nimport rego.v1\n\n")
+	for i, c := range cases {
+		rs := &ruleSet{name: "hits"}
+		rs.add(fmt.Sprint(i), nil, present("input.v", matchBodies(c.k, c.p, "input.v", "input.h")))
+		rs.write(&mod)
+	}
+	mod.WriteString(hostHelpers)
+	// As the policy modules do: the value, the value followed by its
+	// separator, the host without its port.
+	mod.WriteString("res := [[i, j, h] | some i, c in input.cases; some j, v in c.vals; h := hits with input as {\"v\": v, \"vs\": concat(\"\", [v, c.sep]), \"h\": host_part(v)}]\n")
+	var in []any
+	for _, c := range cases {
+		sep := "/"
+		if c.k == pattern.Command {
+			sep = pattern.ArgvSep
+		}
+		in = append(in, map[string]any{"vals": c.vals, "sep": sep})
+	}
+	ctx := context.Background()
+	rs, err := rego.New(rego.Query("data.t.res"), rego.Module("t.rego", mod.String()), rego.Input(map[string]any{"cases": in})).Eval(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	matched := 0
+	for _, row := range rs[0].Expressions[0].Value.([]any) {
+		r := row.([]any)
+		i, _ := r[0].(json.Number).Int64()
+		j, _ := r[1].(json.Number).Int64()
+		c := cases[i]
+		got := false
+		for _, h := range r[2].([]any) {
+			n, _ := h.(json.Number).Int64()
+			got = got || n == i
+		}
+		want := pattern.Match(c.k, c.p, c.vals[j])
+		if got != want {
+			t.Errorf("%s pattern %q, value %q: the Rego bodies say %v, pattern.Match %v\n%q", c.k, c.p, c.vals[j], got, want, matchBodies(c.k, c.p, "input.v", "input.h"))
+		}
+		if want {
+			matched++
+		}
+	}
+	if matched < 1000 {
+		t.Fatalf("only %d matching pairs: the generator is too weak", matched)
 	}
 }

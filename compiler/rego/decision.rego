@@ -13,8 +13,8 @@ default decision := {
 	"gates": [], "approver_class": null,
 }
 
-decision := result if {
-	pol
+decision := data.polc.policies[name].result if {
+	name := data.polc.ids[input.policy]
 	valid_request
 }
 
@@ -22,414 +22,36 @@ decision := {
 	"disposition": "deny", "rule_ids": [], "reasons": ["invalid_request"],
 	"gates": [], "approver_class": null,
 } if {
-	pol
+	data.polc.ids[input.policy]
 	not valid_request
 }
 
-pol := data.polc.policies[input.policy] if {
-	true
-} else := data.polc.policies[data.polc.ids[input.policy]]
-
-req := input.request
-
 valid_request if {
-	is_string(req.principal)
-	is_string(req.tenant)
-	is_string(req.action)
-	is_string(req.workspace)
-	is_string(req.time)
-	is_boolean(req.shell_control)
-	every p in req.paths {
-		is_string(p.path)
-		is_string(p.access)
-	}
-	every c in req.commands {
-		is_array(c)
-		every t in c {
-			is_string(t)
-		}
-	}
-	every h in req.hosts {
-		is_string(h)
-	}
-	every e in req.env {
-		is_string(e)
-	}
-	every s in req.secrets {
-		is_string(s)
-	}
-	valid_mcp
-	every k in ["calls", "tokens", "cost_microunits", "wall_microseconds"] {
-		is_number(req.usage[k])
-	}
+	r := input.request
+	is_string(r.principal)
+	is_string(r.tenant)
+	is_string(r.action)
+	is_string(r.workspace)
+	is_string(r.time)
+	is_boolean(r.shell_control)
+	is_number(r.usage.calls)
+	is_number(r.usage.tokens)
+	is_number(r.usage.cost_microunits)
+	is_number(r.usage.wall_microseconds)
+	is_array(r.paths)
+	is_array(r.commands)
+	is_array(r.hosts)
+	is_array(r.env)
+	is_array(r.secrets)
+	count([1 | some p in r.paths; not is_string(p.path)]) == 0
+	count([1 | some p in r.paths; not is_string(p.access)]) == 0
+	count([1 | some c in r.commands; not is_array(c)]) == 0
+	count([1 | some c in r.commands; some t in c; not is_string(t)]) == 0
+	count([1 | some x in r.hosts; not is_string(x)]) == 0
+	count([1 | some x in r.env; not is_string(x)]) == 0
+	count([1 | some x in r.secrets; not is_string(x)]) == 0
+	type_name(r.mcp) in {"null", "object"}
+	count([1 | r.mcp != null; not is_string(r.mcp.server)]) == 0
+	count([1 | r.mcp != null; not is_string(r.mcp.tool)]) == 0
+	count([1 | r.mcp != null; r.mcp.resource != null; not is_string(r.mcp.resource)]) == 0
 }
-
-valid_mcp if req.mcp == null
-
-valid_mcp if {
-	is_string(req.mcp.server)
-	is_string(req.mcp.tool)
-	valid_resource
-}
-
-valid_resource if req.mcp.resource == null
-
-valid_resource if is_string(req.mcp.resource)
-
-# Matching: a matcher is {"exact": {value: [rule ids]}, "re": [E], "k": K,
-# "ix": {key: [E]}}, each E {id, pre, re}: pre is a literal every match of
-# re begins with, ix holds the expressions whose pre is at least K
-# characters long under its first K, and re the others. A value is tested
-# against re and the one group its own first K characters name; pre comes
-# before regex.match, so that OPA (which keeps 100 compiled expressions)
-# compiles only those that may match.
-#
-# A matcher is named by its path in the policy, never passed as a value:
-# OPA hashes a function's arguments for its cache, and hashing data
-# converts all of it, every rule of the matcher, on every decision. A path
-# that names no matcher makes hits undefined.
-hits(path, v) := ({id | some id in object.get(m.exact, v, [])} | re_hits(m.re, v)) | re_hits(object.get(m.ix, substring(v, 0, m.k), []), v) if {
-	m := object.get(pol, path, null)
-	m != null
-}
-
-re_hits(rs, v) := {e.id | some e in rs; startswith(v, e.pre); regex.match(e.re, v)}
-
-# A host matcher also has "dx": {S: [E]} for the patterns "*.S[:port]",
-# which begin with no literal. A value such a pattern matches is
-# "L.….S:P", with one colon, and S is the text after one of its host's
-# dots: each such suffix names a group.
-host_hits(path, v) := hits(path, v) | {e.id |
-	m := object.get(pol, path, null)
-	parts := split(v, ":")
-	count(parts) == 2
-	some i in indexof_n(parts[0], ".")
-	some e in object.get(m.dx, substring(parts[0], i + 1, -1), [])
-	regex.match(e.re, v)
-}
-
-rel(ws, p) := "" if {
-	p == ws
-} else := substring(p, 1, -1) if {
-	ws == "/"
-} else := substring(p, count(ws) + 1, -1) if {
-	startswith(p, concat("", [ws, "/"]))
-}
-
-path_hits(path, p, ws) := hits(array.concat(path, ["abs"]), p) | h if {
-	h := hits(array.concat(path, ["rel"]), rel(ws, p))
-} else := hits(array.concat(path, ["abs"]), p)
-
-# Values deny and approval patterns see, lowercased.
-laction := lower(req.action)
-
-lws := lower(req.workspace)
-
-lpaths := [lower(p.path) | some p in req.paths]
-
-lhosts := [lower(h) | some h in req.hosts]
-
-cmds := [concat("\u0000", argv) | some argv in req.commands]
-
-lcmds := [lower(c) | some c in cmds]
-
-mcp_target := concat("/", [req.mcp.server, req.mcp.tool]) if req.mcp != null
-
-lmcp := lower(mcp_target)
-
-# Step 1: deny matches.
-qual_hits(q, a) := {id | some id in hits(array.concat(q, ["action"]), a)} | {id |
-	some c in lcmds
-	some id in hits(array.concat(q, ["qualified", a, "command"]), c)
-} | {id |
-	some p in lpaths
-	some id in path_hits(array.concat(q, ["qualified", a, "path"]), p, lws)
-} | {id |
-	some h in lhosts
-	some id in host_hits(array.concat(q, ["qualified", a, "host"]), h)
-} | {id |
-	some id in hits(array.concat(q, ["qualified", a, "mcp"]), lmcp)
-}
-
-deny_ids contains id if some id in qual_hits(["deny"], laction)
-
-deny_ids contains id if {
-	some p in lpaths
-	some id in path_hits(["fs_deny"], p, lws)
-}
-
-deny_ids contains id if {
-	some h in lhosts
-	some id in host_hits(["net_deny"], h)
-}
-
-deny_ids contains id if {
-	some c in lcmds
-	some id in hits(["sub_deny"], c)
-}
-
-deny_ids contains id if some id in hits(["mcp_deny"], lmcp)
-
-deny_ids contains id if {
-	some e in req.env
-	some id in hits(["env_deny"], lower(e))
-}
-
-deny_ids contains id if {
-	some s in req.secrets
-	some id in hits(["secret_forbid"], lower(s))
-}
-
-# Step 2: grants and not-allowed facets.
-na contains "principal" if count(hits(["principals"], req.principal)) == 0
-
-na contains "tenant" if count(hits(["tenants"], req.tenant)) == 0
-
-na contains "action" if count(hits(["action_allow"], req.action)) == 0
-
-na contains "command" if {
-	some c in cmds
-	count(hits(["sub_allow"], c)) == 0
-}
-
-na contains "shell" if {
-	req.shell_control
-	some c in cmds
-	count(hits(["sub_shell"], c)) == 0
-}
-
-na contains "shell" if {
-	req.shell_control
-	count(cmds) == 0
-	not pol.has_shell_allow
-}
-
-accesses := {"read", "write", "execute"}
-
-na contains f if {
-	some p in req.paths
-	p.access in accesses
-	count(path_hits(["fs_allow", p.access], p.path, req.workspace)) == 0
-	f := concat("", ["path_", p.access])
-}
-
-na contains "path_read" if {
-	some p in req.paths
-	not p.access in accesses
-}
-
-na contains "host" if {
-	some h in req.hosts
-	count(host_hits(["net_allow"], h)) == 0
-}
-
-na contains "env" if {
-	some e in req.env
-	count(hits(["env_allow"], e)) == 0
-}
-
-na contains "secret" if {
-	some s in req.secrets
-	count(hits(["secret_allow"], s)) == 0
-}
-
-na contains "mcp_tool" if {
-	req.mcp != null
-	count(hits(["mcp_tool"], mcp_target)) == 0
-}
-
-na contains "mcp_resource" if {
-	req.mcp != null
-	req.mcp.resource != null
-	count(hits(["mcp_res"], concat("/", [req.mcp.server, req.mcp.resource]))) == 0
-}
-
-within_expiry if {
-	nb_ok
-	ea_ok
-}
-
-nb_ok if pol.expiry.not_before == null
-
-nb_ok if req.time >= pol.expiry.not_before
-
-ea_ok if pol.expiry.expires_at == null
-
-ea_ok if req.time < pol.expiry.expires_at
-
-na contains "expiry" if {
-	pol.expiry != null
-	not within_expiry
-}
-
-na contains "budget" if {
-	some b in pol.budgets
-	req.usage[b.kind] >= b.limit
-}
-
-allow_ids contains id if some id in hits(["action_allow"], req.action)
-
-allow_ids contains id if {
-	some c in cmds
-	some id in hits(["sub_allow"], c)
-}
-
-allow_ids contains id if {
-	some p in req.paths
-	some id in path_hits(["fs_allow", p.access], p.path, req.workspace)
-}
-
-allow_ids contains id if {
-	some h in req.hosts
-	some id in host_hits(["net_allow"], h)
-}
-
-allow_ids contains id if {
-	some e in req.env
-	some id in hits(["env_allow"], e)
-}
-
-allow_ids contains id if {
-	some s in req.secrets
-	some id in hits(["secret_allow"], s)
-}
-
-allow_ids contains id if some id in hits(["mcp_tool"], mcp_target)
-
-allow_ids contains id if {
-	req.mcp.resource != null
-	some id in hits(["mcp_res"], concat("/", [req.mcp.server, req.mcp.resource]))
-}
-
-allow_ids contains pol.expiry.id if {
-	pol.expiry != null
-	within_expiry
-}
-
-allow_ids contains b.id if {
-	some b in pol.budgets
-	req.usage[b.kind] < b.limit
-}
-
-# Step 3: approval matches.
-appr_ids contains id if some id in qual_hits(["approval"], laction)
-
-# Gates and the reducer.
-matched := (deny_ids | appr_ids) | allow_ids
-
-gate_level(id) := pol.gates[pol.rule_gate[id]].level
-
-facet_level(f) := pol.gates[pol.facet_gate[f]].level
-
-reason_code(gd, gf, ga) := "denied" if {
-	count(gd) > 0
-} else := concat("", ["not_allowed:", gf[0]]) if {
-	count(gf) > 0
-} else := "approval_required" if {
-	count(ga) > 0
-} else := "allowed"
-
-gates_out := [r |
-	some i, g in pol.gates
-	gd := {id | some id in deny_ids; pol.rule_gate[id] == i}
-	ga := {id | some id in appr_ids; pol.rule_gate[id] == i}
-	gf := sort([f | some f in na; pol.facet_gate[f] == i])
-	code := reason_code(gd, gf, ga)
-	r := {
-		"gate_id": g.gate_id,
-		"level": g.level,
-		"decision": gate_decision(code),
-		"reason_code": code,
-		"rule_ids": sort([id | some id in matched; pol.rule_gate[id] == i]),
-	}
-]
-
-gate_decision(code) := "allow" if {
-	code == "allowed"
-} else := "deny"
-
-hard_deny if {
-	some g in gates_out
-	g.level == "hard"
-	g.decision == "deny"
-}
-
-soft_block if {
-	some id in deny_ids
-	gate_level(id) == "soft"
-}
-
-soft_block if {
-	some f in na
-	facet_level(f) == "soft"
-}
-
-soft_appr := {id | some id in appr_ids; gate_level(id) == "soft"}
-
-unavailable if {
-	some id in soft_appr
-	pol.approver[id] == null
-}
-
-disposition := "deny" if {
-	hard_deny
-} else := "deny" if {
-	soft_block
-} else := "deny" if {
-	unavailable
-} else := "escalate" if {
-	count(soft_appr) > 0
-} else := "allow"
-
-denied_or_approval := deny_ids | appr_ids
-
-deny_reasons contains concat("", ["denied:", id]) if {
-	some id in deny_ids
-	gate_level(id) != "advisory"
-}
-
-deny_reasons contains concat("", ["denied:", id]) if {
-	some id in appr_ids
-	gate_level(id) == "hard"
-}
-
-deny_reasons contains concat("", ["approval_unavailable:", id]) if {
-	some id in appr_ids
-	gate_level(id) == "soft"
-	pol.approver[id] == null
-}
-
-deny_reasons contains concat("", ["not_allowed:", f]) if {
-	some f in na
-	facet_level(f) != "advisory"
-}
-
-allow_reasons := {"allowed"} | {concat("", ["advisory:", g.gate_id]) |
-	some g in gates_out
-	g.level == "advisory"
-	g.decision == "deny"
-}
-
-result := {
-	"disposition": disposition,
-	"rule_ids": sort([id | some id in denied_or_approval; gate_level(id) != "advisory"]),
-	"reasons": sort(deny_reasons),
-	"gates": gates_out,
-	"approver_class": null,
-} if disposition == "deny"
-
-result := {
-	"disposition": disposition,
-	"rule_ids": sort(soft_appr),
-	"reasons": sort({concat("", ["approval_required:", pol.approver[id]]) | some id in soft_appr}),
-	"gates": gates_out,
-	"approver_class": pol.approver[sort(soft_appr)[0]],
-} if disposition == "escalate"
-
-result := {
-	"disposition": disposition,
-	"rule_ids": sort(allow_ids),
-	"reasons": sort(allow_reasons),
-	"gates": gates_out,
-	"approver_class": null,
-} if disposition == "allow"

@@ -425,7 +425,8 @@ func slicesMax(d []time.Duration) time.Duration {
 	return m
 }
 
-// rewriteBundleData changes the fleet policy's version in data.json and
+// rewriteBundleData adds a name to the policy index in data.json (a name
+// that selects the fleet policy's module) and
 // keeps every other file, the signature included: the bundle's files no
 // longer have the digests the signature covers.
 func rewriteBundleData(t *testing.T, bundle []byte) []byte {
@@ -456,7 +457,12 @@ func rewriteBundleData(t *testing.T, bundle []byte) []byte {
 			if err := json.Unmarshal(data, &d); err != nil {
 				t.Fatal(err)
 			}
-			d["polc"].(map[string]any)["policies"].(map[string]any)["fleet"].(map[string]any)["version"] = "tampered"
+			polc, _ := d["polc"].(map[string]any)
+			ids, ok := polc["ids"].(map[string]any)
+			if !ok {
+				t.Fatalf("data.json holds no polc.ids index: %s", data)
+			}
+			ids["tampered"] = "fleet"
 			if data, err = json.Marshal(d); err != nil {
 				t.Fatal(err)
 			}

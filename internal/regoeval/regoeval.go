@@ -93,3 +93,9 @@ func (e *Engine) EvaluateParsed(ctx context.Context, in ast.Value) (decision.Dec
 	}
 	return d, nil
 }
+
+// EvalResult evaluates an input made by Input and returns OPA's result
+// set as it is, undecoded: benchmarks measure OPA's evaluation with it.
+func (e *Engine) EvalResult(ctx context.Context, in ast.Value) (rego.ResultSet, error) {
+	return e.pq.Eval(ctx, rego.EvalParsedInput(in))
+}

@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// TamperBundle rewrites a bundle's data.json so that its policies decide
-// otherwise (an allow list of "*", hard gates made advisory) and keeps
-// every other file, the signature included: a verifier must refuse it.
+// TamperBundle rewrites a bundle's policy modules so that they decide
+// otherwise (hard gates made advisory) and keeps every other file, the
+// signature included: a verifier must refuse it.
 func TamperBundle(bundle []byte) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(bundle))
 	if err != nil {
@@ -34,10 +34,10 @@ func TamperBundle(bundle []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if strings.HasSuffix(h.Name, "data.json") {
-			data = bytes.Replace(data, []byte(`"allow":[]`), []byte(`"allow":["*"]`), 1)
-			data = bytes.Replace(data, []byte(`"level":"hard"`), []byte(`"level":"advisory"`), 1)
-			changed = true
+		if strings.Contains(h.Name, "polc/policies/") && strings.HasSuffix(h.Name, ".rego") {
+			tampered := bytes.ReplaceAll(data, []byte(`"level": "hard"`), []byte(`"level": "advisory"`))
+			changed = changed || !bytes.Equal(tampered, data)
+			data = tampered
 		}
 		h.Size = int64(len(data))
 		if err := tw.WriteHeader(h); err != nil {
@@ -54,7 +54,7 @@ func TamperBundle(bundle []byte) ([]byte, error) {
 		return nil, err
 	}
 	if !changed {
-		return nil, errors.New("no data.json in the bundle")
+		return nil, errors.New("no policy module with a hard gate in the bundle")
 	}
 	return out.Bytes(), nil
 }
