@@ -192,6 +192,31 @@ func (s *session) mcpServers(base, workspace string) ([]mcpclient.Server, error)
 	return out, nil
 }
 
+// serverFiles are the files the servers run, which an agent that changed
+// them would run its own code through every call of theirs: each
+// server's program and each argument that names an existing regular file
+// (relative to the server's working directory), absolute.
+func serverFiles(servers []mcpclient.Server) []string {
+	var out []string
+	for _, srv := range servers {
+		for i, a := range srv.Argv {
+			if a == "" {
+				continue
+			}
+			if !filepath.IsAbs(a) {
+				if i == 0 {
+					continue // not found: mcpServers refused it
+				}
+				a = filepath.Join(srv.Dir, a)
+			}
+			if fi, err := os.Stat(a); i == 0 || err == nil && fi.Mode().IsRegular() {
+				out = append(out, filepath.Clean(a))
+			}
+		}
+	}
+	return out
+}
+
 // mcpServerErr reports err of a declared server at its declaration.
 func (s *session) mcpServerErr(name string, err error) error {
 	pos := diag.Pos{File: diag.Rel(s.e.dir, s.scenPath)}
