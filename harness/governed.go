@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,13 +60,18 @@ type SessionFacts struct {
 	// when the file names none).
 	Profile string
 	Backend string
+	// ServerFiles are the files the session's declared MCP servers run:
+	// each program and each argument naming an existing regular file,
+	// absolute.
+	ServerFiles []string
 }
 
 // InspectSession reads a polc session file (the format of polc serve and
 // polc mcp, which polc's CLI owns) and its snapshot. polc's CLI sets it
 // (package internal/polccli, which imports this one); while it is nil a
 // governed spec is refused, never planned with a session nobody read.
-var InspectSession func(path string) (*SessionFacts, error)
+// workspace is the run's workspace root, where the servers start.
+var InspectSession func(path, workspace string) (*SessionFacts, error)
 
 // Governed is a spec's governed section: the agent's tools are those of
 // a `polc mcp` session (docs/mcp.md), started by the provider over stdio.
@@ -90,6 +96,10 @@ type Governed struct {
 	Snapshot       string `json:"snapshot"`
 	SnapshotDigest string `json:"snapshot_digest"`
 	Backend        string `json:"backend"`
+	// ServerFiles maps each file the session's MCP servers run
+	// (SessionFacts.ServerFiles) to its hex SHA-256 when the spec was
+	// built.
+	ServerFiles map[string]string `json:"server_files,omitempty"`
 }
 
 // governedDecl mirrors the governed section of #HarnessSpec.
@@ -145,8 +155,13 @@ func fromGovernedDecl(s *Spec, d *specDecl, abs func(string) string, errf func(p
 		{"governed.sign_key", fmt.Sprintf("governed.sign_key %q", deref(g.SignKey)), s.Governed.SignKey},
 		{"governed", fmt.Sprintf("the polc executable %s", exe), exe}}
 	if inspect {
-		if f := inspectGoverned(s.Governed, g.Session, exe, errf); f != nil {
+		if f := inspectGoverned(s.Governed, g.Session, s.Workspace.Root, exe, errf); f != nil {
 			paths = append(paths, governedPath{"governed.session", fmt.Sprintf("the session's snapshot %s", f.Snapshot), f.Snapshot})
+			for _, sf := range f.ServerFiles {
+				// The agent would run its own code as every later call
+				// of the server (docs/mcp.md "Upstream servers").
+				paths = append(paths, governedPath{"governed.session", fmt.Sprintf("the session's MCP server file %s", sf), sf})
+			}
 		}
 	}
 	writable := slices.Concat(s.Workspace.Dirs(), s.WriteRoots)
@@ -164,12 +179,12 @@ func fromGovernedDecl(s *Spec, d *specDecl, abs func(string) string, errf func(p
 // pins what a spawn will check: the hashes of the session file and of
 // the polc executable exe, the snapshot's path and digest. It returns the
 // session's facts, or nil after reporting why they cannot be had.
-func inspectGoverned(g *Governed, decl, exe string, errf func(path, code, format string, args ...any)) *SessionFacts {
+func inspectGoverned(g *Governed, decl, workspace, exe string, errf func(path, code, format string, args ...any)) *SessionFacts {
 	if InspectSession == nil {
 		errf("governed.session", diag.CodeInvalidValue, "governed: this program cannot read polc session files (harness.InspectSession is not set): only polc plans governed harnesses")
 		return nil
 	}
-	f, err := InspectSession(g.Session)
+	f, err := InspectSession(g.Session, workspace)
 	if err != nil {
 		code := diag.CodeInvalidInput
 		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
@@ -182,6 +197,17 @@ func inspectGoverned(g *Governed, decl, exe string, errf func(path, code, format
 		errf("governed.session", diag.CodeInvalidValue, "governed.session %q: profile %q: a governed run ends in a certificate, so the session's profile must be certifiable", decl, f.Profile)
 	}
 	g.Snapshot, g.SnapshotDigest = f.Snapshot, f.SnapshotDigest
+	for _, sf := range f.ServerFiles {
+		sha, err := fileSHA256(sf)
+		if err != nil {
+			errf("governed.session", diag.CodeIO, "governed.session %q: the MCP server file %s: %v", decl, sf, err)
+			continue
+		}
+		if g.ServerFiles == nil {
+			g.ServerFiles = map[string]string{}
+		}
+		g.ServerFiles[sf] = sha
+	}
 	if g.SessionSHA256, err = fileSHA256(g.Session); err != nil {
 		errf("governed.session", diag.CodeIO, "governed.session %q: %v", decl, err)
 	}
@@ -290,6 +316,9 @@ type GovernedPlan struct {
 	Evidence string `json:"evidence"`
 	Cert     string `json:"cert"`
 	SignKey  string `json:"sign_key"`
+	// ServerFiles maps each file the session's MCP servers run to its
+	// hex SHA-256: Spawn refuses when one changed.
+	ServerFiles map[string]string `json:"server_files,omitempty"`
 }
 
 func (g *Governed) plan() *GovernedPlan {
@@ -297,7 +326,8 @@ func (g *Governed) plan() *GovernedPlan {
 		return nil
 	}
 	return &GovernedPlan{Polc: g.Polc, PolcSHA256: g.PolcSHA256, Session: g.Session, SessionSHA256: g.SessionSHA256,
-		Snapshot: g.Snapshot, SnapshotDigest: g.SnapshotDigest, Backend: g.Backend, Evidence: g.Evidence, Cert: g.Cert, SignKey: g.SignKey}
+		Snapshot: g.Snapshot, SnapshotDigest: g.SnapshotDigest, Backend: g.Backend, Evidence: g.Evidence, Cert: g.Cert, SignKey: g.SignKey,
+		ServerFiles: maps.Clone(g.ServerFiles)}
 }
 
 // pinned reports whether the spec's session was read and pinned (a spec
@@ -380,6 +410,15 @@ func governedStart(p *GovernedPlan) error {
 	}
 	if err != nil {
 		return fmt.Errorf("the session file %s changed since the plan was made (%v): plan again", p.Session, err)
+	}
+	for _, sf := range slices.Sorted(maps.Keys(p.ServerFiles)) {
+		sha, err := fileSHA256(sf)
+		if err == nil && sha != p.ServerFiles[sf] {
+			err = fmt.Errorf("sha256 %s, planned %s", sha, p.ServerFiles[sf])
+		}
+		if err != nil {
+			return fmt.Errorf("the session's MCP server file %s changed since the plan was made (%v): plan again", sf, err)
+		}
 	}
 	data, err := readBounded(p.Snapshot, maxSnapshotBytes)
 	var snap *snapshot.Snapshot

@@ -111,6 +111,10 @@ func TestGovernedPlanRefusesWhatTheAgentCouldReach(t *testing.T) {
 			want: `the session's snapshot DIR/ws/gov.json lies in (or holds) the working dir or write root DIR/ws,`},
 		{name: "snapshot in a write root", setup: "write root out", gov: `session: "session.yaml", evidence: "ev", cert: "cert.json"`,
 			want: `the session's snapshot DIR/out/gov.json lies in (or holds) the working dir or write root DIR/out,`},
+		{name: "server script in the workspace", setup: "server script in ws", gov: `session: "session.yaml", evidence: "ev", cert: "cert.json"`,
+			want: `the session's MCP server file DIR/ws/srv.sh lies in (or holds) the working dir or write root DIR/ws,`},
+		{name: "server program through a symlink", setup: "server program via wslink", gov: `session: "session.yaml", evidence: "ev", cert: "cert.json"`,
+			want: `the session's MCP server file DIR/wslink/bin/srv lies in (or holds) the working dir or write root DIR/ws through a symbolic link`},
 		{name: "governed profile", setup: "profile governed", gov: `session: "session.yaml", evidence: "ev", cert: "cert.json"`,
 			want: `governed.session "session.yaml": profile "governed": a governed run ends in a certificate, so the session's profile must be certifiable`},
 		{name: "missing session", gov: `session: "nosuch.yaml", evidence: "ev", cert: "cert.json"`,
@@ -153,6 +157,14 @@ func TestGovernedPlanRefusesWhatTheAgentCouldReach(t *testing.T) {
 				os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(strings.Replace(string(b), "agent:gov", "agent", 1)), 0o644)
 			case "no snapshot":
 				os.Remove(filepath.Join(dir, "out", "gov.json"))
+			case "server script in ws":
+				// Started in the workspace, as polc mcp starts it.
+				os.WriteFile(filepath.Join(dir, "ws", "srv.sh"), []byte("exit 0\n"), 0o644)
+				appendFile(t, filepath.Join(dir, "session.yaml"), "mcp_servers:\n  srv: {command: [/bin/sh, srv.sh]}\n")
+			case "server program via wslink":
+				os.MkdirAll(filepath.Join(dir, "ws", "bin"), 0o755)
+				os.WriteFile(filepath.Join(dir, "ws", "bin", "srv"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+				appendFile(t, filepath.Join(dir, "session.yaml"), "mcp_servers:\n  srv: {command: [wslink/bin/srv]}\n")
 			}
 			if strings.HasPrefix(c.gov, `session: "ws/`) {
 				os.Rename(filepath.Join(dir, "session.yaml"), filepath.Join(dir, "ws", "session.yaml"))
@@ -172,6 +184,45 @@ func TestGovernedPlanRefusesWhatTheAgentCouldReach(t *testing.T) {
 				t.Errorf("vet refuses it: %v, want %v:\n%v", refused, c.vet, vet)
 			}
 		})
+	}
+}
+
+func appendFile(t *testing.T, path, data string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGovernedSpawnRefusesChangedServerFile: the plan pins the hash of
+// each file the session's MCP servers run (the program, and the script
+// its arguments name); a script changed after the plan refuses the run
+// before the provider starts.
+func TestGovernedSpawnRefusesChangedServerFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "ws"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "srv"), 0o755)
+	srv := filepath.Join(dir, "srv", "srv.sh")
+	os.WriteFile(srv, []byte("exit 0\n"), 0o644)
+	writeSession(t, dir, "session.yaml", "out/gov.json", fmt.Sprintf("mcp_servers:\n  srv: {command: [/bin/sh, %q]}\n", srv))
+	script := markerScript(t, dir)
+	plan := governedCodexPlan(t, dir, script, governedCodexSrc)
+	if got := plan.Governed.ServerFiles; got[srv] != sha256File(t, srv) || got["/bin/sh"] != sha256File(t, "/bin/sh") || len(got) != 2 {
+		t.Fatalf("the plan pins the server files %v, want /bin/sh and %s", got, srv)
+	}
+	os.WriteFile(srv, []byte("cat /etc/passwd\n"), 0o644)
+	res, err := harness.Spawn(context.Background(), plan, harness.SpawnOptions{Prompt: "hi", Getenv: fixedEnv})
+	if want := "the session's MCP server file " + srv + " changed since the plan was made"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("spawn: %v (result %+v), want an error containing %q", err, res, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+		t.Fatal("the provider started")
 	}
 }
 

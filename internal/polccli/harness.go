@@ -26,8 +26,10 @@ func init() { harness.InspectSession = inspectSession }
 // inspectSession reads the session file at the absolute path and its
 // snapshot (relative to the session file, as openSession resolves it):
 // the facts a governed plan checks and pins. What polc mcp would refuse
-// of the file is refused here, each problem at its line and column.
-func inspectSession(path string) (*harness.SessionFacts, error) {
+// of the file is refused here, each problem at its line and column. The
+// files its MCP servers run are found as polc mcp finds them, their
+// arguments taken from workspace, where the run starts them.
+func inspectSession(path, workspace string) (*harness.SessionFacts, error) {
 	sc, err := loadScenario(path, false)
 	if err != nil {
 		var errs scenarioErrors
@@ -59,7 +61,12 @@ func inspectSession(path string) (*harness.SessionFacts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("its snapshot %s: %v", snapPath, err)
 	}
-	return &harness.SessionFacts{Snapshot: snapPath, SnapshotDigest: snap.Digest, Profile: sc.Profile, Backend: sc.Backend}, nil
+	servers, name, err := resolveServers(sc.MCPServers, filepath.Dir(path), workspace)
+	if err != nil {
+		return nil, fmt.Errorf("%s: mcp_servers.%s: %v", path, name, err)
+	}
+	return &harness.SessionFacts{Snapshot: snapPath, SnapshotDigest: snap.Digest, Profile: sc.Profile, Backend: sc.Backend,
+		ServerFiles: serverFiles(servers)}, nil
 }
 
 func newHarnessCmd(e *env) *cobra.Command {

@@ -60,7 +60,7 @@ func TestInspectSession(t *testing.T) {
 	if harness.InspectSession == nil {
 		t.Fatal("polccli does not set harness.InspectSession")
 	}
-	f, err := harness.InspectSession(filepath.Join(dir, "session.yaml"))
+	f, err := harness.InspectSession(filepath.Join(dir, "session.yaml"), filepath.Join(dir, "ws"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestInspectSession(t *testing.T) {
 	}
 	// A snapshot whose digest does not match its content is refused.
 	os.WriteFile(filepath.Join(dir, "out", "snapshots", "mcp-agent.json"), []byte(strings.Replace(string(data), `"read"`, `"write"`, 1)), 0o644)
-	if _, err := harness.InspectSession(filepath.Join(dir, "session.yaml")); err == nil || !strings.Contains(err.Error(), "its snapshot") {
+	if _, err := harness.InspectSession(filepath.Join(dir, "session.yaml"), filepath.Join(dir, "ws")); err == nil || !strings.Contains(err.Error(), "its snapshot") {
 		t.Fatalf("a tampered snapshot: %v", err)
 	}
 }

@@ -623,3 +623,95 @@ func TestServeMCPProxy(t *testing.T) {
 		t.Errorf("the upstream server %d is still there after the close: %v", pid, err)
 	}
 }
+
+// TestMCPServerFilesProtected: a server whose program and script lie in
+// the workspace, where the policy lets the agent write. The agent used
+// to rewrite them (write_file, or a contained shell under landlock) and
+// every later call of the server ran its code. Now the program and each
+// argument naming an existing file are protected like the polc
+// executable: a write to them is denied guard:protected_path, the kernel
+// refuses a contained process's own write, and nothing changes them;
+// another file of the workspace stays writable. Under landlock the
+// carve-out takes the files whole, so such a server cannot start and the
+// session is refused.
+func TestMCPServerFilesProtected(t *testing.T) {
+	for _, backend := range []string{"inprocess", "landlock"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "landlock" && os.Getenv("POLC_REQUIRE_SANDBOX") == "" {
+				if f, _ := sandbox.Probe().Facet(sandbox.FacetFilesystem); f.State == sandbox.Unsupported {
+					t.Skipf("the kernel cannot hold a process here: %+v", f)
+				}
+			}
+			dir, _ := filepath.EvalSymlinks(t.TempDir())
+			writeFile(t, filepath.Join(dir, "policy.cue"), `package p
+
+policies: "mcp-proxy": {
+	version: "1.0.0"
+	principals: ["agent:mcp"]
+	tenants: ["acme"]
+	actions: allow: ["mcp", "write_file", "bash"]
+	filesystem: {read: ["**"], write: ["**"], execute: ["**"]}
+	subprocess: {mode: "allowlist", allow: ["sh *", "echo *"], shell: "allow"}
+	mcp: servers: [{server: "up", tools: ["*"]}]
+}
+`)
+			var stdout, stderr lockedBuffer
+			e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, dir: dir}
+			if code := Run(context.Background(), []string{"compile", "policy.cue", "-o", "out"}, e); code != 0 {
+				t.Fatalf("compile: %d\n%s", code, stderr.String())
+			}
+			exe, _ := os.Executable()
+			data, err := os.ReadFile(exe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bin, script := filepath.Join(dir, "ws", "bin", "upstream"), filepath.Join(dir, "ws", "srv.conf")
+			os.MkdirAll(filepath.Dir(bin), 0o755)
+			writeFile(t, bin, string(data))
+			os.Chmod(bin, 0o755)
+			writeFile(t, script, "server\n")
+			writeFile(t, filepath.Join(dir, "session.yaml"), fmt.Sprintf(`snapshot: out/snapshots/mcp-proxy.json
+profile: minimal
+workspace: ws
+principal: agent:mcp
+tenant: acme
+backend: %s
+mcp_servers:
+  up:
+    command: [ws/bin/upstream, srv.conf, not-a-file]
+    env: {%s: %s}
+`, backend, polcTestMainEnv, mcpUpstreamMain))
+			if backend == "landlock" {
+				// The write grant covers the server's files, so the
+				// sandbox carves them out whole: the server cannot run
+				// its own program and the session is refused.
+				stderr = lockedBuffer{}
+				if code := Run(context.Background(), []string{"mcp", "session.yaml"}, e); code != 2 ||
+					!strings.Contains(stderr.String(), "invalid_input: mcp_servers.up: cannot start") {
+					t.Errorf("a server whose files the policy lets the agent write: exit %d, %q", code, stderr.String())
+				}
+				return
+			}
+			cs, _, serr := connectStdio(t, dir, "session.yaml")
+			callAll(t, cs, []mcpCall{
+				{tool: "up__echo", args: map[string]any{"text": "hi"}, kind: "succeeded"},
+				{tool: "write_file", args: map[string]any{"path": "srv.conf", "content": "evil\n"}, kind: "denied", reason: "guard:protected_path"},
+				{tool: "write_file", args: map[string]any{"path": "bin/upstream", "content": "evil\n"}, kind: "denied", reason: "guard:protected_path"},
+				{tool: "bash", args: map[string]any{"command": "echo ok > other.txt"}, kind: "succeeded"},
+				{tool: "bash", args: map[string]any{"command": "echo evil > srv.conf"}, kind: "denied", reason: "guard:protected_path"},
+			})
+			if err := cs.Close(); err != nil {
+				t.Fatalf("polc mcp: %v\n%s", err, serr.String())
+			}
+			if b, _ := os.ReadFile(script); string(b) != "server\n" {
+				t.Errorf("the server's file was changed: %q", b)
+			}
+			if b, _ := os.ReadFile(bin); string(b) != string(data) {
+				t.Error("the server's program was changed")
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, "ws", "other.txt")); string(b) != "ok\n" {
+				t.Errorf("the control write: %q", b)
+			}
+		})
+	}
+}

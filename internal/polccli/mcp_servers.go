@@ -170,9 +170,19 @@ func label(s cue.Selector) string {
 // directory, or the server's PATH) and its environment made. A program
 // that cannot be found is a positioned error.
 func (s *session) mcpServers(base, workspace string) ([]mcpclient.Server, error) {
+	out, name, err := resolveServers(s.sc.MCPServers, base, workspace)
+	if err != nil {
+		return nil, s.mcpServerErr(name, err)
+	}
+	return out, nil
+}
+
+// resolveServers is mcpServers' work on the declarations decls: on error,
+// the name of the server it is about.
+func resolveServers(decls map[string]MCPServerDecl, base, workspace string) ([]mcpclient.Server, string, error) {
 	var out []mcpclient.Server
-	for _, name := range sortedKeys(s.sc.MCPServers) {
-		d := s.sc.MCPServers[name]
+	for _, name := range sortedKeys(decls) {
+		d := decls[name]
 		env := launchEnv(d.Env)
 		prog := d.Command[0]
 		switch {
@@ -182,14 +192,39 @@ func (s *session) mcpServers(base, workspace string) ([]mcpclient.Server, error)
 		default:
 			found, err := lookPath(prog, env)
 			if err != nil {
-				return nil, s.mcpServerErr(name, fmt.Errorf("command %q: %v", prog, err))
+				return nil, name, fmt.Errorf("command %q: %v", prog, err)
 			}
 			prog = found
 		}
 		argv := append([]string{prog}, d.Command[1:]...)
 		out = append(out, mcpclient.Server{Name: name, Argv: argv, Env: env, Dir: workspace})
 	}
-	return out, nil
+	return out, "", nil
+}
+
+// serverFiles are the files the servers run, which an agent that changed
+// them would run its own code through every call of theirs: each
+// server's program and each argument that names an existing regular file
+// (relative to the server's working directory), absolute.
+func serverFiles(servers []mcpclient.Server) []string {
+	var out []string
+	for _, srv := range servers {
+		for i, a := range srv.Argv {
+			if a == "" {
+				continue
+			}
+			if !filepath.IsAbs(a) {
+				if i == 0 {
+					continue // not found: mcpServers refused it
+				}
+				a = filepath.Join(srv.Dir, a)
+			}
+			if fi, err := os.Stat(a); i == 0 || err == nil && fi.Mode().IsRegular() {
+				out = append(out, filepath.Clean(a))
+			}
+		}
+	}
+	return out
 }
 
 // mcpServerErr reports err of a declared server at its declaration.

@@ -30,12 +30,15 @@ const launcherFile = "polc-sandbox"
 // files SQLite keeps beside it, the trust file, every approval file, the
 // approvals and approval-requests directories and the Unix socket the
 // session listens on; programs are the polc executable and the sandbox
-// launcher beside it, which only changing or creating them would harm.
+// launcher beside it, and upstream, the files the session's MCP servers
+// run (serverFiles), which only changing or creating them would harm.
 // Relative flags are taken from the working directory, as the session
 // opens them. Each path is listed as written (absolute and clean) and as
 // it resolves (the links of its longest existing prefix followed), since
-// an action may name either; each list is sorted and without duplicates.
-func protectedPaths(e *env, p *runParams, scenPath, snapPath, exe string) (files, programs []string, err error) {
+// an action may name either, and under every other name a mount of polc's
+// mount namespace shows it (expandMounts); each list is sorted and
+// without duplicates.
+func protectedPaths(e *env, p *runParams, scenPath, snapPath, exe string, upstream []string) (files, programs []string, err error) {
 	named := []string{scenPath, snapPath}
 	for _, f := range []string{p.evidence, p.cert, p.signKey, p.trust, p.approvalDir, p.approvalRequests, p.socket} {
 		if f != "" {
@@ -52,7 +55,15 @@ func protectedPaths(e *env, p *runParams, scenPath, snapPath, exe string) (files
 	if files, err = bothForms(named); err != nil {
 		return nil, nil, err
 	}
-	if programs, err = bothForms([]string{exe, filepath.Join(filepath.Dir(exe), launcherFile)}); err != nil {
+	if programs, err = bothForms(append([]string{exe, filepath.Join(filepath.Dir(exe), launcherFile)}, upstream...)); err != nil {
+		return nil, nil, err
+	}
+	// A mount can show a file under a name no link leads to (a bind
+	// mount of a parent directory): each such name is protected too.
+	if files, err = expandMounts(files); err != nil {
+		return nil, nil, err
+	}
+	if programs, err = expandMounts(programs); err != nil {
 		return nil, nil, err
 	}
 	return files, programs, nil

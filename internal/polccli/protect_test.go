@@ -284,7 +284,7 @@ func TestProtectedPathsList(t *testing.T) {
 	p := &runParams{evidence: "lnk/ev", cert: "lnk/c/./cert.json", signKey: dir + "/k.key", state: "lnk/st.db", trust: "trust.txt",
 		approvals: []string{"a1.approval", "lnk/a2.approval"}, approvalDir: "lnk/approvals", approvalRequests: "reqs", socket: dir + "/lnk/s.sock"}
 	exe := filepath.Join(dir, "lnk", "bin", "polc")
-	files, programs, err := protectedPaths(e, p, filepath.Join(dir, "lnk", "session.yaml"), filepath.Join(dir, "snap.json"), exe)
+	files, programs, err := protectedPaths(e, p, filepath.Join(dir, "lnk", "session.yaml"), filepath.Join(dir, "snap.json"), exe, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -256,7 +256,13 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	if err != nil {
 		return nil, err
 	}
-	files, programs, err := protectedPaths(e, p, s.scenPath, snapPath, exe)
+	var servers []mcpclient.Server
+	if len(s.sc.MCPServers) > 0 {
+		if servers, err = s.mcpServers(base, ws); err != nil {
+			return nil, err
+		}
+	}
+	files, programs, err := protectedPaths(e, p, s.scenPath, snapPath, exe, serverFiles(servers))
 	if err != nil {
 		return nil, usagef("the session's files: %v", err)
 	}
@@ -264,7 +270,7 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 	ll.Protect, ll.ProtectWrites = files, programs
 	if len(s.sc.MCPServers) > 0 {
 		// Last: nothing else can refuse the session once its servers run.
-		if err := s.startMCP(reg, base, ws, backend, snap, ll); err != nil {
+		if err := s.startMCP(reg, servers, ws, backend, snap, ll); err != nil {
 			return nil, err
 		}
 	}
@@ -293,11 +299,7 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 // session's policy gets (ll's: the session's own files carved out). A server that cannot be started, initialized or
 // listed refuses the session, at its declaration; the servers are closed
 // with the session.
-func (s *session) startMCP(reg *executor.Registry, base, ws, backend string, snap *snapshot.Snapshot, ll *landlock.Backend) error {
-	servers, err := s.mcpServers(base, ws)
-	if err != nil {
-		return err
-	}
+func (s *session) startMCP(reg *executor.Registry, servers []mcpclient.Server, ws, backend string, snap *snapshot.Snapshot, ll *landlock.Backend) error {
 	o := mcpclient.Options{Stderr: s.e.stderr,
 		Warn: func(m string) { fmt.Fprintf(s.e.stderr, "polc: warning: %s\n", m) }}
 	if backend == landlock.Name {
