@@ -55,6 +55,11 @@ type Evidence struct {
 	closed bool
 	wake   chan struct{}
 	done   chan struct{}
+	// life bounds every wait of the group committer on the database;
+	// abort cancels it when a close runs out of time, so that no commit
+	// (nor its retries) outlives the store's Close.
+	life  context.Context
+	abort context.CancelFunc
 
 	groups, records, commitNanos, retries atomic.Int64
 
@@ -133,25 +138,50 @@ func OpenEvidence(ctx context.Context, dsn string, opts EvidenceOptions) (*Evide
 	}
 	s := &Evidence{pool: pool, gen: gen, key: key, name: Redact(dsn), opts: opts, chains: make(map[string]*pchain),
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s.life, s.abort = context.WithCancel(context.Background())
 	go s.run()
 	return s, nil
 }
 
 // Close commits what is queued, stops the group committer and closes the
-// connections. It is safe to call more than once.
+// connections. It is CloseContext with a context that ends after
+// RetryFor (a second when RetryFor is negative): a server that is gone
+// cannot hold it longer than that.
 func (s *Evidence) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		<-s.done
-		return nil
+	limit := s.opts.RetryFor
+	if limit < 0 {
+		limit = time.Second
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	return s.CloseContext(ctx)
+}
+
+// CloseContext commits what is queued while ctx lasts, stops the group
+// committer and closes the connections. When ctx ends first, the commits
+// in flight and their retries are abandoned: their records were not
+// acknowledged (each wait returns an error), and the error returned says
+// how many. A record whose wait returned nil was committed before; none
+// is lost. It is safe to call more than once.
+func (s *Evidence) CloseContext(ctx context.Context) error {
+	s.mu.Lock()
+	first := !s.closed
 	s.closed = true
 	s.mu.Unlock()
 	s.signal()
-	<-s.done
-	s.pool.Close()
-	return nil
+	var err error
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		s.abort()
+		<-s.done
+		err = fmt.Errorf("pgstore: %s: closed before its queued records were committed (%w): they are not acknowledged", s.name, context.Cause(ctx))
+	}
+	s.abort()
+	if first {
+		s.pool.Close()
+	}
+	return err
 }
 
 // Name is the store's redacted DSN.
@@ -248,7 +278,17 @@ func (s *Evidence) AppendAsync(ctx context.Context, r *chain.Record) (chain.Appe
 	s.queue = append(s.queue, p)
 	s.signal()
 	rc := chain.AppendReceipt{ChainID: parsed.ChainID, RecordID: parsed.RecordID, Sequence: parsed.Sequence, HeadHash: h}
-	return rc, func() error { <-p.done; return p.err }, nil
+	return rc, func() error {
+		// A caller that stops waiting gets no acknowledgement: the
+		// record may still commit (as when a connection is lost after
+		// COMMIT), but it was never said to be durable.
+		select {
+		case <-p.done:
+			return p.err
+		case <-ctx.Done():
+			return fmt.Errorf("pgstore: record %s of chain %s is not acknowledged: stopped waiting for its commit: %w", parsed.RecordID, parsed.ChainID, context.Cause(ctx))
+		}
+	}, nil
 }
 
 // checkLink checks that r can follow tip (has: the chain has records), as
@@ -442,11 +482,17 @@ func (s *Evidence) insertGroup(group []*pending) ([]bool, error) {
 	backoff := 20 * time.Millisecond
 	for again := false; ; again = true {
 		inserted, err := s.tryGroup(group, again)
-		if err == nil || !retryable(err) || s.opts.RetryFor < 0 || time.Now().After(deadline) {
+		if err == nil || !retryable(err) || s.opts.RetryFor < 0 || time.Now().After(deadline) || s.life.Err() != nil {
+			if err != nil && s.life.Err() != nil {
+				err = fmt.Errorf("the store was closed while it was being committed: %w", err)
+			}
 			return inserted, err
 		}
 		s.retries.Add(1)
-		time.Sleep(backoff)
+		select {
+		case <-s.life.Done():
+		case <-time.After(backoff):
+		}
 		backoff = min(2*backoff, time.Second)
 	}
 }
@@ -456,7 +502,7 @@ func (s *Evidence) insertGroup(group []*pending) ([]bool, error) {
 // it refuses that is already in its chain, with its chain hash (which
 // covers every byte of it), was committed by that attempt.
 func (s *Evidence) tryGroup(group []*pending, again bool) ([]bool, error) {
-	ctx := context.Background()
+	ctx := s.life
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return nil, err
@@ -518,7 +564,7 @@ func (s *Evidence) tryGroup(group []*pending, again bool) ([]bool, error) {
 // diagnose says why the database refused p: the chain's committed head
 // and record ids, judged as checkLink judges.
 func (s *Evidence) diagnose(p *pending) error {
-	ctx := context.Background()
+	ctx := s.life
 	tip, has, err := s.dbHead(ctx, p.r.ChainID)
 	if err == nil {
 		var dup bool

@@ -43,6 +43,9 @@ type serveParams struct {
 	// ready, when set, receives the address once the server accepts
 	// (tests).
 	ready func(addr string)
+	// abort, when set, ends when the close must be abandoned (a second
+	// SIGINT or SIGTERM); nil: never.
+	abort context.Context
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -73,8 +76,13 @@ The listener is a Unix socket (mode 0600: its permissions are the access
 control) or TCP on a loopback address; anything else is refused, and so
 are requests from web browsers (Origin, Sec-Fetch-Site, a Host over TCP
 that is not loopback). SIGINT and SIGTERM close the session as /v1/close
-does. Exit 0 when the session closed cleanly, 1 when evidence failed or
-the certificate could not be minted, 2 on bad input.
+does. A close waits at most its grace (30s) for the actions in flight and
+10s more for the stores; a second SIGINT or SIGTERM, or the end of that
+time, abandons it (a store that is gone, such as a stopped PostgreSQL
+server, cannot hold the process): what was not committed was not
+acknowledged, and polc exits 1. Exit 0 when the session closed cleanly,
+1 when evidence failed, the certificate could not be minted or the close
+was abandoned, 2 on bad input.
 
 --body-budget bounds the memory that the bodies of the requests in flight
 may hold, from their first byte to their answer (the bytes and what
@@ -83,8 +91,30 @@ with Retry-After, and one that could never fit is 400 invalid_input.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			p.scenario = args[0]
-			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
+			// The first signal closes the session; a second abandons
+			// the close (it must not be swallowed while the close
+			// waits on a store that is gone).
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			ctx, stop := context.WithCancel(c.Context())
 			defer stop()
+			abort, stopAbort := context.WithCancelCause(context.Background())
+			defer stopAbort(nil)
+			p.abort = abort
+			go func() {
+				select {
+				case <-sigs:
+					stop()
+				case <-abort.Done():
+					return
+				}
+				select {
+				case sig := <-sigs:
+					stopAbort(fmt.Errorf("a second signal (%v)", sig))
+				case <-abort.Done():
+				}
+			}()
 			return runServe(ctx, e, p)
 		},
 	}
@@ -138,7 +168,12 @@ func runServe(ctx context.Context, e *env, p *serveParams) error {
 	if err != nil {
 		return err
 	}
-	defer s.release()
+	// The close's context (s.stop) lasts until the stores are closed.
+	stopClose := func() {}
+	defer func() {
+		s.release()
+		stopClose()
+	}()
 	var ln net.Listener
 	if network == "unix" {
 		var remove func()
@@ -155,8 +190,12 @@ func runServe(ctx context.Context, e *env, p *serveParams) error {
 	if budget <= 0 {
 		budget = defaultBodyBudget
 	}
+	abort := p.abort
+	if abort == nil {
+		abort = context.Background()
+	}
 	sv := &server{s: s, closing: make(chan struct{}), tcp: network == "tcp", actions: actions, stopActions: stopActions,
-		budget: &memBudget{max: budget}}
+		budget: &memBudget{max: budget}, abort: abort}
 	hs, served := startHTTP(ctx, e, "serve", sv, ln, network, addr, p.ready)
 	select {
 	case <-ctx.Done():
@@ -165,11 +204,23 @@ func runServe(ctx context.Context, e *env, p *serveParams) error {
 		return err
 	}
 	// Stop taking requests, let those in flight finish, then close the
-	// session (a no-op when /v1/close did).
-	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
+	// session (a no-op when /v1/close did). All of it is bounded by the
+	// close's time, and by a second signal: the requests in flight and
+	// the close may be waiting on a store that is gone.
+	shutdown, cancel := closeContext(abort, defaultCloseGrace)
+	stopClose = cancel
+	s.stop = shutdown
+	go func() {
+		// Past the grace, the actions in flight are cancelled, so that
+		// the requests waiting for them end.
+		select {
+		case <-time.After(defaultCloseGrace):
+		case <-shutdown.Done():
+		}
+		stopActions()
+	}()
 	hs.Shutdown(shutdown)
-	res, err := sv.close(context.WithoutCancel(ctx), defaultCloseGrace)
+	res, err := sv.close(shutdown, defaultCloseGrace)
 	if err != nil {
 		return err // the close's own error, once more if /v1/close had it
 	}
@@ -177,6 +228,20 @@ func runServe(ctx context.Context, e *env, p *serveParams) error {
 		return &exitError{ExitFindings}
 	}
 	return nil
+}
+
+// closeStoreTime is how long a close may wait on its stores (the
+// task_closed append, the state, the certificate) once the grace for the
+// actions in flight has passed.
+const closeStoreTime = 10 * time.Second
+
+// errCloseTimeUp is the cause of a close abandoned when its time ran out.
+var errCloseTimeUp = errors.New("the close's grace period ended")
+
+// closeContext bounds a close whose actions get grace: it ends
+// closeStoreTime after the grace, or when abort does (a second signal).
+func closeContext(abort context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(abort, grace+closeStoreTime, errCloseTimeUp)
 }
 
 // listenUnix listens on a new Unix socket at path, mode 0600. The socket
@@ -258,6 +323,9 @@ type server struct {
 	// budget bounds the memory of the bodies in flight (nil: none, in
 	// tests that build a server by hand).
 	budget *memBudget
+	// abort ends when a close must be abandoned (a second signal; nil:
+	// never).
+	abort context.Context
 }
 
 // defaultCloseGrace is how long a close waits for the actions in flight
@@ -292,7 +360,22 @@ func (sv *server) close(ctx context.Context, grace time.Duration) (*closeResult,
 	}
 	sv.closed = true
 	defer close(sv.closing)
+	// The close never waits longer than its time on the stores, nor past
+	// a second signal: a store that is gone must not hold it forever.
+	abort := sv.abort
+	if abort == nil {
+		abort = context.Background()
+	}
+	bounded, cancel := closeContext(abort, grace)
+	defer cancel()
+	stopBounded := context.AfterFunc(ctx, func() { cancel() })
+	defer stopBounded()
+	ctx = bounded
 	ev, cert, failed, err := sv.s.finish(ctx)
+	if failed != nil && ctx.Err() != nil {
+		failed = fmt.Errorf("the close was abandoned (%w): task_closed was not acknowledged, so the chain stays open and no certificate is minted; what was acknowledged before is in the store: %w", context.Cause(ctx), failed)
+		fmt.Fprintf(sv.s.e.stderr, "polc: serve: %v\n", failed)
+	}
 	if err != nil {
 		sv.closeErr = err
 		return nil, err

@@ -46,6 +46,9 @@ type session struct {
 	ids      func() string
 	boundary *executor.TaskBoundary
 	closers  []func()
+	// stop, when set, bounds the closing of the stores at release (a
+	// server's abandoned close); nil: each store's own bound.
+	stop context.Context
 	// signer signs the certificate (--sign-key); read when the session
 	// opens, so that a bad key is refused before any action runs.
 	signer note.Signer
@@ -184,7 +187,17 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 			if err != nil {
 				return nil, usagef("--evidence %s: %v", pgstore.Redact(p.evidence), err)
 			}
-			s.closers = append(s.closers, func() { store.Close() })
+			s.closers = append(s.closers, func() {
+				if s.stop == nil {
+					store.Close() // bounded by the store's RetryFor
+					return
+				}
+				// An abandoned close must not then wait on the
+				// store's retries (docs/serve.md).
+				if err := store.CloseContext(s.stop); err != nil {
+					fmt.Fprintf(s.e.stderr, "polc: %v\n", err)
+				}
+			})
 			cfg.Evidence = store
 		} else {
 			dir := e.abs(p.evidence)

@@ -1,0 +1,89 @@
+package polccli
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"polc.dev/polc/internal/pgtest"
+)
+
+// TestServeSignalsWithPostgresGone is the close of a polc serve session
+// whose PostgreSQL server was stopped: the first SIGTERM begins the close
+// (its task_closed append retries on the lost connection), and a second
+// one abandons it, so the process (the real program, in its own process)
+// exits promptly with 1, saying that task_closed was not acknowledged
+// (docs/serve.md "Shutdown").
+func TestServeSignalsWithPostgresGone(t *testing.T) {
+	dsn, pgdir := pgtest.Private(t)
+	dir := t.TempDir()
+	compileDemo(t, dir)
+	os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(
+		"snapshot: out/snapshots/demo-agent.json\nprofile: certifiable\nworkspace: ws\nprincipal: agent:demo\ntenant: acme\n"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "ws"), 0o755)
+	sock := filepath.Join(dir, "polc.sock")
+	cmd := polcCommand(dir, "serve", "session.yaml", "--listen", "unix:"+sock, "--evidence", dsn, "--state", dsn, "--cert", "cert.json")
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	var resp *http.Response
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var err error
+		resp, err = client.Post("http://polc/v1/execute", "application/json",
+			strings.NewReader(`{"action":"write_file","arguments":{"path":"notes/a.txt","content":"x\n"}}`))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never answered: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("execute: %d\n%s", resp.StatusCode, stderr.String())
+	}
+	if out, err := exec.Command("bash", pgtest.Script(t), "stop", pgdir).CombinedOutput(); err != nil {
+		t.Fatalf("scripts/pg.sh stop: %v\n%s", err, out)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(time.Second) // the close is waiting on the lost server
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != ExitFindings {
+			t.Fatalf("serve exited with %v, want exit code %d\n%s", err, ExitFindings, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "task_closed was not acknowledged") {
+			t.Errorf("stderr does not say the close was abandoned:\n%s", stderr.String())
+		}
+		if _, err := os.Stat(filepath.Join(dir, "cert.json")); err == nil {
+			t.Error("a certificate was written for a chain whose task_closed was not acknowledged")
+		}
+		t.Logf("exited %v after the second SIGTERM", time.Since(start).Round(time.Millisecond))
+	case <-time.After(15 * time.Second):
+		t.Fatalf("serve still running 15s after a second SIGTERM\n%s", stderr.String())
+	}
+}
