@@ -1,0 +1,387 @@
+// Package algebra decides questions about polc's patterns exactly: every
+// grammar of package pattern describes a regular language, which this
+// package compiles to a nondeterministic automaton over runes (Of). On
+// automata it decides emptiness, intersection and inclusion — with a
+// witness string whenever the answer is "some string" — by exploring the
+// product of the automata lazily (Search), so no solver is needed and the
+// answers are exact, unlike pattern.Covers, which is a conservative proof.
+//
+// Alphabets are symbolic: an edge carries a class of runes, a finite set or
+// the complement of one. Any two runes that no class on the way names are
+// indistinguishable, so a search tries each rune a class names plus one
+// representative of all the others, and the infinite alphabet of Unicode
+// costs nothing.
+//
+// polc prove (docs/prove.md) builds its request encodings and questions on
+// this package; its tests check every construction against pattern.Match
+// by brute force over small alphabets.
+package algebra
+
+import (
+	"slices"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Class is a set of runes: the runes listed, or with Neg every rune but
+// those. The list is sorted and holds no duplicates.
+type Class struct {
+	Neg   bool
+	Runes []rune
+}
+
+// Any is the class of every rune.
+var Any = Class{Neg: true}
+
+// Lit is the class of the runes given.
+func Lit(rs ...rune) Class {
+	c := Class{Runes: slices.Clone(rs)}
+	slices.Sort(c.Runes)
+	c.Runes = slices.Compact(c.Runes)
+	return c
+}
+
+// Not is the class of every rune but those given.
+func Not(rs ...rune) Class {
+	c := Lit(rs...)
+	c.Neg = true
+	return c
+}
+
+// Has reports whether r is in c.
+func (c Class) Has(r rune) bool {
+	_, found := slices.BinarySearch(c.Runes, r)
+	return found != c.Neg
+}
+
+// empty reports whether c holds no rune.
+func (c Class) empty() bool { return !c.Neg && len(c.Runes) == 0 }
+
+// fold is {r : unicode.ToLower(r) ∈ c}: what a class matches when the
+// input is lowercased before matching (strings.ToLower maps rune by rune
+// with unicode.ToLower), as deny and approval patterns match.
+func (c Class) fold() Class {
+	var rs []rune
+	for _, r := range c.Runes {
+		if unicode.ToLower(r) == r {
+			rs = append(rs, r)
+		}
+		rs = append(rs, upperOf()[r]...)
+	}
+	out := Lit(rs...)
+	out.Neg = c.Neg
+	return out
+}
+
+// NFA is a nondeterministic automaton with ε-moves over runes. The zero
+// value accepts nothing. NFAs are immutable once built; every function
+// here returns a new one.
+type NFA struct {
+	states []state
+	start  int32
+	// closures[i] is the ε-closure of state i, sorted; computed by
+	// prepare.
+	closures [][]int32
+	// live[i] reports whether an accepting state is reachable from i.
+	live []bool
+}
+
+type state struct {
+	eps    []int32
+	edges  []edge
+	accept bool
+}
+
+type edge struct {
+	c  Class
+	to int32
+}
+
+// builder assembles an NFA.
+type builder struct{ s []state }
+
+func (b *builder) add(accept bool) int32 {
+	b.s = append(b.s, state{accept: accept})
+	return int32(len(b.s) - 1)
+}
+
+func (b *builder) edge(from, to int32, c Class) {
+	if c.empty() {
+		return
+	}
+	b.s[from].edges = append(b.s[from].edges, edge{c, to})
+}
+
+func (b *builder) eps(from, to int32) { b.s[from].eps = append(b.s[from].eps, to) }
+
+// embed copies n's states into b and returns the offset of its states.
+func (b *builder) embed(n *NFA) int32 {
+	off := int32(len(b.s))
+	for _, s := range n.states {
+		t := state{accept: s.accept}
+		for _, e := range s.eps {
+			t.eps = append(t.eps, e+off)
+		}
+		for _, e := range s.edges {
+			t.edges = append(t.edges, edge{e.c, e.to + off})
+		}
+		b.s = append(b.s, t)
+	}
+	return off
+}
+
+func (b *builder) done(start int32) *NFA {
+	n := &NFA{states: b.s, start: start}
+	n.prepare()
+	return n
+}
+
+// prepare computes ε-closures and liveness.
+func (n *NFA) prepare() {
+	k := len(n.states)
+	n.closures = make([][]int32, k)
+	for i := range k {
+		seen := map[int32]bool{int32(i): true}
+		stack := []int32{int32(i)}
+		for len(stack) > 0 {
+			s := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, t := range n.states[s].eps {
+				if !seen[t] {
+					seen[t] = true
+					stack = append(stack, t)
+				}
+			}
+		}
+		c := make([]int32, 0, len(seen))
+		for s := range seen {
+			c = append(c, s)
+		}
+		slices.Sort(c)
+		n.closures[i] = c
+	}
+	// Liveness: reverse reachability from accepting states.
+	rev := make([][]int32, k)
+	for i, s := range n.states {
+		for _, t := range s.eps {
+			rev[t] = append(rev[t], int32(i))
+		}
+		for _, e := range s.edges {
+			rev[e.to] = append(rev[e.to], int32(i))
+		}
+	}
+	n.live = make([]bool, k)
+	var stack []int32
+	for i, s := range n.states {
+		if s.accept {
+			n.live[i] = true
+			stack = append(stack, int32(i))
+		}
+	}
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, p := range rev[s] {
+			if !n.live[p] {
+				n.live[p] = true
+				stack = append(stack, p)
+			}
+		}
+	}
+}
+
+// Size is the number of states.
+func (n *NFA) Size() int { return len(n.states) }
+
+// Match reports whether n accepts s (a direct simulation, for tests and
+// for checking witnesses).
+func (n *NFA) Match(s string) bool {
+	if len(n.states) == 0 {
+		return false
+	}
+	cur := slices.Clone(n.closures[n.start])
+	for _, r := range s {
+		var next []int32
+		for _, q := range cur {
+			for _, e := range n.states[q].edges {
+				if e.c.Has(r) {
+					next = append(next, n.closures[e.to]...)
+				}
+			}
+		}
+		slices.Sort(next)
+		cur = slices.Compact(next)
+		if len(cur) == 0 {
+			return false
+		}
+	}
+	return slices.ContainsFunc(cur, func(q int32) bool { return n.states[q].accept })
+}
+
+// Empty is the automaton of the empty language.
+func Empty() *NFA { return (&builder{}).done(0) }
+
+// Epsilon is the automaton of the empty string alone.
+func Epsilon() *NFA {
+	b := &builder{}
+	return b.done(b.add(true))
+}
+
+// Literal is the automaton of s alone.
+func Literal(s string) *NFA {
+	b := &builder{}
+	cur := b.add(false)
+	start := cur
+	for _, r := range s {
+		next := b.add(false)
+		b.edge(cur, next, Lit(r))
+		cur = next
+	}
+	b.s[cur].accept = true
+	return b.done(start)
+}
+
+// Star is the automaton of every string of runes in c (c*).
+func Star(c Class) *NFA {
+	b := &builder{}
+	s := b.add(true)
+	b.edge(s, s, c)
+	return b.done(s)
+}
+
+// Plus is the automaton of every non-empty string of runes in c (c+).
+func Plus(c Class) *NFA {
+	b := &builder{}
+	s, t := b.add(false), b.add(true)
+	b.edge(s, t, c)
+	b.edge(t, t, c)
+	return b.done(s)
+}
+
+// One is the automaton of every one-rune string in c.
+func One(c Class) *NFA {
+	b := &builder{}
+	s, t := b.add(false), b.add(true)
+	b.edge(s, t, c)
+	return b.done(s)
+}
+
+// Concat is the automaton of the concatenation of the languages.
+func Concat(ns ...*NFA) *NFA {
+	if len(ns) == 0 {
+		return Epsilon()
+	}
+	b := &builder{}
+	var start int32 = -1
+	var prevFinal []int32
+	for _, n := range ns {
+		if len(n.states) == 0 {
+			return Empty()
+		}
+		off := b.embed(n)
+		if start < 0 {
+			start = n.start + off
+		}
+		for _, f := range prevFinal {
+			b.s[f].accept = false
+			b.eps(f, n.start+off)
+		}
+		prevFinal = prevFinal[:0]
+		for i, s := range n.states {
+			if s.accept {
+				prevFinal = append(prevFinal, int32(i)+off)
+			}
+		}
+	}
+	return b.done(start)
+}
+
+// Union is the automaton of the union of the languages.
+func Union(ns ...*NFA) *NFA {
+	b := &builder{}
+	start := b.add(false)
+	for _, n := range ns {
+		if len(n.states) == 0 {
+			continue
+		}
+		off := b.embed(n)
+		b.eps(start, n.start+off)
+	}
+	return b.done(start)
+}
+
+// Opt is the automaton of L(n) ∪ {""}.
+func Opt(n *NFA) *NFA { return Union(n, Epsilon()) }
+
+// Repeat is the automaton of L(n)* (zero or more).
+func Repeat(n *NFA) *NFA {
+	b := &builder{}
+	start := b.add(true)
+	if len(n.states) > 0 {
+		off := b.embed(n)
+		b.eps(start, n.start+off)
+		for i, s := range n.states {
+			if s.accept {
+				b.eps(int32(i)+off, start)
+			}
+		}
+	}
+	return b.done(start)
+}
+
+// Fold is {s : strings.ToLower(s) ∈ L(n)}: the strings n matches when
+// they are lowercased first, as the engines match deny and approval
+// patterns.
+func (n *NFA) Fold() *NFA {
+	b := &builder{}
+	b.embed(n)
+	for i := range b.s {
+		for j := range b.s[i].edges {
+			b.s[i].edges[j].c = b.s[i].edges[j].c.fold()
+		}
+	}
+	return b.done(n.start)
+}
+
+// Map is {s : f(s) ∈ L(n)} for a rune-to-rune substitution f given as the
+// classes each rune of n's alphabet stands for: every edge class c is
+// replaced by sub(c). It is how an encoding renames a separator.
+func (n *NFA) Map(sub func(Class) Class) *NFA {
+	b := &builder{}
+	b.embed(n)
+	for i := range b.s {
+		for j := range b.s[i].edges {
+			b.s[i].edges[j].c = sub(b.s[i].edges[j].c)
+		}
+	}
+	return b.done(n.start)
+}
+
+// upperOf maps a rune to every other rune that unicode.ToLower maps to it
+// (A for a, K and the Kelvin sign for k, İ for i, …). Only runes in
+// unicode.CaseRanges change under ToLower.
+var upperOf = func() func() map[rune][]rune {
+	var m map[rune][]rune
+	return func() map[rune][]rune {
+		if m != nil {
+			return m
+		}
+		mm := map[rune][]rune{}
+		for _, cr := range unicode.CaseRanges {
+			for r := rune(cr.Lo); r <= rune(cr.Hi); r++ {
+				if l := unicode.ToLower(r); l != r {
+					mm[l] = append(mm[l], r)
+				}
+			}
+		}
+		m = mm
+		return m
+	}
+}()
+
+func init() { upperOf() } // built once, before any concurrent use
+
+// validRune reports whether r can be part of request text: a Unicode
+// scalar value other than NUL (requests hold no NUL, and invalid UTF-8 is
+// refused before any engine).
+func validRune(r rune) bool { return r != 0 && utf8.ValidRune(r) }
