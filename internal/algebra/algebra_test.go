@@ -296,3 +296,33 @@ func FuzzOf(f *testing.F) {
 		}
 	})
 }
+
+// TestAfterAndJoined checks the two encodings' constructions against their
+// definitions by enumeration.
+func TestAfterAndJoined(t *testing.T) {
+	uni := universe("ab/", 5)
+	for _, p := range []string{"/a/**", "/**", "/", "/a", "/*/b", "/a*/**/b"} {
+		n := Of(pattern.Path, p)
+		after := n.After('/')
+		for _, s := range uni {
+			if got, want := after.Match(s), pattern.Match(pattern.Path, p, "/"+s); got != want {
+				t.Fatalf("%q after '/' on %q: %v, want %v", p, s, got, want)
+			}
+		}
+		j := n.Joined('#', '/')
+		for _, s := range universe("ab/#", 5) {
+			x, y, ok := strings.Cut(s, "#")
+			want := false
+			if ok && !strings.Contains(y, "#") {
+				if y == "" {
+					want = pattern.Match(pattern.Path, p, x)
+				} else {
+					want = pattern.Match(pattern.Path, p, x+"/"+y)
+				}
+			}
+			if got := j.Match(s); got != want {
+				t.Fatalf("%q joined on %q: %v, want %v", p, s, got, want)
+			}
+		}
+	}
+}

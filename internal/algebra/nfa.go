@@ -19,6 +19,7 @@ package algebra
 
 import (
 	"slices"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -79,11 +80,19 @@ func (c Class) fold() Class {
 type NFA struct {
 	states []state
 	start  int32
-	// closures[i] is the ε-closure of state i, sorted; computed by
-	// prepare.
+	// closures[i] is the ε-closure of state i, sorted, and live[i]
+	// reports whether an accepting state is reachable from i: computed
+	// once, when first needed (ready), since most automata built are only
+	// parts of larger ones.
 	closures [][]int32
-	// live[i] reports whether an accepting state is reachable from i.
-	live []bool
+	live     []bool
+	once     sync.Once
+}
+
+// ready computes closures and liveness if not done yet.
+func (n *NFA) ready() *NFA {
+	n.once.Do(n.prepare)
+	return n
 }
 
 type state struct {
@@ -131,31 +140,33 @@ func (b *builder) embed(n *NFA) int32 {
 }
 
 func (b *builder) done(start int32) *NFA {
-	n := &NFA{states: b.s, start: start}
-	n.prepare()
-	return n
+	return &NFA{states: b.s, start: start}
 }
 
 // prepare computes ε-closures and liveness.
 func (n *NFA) prepare() {
 	k := len(n.states)
 	n.closures = make([][]int32, k)
+	stamp := make([]int32, k) // stamp[s] == i+1: s is in i's closure
+	var stack []int32
 	for i := range k {
-		seen := map[int32]bool{int32(i): true}
-		stack := []int32{int32(i)}
+		if len(n.states[i].eps) == 0 {
+			n.closures[i] = []int32{int32(i)}
+			continue
+		}
+		c := []int32{int32(i)}
+		stamp[i] = int32(i) + 1
+		stack = append(stack[:0], int32(i))
 		for len(stack) > 0 {
 			s := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
 			for _, t := range n.states[s].eps {
-				if !seen[t] {
-					seen[t] = true
+				if stamp[t] != int32(i)+1 {
+					stamp[t] = int32(i) + 1
+					c = append(c, t)
 					stack = append(stack, t)
 				}
 			}
-		}
-		c := make([]int32, 0, len(seen))
-		for s := range seen {
-			c = append(c, s)
 		}
 		slices.Sort(c)
 		n.closures[i] = c
@@ -171,7 +182,7 @@ func (n *NFA) prepare() {
 		}
 	}
 	n.live = make([]bool, k)
-	var stack []int32
+	stack = stack[:0]
 	for i, s := range n.states {
 		if s.accept {
 			n.live[i] = true
@@ -199,6 +210,7 @@ func (n *NFA) Match(s string) bool {
 	if len(n.states) == 0 {
 		return false
 	}
+	n.ready()
 	cur := slices.Clone(n.closures[n.start])
 	for _, r := range s {
 		var next []int32
@@ -385,3 +397,99 @@ func init() { upperOf() } // built once, before any concurrent use
 // scalar value other than NUL (requests hold no NUL, and invalid UTF-8 is
 // refused before any engine).
 func validRune(r rune) bool { return r != 0 && utf8.ValidRune(r) }
+
+// After is the left quotient {s : string(r)+s ∈ L(n)}: the strings that
+// complete n after the rune r.
+func (n *NFA) After(r rune) *NFA {
+	if len(n.states) == 0 {
+		return Empty()
+	}
+	n.ready()
+	b := &builder{}
+	off := b.embed(n)
+	start := b.add(false)
+	for _, q := range n.closures[n.start] {
+		for _, e := range n.states[q].edges {
+			if e.c.Has(r) {
+				b.eps(start, e.to+off)
+			}
+		}
+	}
+	return b.done(start)
+}
+
+// Joined is the language of the strings x+string(sep)+y, neither x nor y
+// holding sep, such that x ∈ L(n) when y is empty and x+string(join)+y ∈
+// L(n) otherwise: sep stands for join between two parts and for nothing at
+// the end. polc prove encodes a path under a workspace as workspace, sep,
+// relative path, where the path is the workspace itself when the relative
+// path is empty.
+func (n *NFA) Joined(sep, join rune) *NFA {
+	if len(n.states) == 0 {
+		return Empty()
+	}
+	n.ready()
+	b := &builder{}
+	first := b.embed(n)  // x: no state accepts, sep is no input
+	second := b.embed(n) // y: n's own acceptance
+	for i := range n.states {
+		b.s[int32(i)+first].accept = false
+	}
+	for i := range b.s {
+		for j := range b.s[i].edges {
+			b.s[i].edges[j].c = b.s[i].edges[j].c.without(sep)
+		}
+	}
+	for q := range n.states {
+		// h is reached from q on sep: it accepts when q's closure does
+		// (y empty), and continues in the second copy as q would after
+		// join.
+		accept := false
+		for _, t := range n.closures[q] {
+			accept = accept || n.states[t].accept
+		}
+		h := b.add(accept)
+		b.edge(int32(q)+first, h, Lit(sep))
+		for _, t := range n.closures[q] {
+			for _, e := range n.states[t].edges {
+				if !e.c.Has(join) {
+					continue
+				}
+				for _, u := range n.closures[e.to] {
+					for _, e2 := range n.states[u].edges {
+						b.edge(h, e2.to+second, e2.c.without(sep))
+					}
+				}
+			}
+		}
+	}
+	return b.done(n.start + first)
+}
+
+// without is c minus the rune r.
+func (c Class) without(r rune) Class {
+	if c.Neg {
+		return Not(append(slices.Clone(c.Runes), r)...)
+	}
+	return Lit(slices.DeleteFunc(slices.Clone(c.Runes), func(x rune) bool { return x == r })...)
+}
+
+// Builder assembles an automaton state by state, for encodings the
+// combinators do not express.
+type Builder struct{ b builder }
+
+// NewBuilder returns an empty Builder.
+func NewBuilder() *Builder { return &Builder{} }
+
+// State adds a state and returns its number.
+func (b *Builder) State(accept bool) int32 { return b.b.add(accept) }
+
+// Edge adds an edge on the runes of c.
+func (b *Builder) Edge(from, to int32, c Class) { b.b.edge(from, to, c) }
+
+// Eps adds an ε-move.
+func (b *Builder) Eps(from, to int32) { b.b.eps(from, to) }
+
+// Build returns the automaton starting at start; b must not be used
+// after.
+func (b *Builder) Build(start int32) *NFA { return b.b.done(start) }

@@ -142,3 +142,11 @@ func host(p string) *NFA {
 
 // Digit is the class of the ASCII digits.
 var Digit = Lit('0', '1', '2', '3', '4', '5', '6', '7', '8', '9')
+
+// Glob is the automaton of a single glob whose '*' and '?' range over the
+// runes of cls.
+func Glob(g string, cls Class) *NFA { return glob(g, cls) }
+
+// Segments is the automaton of '/'-separated segment patterns as
+// pattern.Match matches them ("**" a whole-segment wildcard when dstar).
+func Segments(p string, dstar bool) *NFA { return segments(strings.Split(p, "/"), dstar) }

@@ -37,12 +37,17 @@ const prefer = "xyzabcdefghijklmnopqrstuvw0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_-
 // runes tried: runes the automata name, in order, then one rune for all
 // the others), or found=false when there is none. The exploration is a
 // breadth-first search of the product of the automata, built lazily from
-// the start; it visits each reachable combination of states once.
+// the start; it visits each reachable combination of states once, and
+// drops a combination as soon as it can lead nowhere: when a group of
+// Require has no automaton left that can still accept, or when an
+// automaton of Forbid accepts every continuation.
 func (q Query) Solve() (witness string, found bool, err error) {
 	limit := q.MaxStates
 	if limit <= 0 {
 		limit = DefaultMaxStates
 	}
+	// Required automata get the low indexes, so that a set's entries for
+	// them come first and a step can stop before the forbidden ones.
 	var autos []*NFA
 	index := map[*NFA]int{}
 	idx := func(n *NFA) int {
@@ -50,7 +55,7 @@ func (q Query) Solve() (witness string, found bool, err error) {
 			return i
 		}
 		index[n] = len(autos)
-		autos = append(autos, n)
+		autos = append(autos, n.ready())
 		return len(autos) - 1
 	}
 	groups := make([][]int, len(q.Require))
@@ -62,11 +67,15 @@ func (q Query) Solve() (witness string, found bool, err error) {
 			return "", false, nil // a group no automaton can satisfy
 		}
 	}
-	forbid := map[int]bool{}
+	nreq := len(autos)
+	forbid := make([]bool, 0, len(autos)+len(q.Forbid))
 	for _, n := range q.Forbid {
-		forbid[idx(n)] = true
+		idx(n)
 	}
-	// groupOf[a] lists the groups automaton a belongs to.
+	forbid = forbid[:len(autos)]
+	for _, n := range q.Forbid {
+		forbid[index[n]] = true
+	}
 	groupOf := make([][]int, len(autos))
 	for g, as := range groups {
 		for _, a := range as {
@@ -120,14 +129,49 @@ func (q Query) Solve() (witness string, found bool, err error) {
 		}
 		return !slices.Contains(inGroup, false)
 	}
+	// possible: every group has a live automaton among the entries.
 	possible := func(set []uint64) bool {
 		clear(inGroup)
 		for _, v := range set {
-			for _, g := range groupOf[int(v>>32)] {
+			a := int(v >> 32)
+			if a >= nreq {
+				break
+			}
+			for _, g := range groupOf[a] {
 				inGroup[g] = true
 			}
 		}
 		return !slices.Contains(inGroup, false)
+	}
+	universal := map[string]bool{}
+	// doomed: an automaton of Forbid accepts every continuation.
+	doomed := func(set []uint64) bool {
+		for i := 0; i < len(set); {
+			a := int(set[i] >> 32)
+			j := i
+			acc := false
+			for j < len(set) && int(set[j]>>32) == a {
+				acc = acc || autos[a].states[int32(uint32(set[j]))].accept
+				j++
+			}
+			if forbid[a] && acc {
+				k := key(set[i:j])
+				u, ok := universal[k]
+				if !ok {
+					states := make([]int32, j-i)
+					for x := i; x < j; x++ {
+						states[x-i] = int32(uint32(set[x]))
+					}
+					u = autos[a].universalFrom(states)
+					universal[k] = u
+				}
+				if u {
+					return true
+				}
+			}
+			i = j
+		}
+		return false
 	}
 
 	nodes := []node{{set: start, parent: -1}}
@@ -135,7 +179,7 @@ func (q Query) Solve() (witness string, found bool, err error) {
 	var runes []rune
 	for i := 0; i < len(nodes); i++ {
 		cur := nodes[i].set
-		if !possible(cur) {
+		if !possible(cur) || doomed(cur) {
 			continue
 		}
 		if accepts(cur) {
@@ -164,24 +208,35 @@ func (q Query) Solve() (witness string, found bool, err error) {
 				continue
 			}
 			var next []uint64
-			for _, v := range cur {
-				a, s := int(v>>32), int32(uint32(v))
+			k := 0
+			for ; k < len(cur) && int(cur[k]>>32) < nreq; k++ {
+				a, s := int(cur[k]>>32), int32(uint32(cur[k]))
 				for _, e := range autos[a].states[s].edges {
 					if e.c.Has(r) {
 						next = add(next, a, e.to)
 					}
 				}
 			}
-			if len(next) == 0 {
-				continue
-			}
 			slices.Sort(next)
-			next = slices.Compact(next)
-			k := key(next)
-			if seen[k] {
+			if !possible(next) {
 				continue
 			}
-			seen[k] = true
+			req := len(next)
+			for ; k < len(cur); k++ {
+				a, s := int(cur[k]>>32), int32(uint32(cur[k]))
+				for _, e := range autos[a].states[s].edges {
+					if e.c.Has(r) {
+						next = add(next, a, e.to)
+					}
+				}
+			}
+			slices.Sort(next[req:])
+			next = slices.Compact(next)
+			k2 := key(next)
+			if seen[k2] {
+				continue
+			}
+			seen[k2] = true
 			if len(nodes) >= limit {
 				return "", false, ErrTooLarge
 			}
@@ -189,6 +244,63 @@ func (q Query) Solve() (witness string, found bool, err error) {
 		}
 	}
 	return "", false, nil
+}
+
+// universalBound bounds the subsets universalFrom explores.
+const universalBound = 64
+
+// universalFrom reports whether n accepts every string from the states
+// given (an ε-closed set): every subset reachable from them accepts. Past
+// universalBound subsets it answers false, which only costs pruning.
+func (n *NFA) universalFrom(states []int32) bool {
+	seen := map[string]bool{}
+	k := func(ss []int32) string {
+		b := make([]byte, 4*len(ss))
+		for i, s := range ss {
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(s))
+		}
+		return string(b)
+	}
+	queue := [][]int32{states}
+	seen[k(states)] = true
+	var runes []rune
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if !slices.ContainsFunc(cur, func(s int32) bool { return n.states[s].accept }) {
+			return false
+		}
+		runes = runes[:0]
+		for _, s := range cur {
+			for _, e := range n.states[s].edges {
+				runes = append(runes, e.c.Runes...)
+			}
+		}
+		slices.Sort(runes)
+		runes = slices.Compact(runes)
+		for _, r := range append(runes, representative(runes)) {
+			var next []int32
+			for _, s := range cur {
+				for _, e := range n.states[s].edges {
+					if e.c.Has(r) {
+						next = append(next, n.closures[e.to]...)
+					}
+				}
+			}
+			slices.Sort(next)
+			next = slices.Compact(next)
+			kk := k(next)
+			if seen[kk] {
+				continue
+			}
+			if len(seen) >= universalBound {
+				return false
+			}
+			seen[kk] = true
+			queue = append(queue, next)
+		}
+	}
+	return true
 }
 
 // representative is a rune outside named (sorted), preferring readable
