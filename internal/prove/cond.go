@@ -26,9 +26,11 @@ func (a part) and(b part) part {
 }
 
 // cond is a condition on a request of one shape: a conjunction of
-// conditions on its independent parts.
+// conditions on its independent parts (values: one per value of the
+// shape; nil when the condition says nothing of them).
 type cond struct {
-	principal, tenant, action, value part
+	principal, tenant, action part
+	values                    []part
 	// dead: no request of the shape satisfies it.
 	dead bool
 	// timeIn and timeOut: windows the request time must fall in, and out
@@ -41,7 +43,7 @@ type cond struct {
 func (c cond) and(d cond) cond {
 	out := cond{
 		principal: c.principal.and(d.principal), tenant: c.tenant.and(d.tenant),
-		action: c.action.and(d.action), value: c.value.and(d.value),
+		action: c.action.and(d.action), values: andValues(c.values, d.values),
 		dead:   c.dead || d.dead,
 		timeIn: append(slices.Clone(c.timeIn), d.timeIn...), timeOut: append(slices.Clone(c.timeOut), d.timeOut...),
 		usageMin: maps.Clone(c.usageMin), usageMax: maps.Clone(c.usageMax),
@@ -63,6 +65,29 @@ func (c cond) and(d cond) cond {
 	return out
 }
 
+func andValues(a, b []part) []part {
+	n := max(len(a), len(b))
+	out := make([]part, n)
+	for i := range n {
+		var x, y part
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		out[i] = x.and(y)
+	}
+	return out
+}
+
+// onValue is the condition pt on value i of a shape.
+func onValue(i int, pt part) cond {
+	c := cond{values: make([]part, i+1)}
+	c.values[i] = pt
+	return c
+}
+
 func req(rs []*rule) [][]term { return [][]term{terms(rs)} }
 
 // ok is the condition under which p does not deny a request of shape s:
@@ -81,12 +106,15 @@ func (p *Policy) ok(s shape) cond {
 		c.action.require = req(st.actionGrants)
 	}
 	c.action.forbid = terms(st.actionBlocks)
-	for _, f := range s.facets() {
-		if p.need[f] {
-			c.value.require = append(c.value.require, terms(st.grants[f]))
+	c.values = make([]part, len(s.atoms))
+	for i, v := range st.values {
+		for _, f := range s.facets(i) {
+			if p.need[f] {
+				c.values[i].require = append(c.values[i].require, terms(v.grants[f]))
+			}
 		}
+		c.values[i].forbid = terms(v.blocks)
 	}
-	c.value.forbid = terms(st.blocks)
 	c.dead = st.shellDenied
 	if p.window != nil && p.need[decision.FacetExpiry] {
 		c.timeIn = []window{*p.window}
@@ -106,7 +134,9 @@ func (p *Policy) allowed(s shape) cond {
 	st := p.sets(s)
 	c := p.ok(s)
 	c.action.forbid = append(c.action.forbid, terms(st.actionEsc)...)
-	c.value.forbid = append(c.value.forbid, terms(st.esc)...)
+	for i, v := range st.values {
+		c.values[i].forbid = append(c.values[i].forbid, terms(v.esc)...)
+	}
 	return c
 }
 
@@ -129,13 +159,15 @@ func (p *Policy) denied(s shape) []cond {
 	if len(st.actionBlocks) > 0 {
 		out = append(out, cond{action: part{require: req(st.actionBlocks)}})
 	}
-	for _, f := range s.facets() {
-		if p.need[f] {
-			out = append(out, cond{value: part{forbid: terms(st.grants[f])}})
+	for i, v := range st.values {
+		for _, f := range s.facets(i) {
+			if p.need[f] {
+				out = append(out, onValue(i, part{forbid: terms(v.grants[f])}))
+			}
 		}
-	}
-	if len(st.blocks) > 0 {
-		out = append(out, cond{value: part{require: req(st.blocks)}})
+		if len(v.blocks) > 0 {
+			out = append(out, onValue(i, part{require: req(v.blocks)}))
+		}
 	}
 	if st.shellDenied {
 		out = append(out, cond{})
@@ -160,8 +192,10 @@ func (p *Policy) escalated(s shape) []cond {
 	if len(st.actionEsc) > 0 {
 		out = append(out, ok.and(cond{action: part{require: req(st.actionEsc)}}))
 	}
-	if len(st.esc) > 0 {
-		out = append(out, ok.and(cond{value: part{require: req(st.esc)}}))
+	for i, v := range st.values {
+		if len(v.esc) > 0 {
+			out = append(out, ok.and(onValue(i, part{require: req(v.esc)})))
+		}
 	}
 	return out
 }
@@ -266,24 +300,40 @@ func solve(ch *cache, s shape, c cond, now time.Time, exclude []string) (Witness
 	if w.action, ok, err = solvePart(ch, s.actionDomain(), c.action, nil); err != nil || !ok {
 		return w, false, err
 	}
-	for _, dom := range s.valueTiers() {
-		if w.value, ok, err = solvePart(ch, dom, c.value, exclude); err != nil {
-			return w, false, err
+	w.values = make([]string, len(s.atoms))
+	for i := range s.atoms {
+		var pt part
+		if i < len(c.values) {
+			pt = c.values[i]
 		}
-		if ok {
-			return w, true, nil
+		var ex []string
+		if i == 0 {
+			ex = exclude
 		}
+		found := false
+		for _, dom := range s.valueTiers(i) {
+			if w.values[i], found, err = solvePart(ch, dom, pt, ex); err != nil {
+				return w, false, err
+			}
+			if found {
+				break
+			}
+		}
+		if found {
+			continue
+		}
+		if a := s.atoms[i]; a == atomHost || a == atomEnv || a == atomMCP {
+			// The tight domain is smaller than the real one here.
+			if v, loose, err := solvePart(ch, s.valueDomain(i, false), pt, nil); err != nil {
+				return w, false, err
+			} else if loose {
+				w.values[i] = v
+				return w, false, errUndecided
+			}
+		}
+		return w, false, nil
 	}
-	if s.atom == atomHost || s.atom == atomEnv || s.atom == atomMCP {
-		// The tight domain is smaller than the real one here.
-		if v, loose, err := solvePart(ch, s.valueDomain(false), c.value, nil); err != nil {
-			return w, false, err
-		} else if loose {
-			w.value = v
-			return w, false, errUndecided
-		}
-	}
-	return w, false, nil
+	return w, true, nil
 }
 
 func setUsage(u *normalize.Usage, kind string, v int64) {

@@ -177,8 +177,8 @@ func lastLabel(chars algebra.Class) *algebra.NFA {
 // hostDomain is every host facet "host:port": names, IPv4 and bracketed
 // IPv6 literals, ports 1 to 99999 without leading zeros (over the valid
 // range: the normalizer refuses more, which confirmation finds). tight
-// restricts names to letters, digits and '-' and IPv6 to none, what
-// witnesses are made of.
+// restricts names to letters, digits and '-', and IPv6 literals to hex
+// digits and ':', what witnesses are made of.
 func hostDomain(tight bool) *algebra.NFA {
 	chars := hostChars
 	if tight {
@@ -189,10 +189,11 @@ func hostDomain(tight bool) *algebra.NFA {
 	nz := minus(algebra.Digit, '0')
 	octet := algebra.Union(lit("0"), algebra.Concat(algebra.One(nz), upTo(algebra.Digit, 2)))
 	ipv4 := algebra.Concat(octet, lit("."), octet, lit("."), octet, lit("."), octet)
-	hosts := []*algebra.NFA{name, ipv4}
+	v6 := algebra.Lit('0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f', ':')
 	if !tight {
-		hosts = append(hosts, algebra.Concat(lit("["), algebra.Plus(algebra.Lit('0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f', ':', '.')), lit("]")))
+		v6 = algebra.Lit(append(v6.Runes, '.')...)
 	}
+	hosts := []*algebra.NFA{name, ipv4, algebra.Concat(lit("["), algebra.Plus(v6), lit("]"))}
 	port := algebra.Concat(algebra.One(nz), upTo(algebra.Digit, 4))
 	return algebra.Concat(algebra.Union(hosts...), lit(":"), port)
 }

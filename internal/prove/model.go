@@ -2,6 +2,7 @@ package prove
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"polc.dev/polc/decision"
@@ -230,10 +231,10 @@ func qualify(r *rule, action string, tk, target *string) {
 // Name is the policy's name.
 func (p *Policy) Name() string { return p.Snap.Name }
 
-// facetsOf lists the facets a shape's value presents.
-func (s shape) facets() []int {
+// facets lists the facets value i of a shape presents.
+func (s shape) facets(i int) []int {
 	var out []int
-	switch s.atom {
+	switch s.atoms[i] {
 	case atomPath:
 		for _, a := range s.access {
 			out = append(out, map[string]int{"read": decision.FacetPathRead, "write": decision.FacetPathWrite, "execute": decision.FacetPathExecute}[a])
@@ -256,13 +257,10 @@ func (s shape) facets() []int {
 	return out
 }
 
-// reads reports whether r reads the value or action of a request of shape
-// s, whose lowercased action is lower.
-func (r *rule) reads(s shape, lower string) bool {
-	if r.onAction {
-		return true
-	}
-	if r.target != s.atom {
+// reads reports whether r reads value i (or, for an action rule, the
+// action) of a request of shape s, whose lowercased action is lower.
+func (r *rule) reads(s shape, i int, lower string) bool {
+	if r.target != s.atoms[i] {
 		return false
 	}
 	if r.qualAction != "" {
@@ -274,39 +272,55 @@ func (r *rule) reads(s shape, lower string) bool {
 // sets is what a policy's rules do to requests of one shape.
 type sets struct {
 	actionGrants, actionBlocks, actionEsc []*rule
-	grants                                map[int][]*rule // by facet
-	blocks, esc                           []*rule
+	values                                []valueSets
 	// shellDenied: the shape's shell control is not allowed (a shape
 	// with shell and no argv, under a policy with no shell grant whose
 	// shell facet is not advisory).
 	shellDenied bool
 }
 
+// valueSets is what a policy's rules do to one value of a shape.
+type valueSets struct {
+	grants      map[int][]*rule // by facet
+	blocks, esc []*rule
+}
+
 func (p *Policy) sets(s shape) *sets {
 	lower := strings.ToLower(s.action())
-	out := &sets{grants: map[int][]*rule{}}
+	out := &sets{values: make([]valueSets, len(s.atoms))}
+	for i := range out.values {
+		out.values[i].grants = map[int][]*rule{}
+	}
 	for _, r := range p.rules {
-		if !r.reads(s, lower) {
+		if r.onAction {
+			switch r.role {
+			case roleGrant:
+				out.actionGrants = append(out.actionGrants, r)
+			case roleBlock:
+				out.actionBlocks = append(out.actionBlocks, r)
+			case roleEscalate:
+				out.actionEsc = append(out.actionEsc, r)
+			}
 			continue
 		}
-		switch {
-		case r.onAction && r.role == roleGrant:
-			out.actionGrants = append(out.actionGrants, r)
-		case r.onAction && r.role == roleBlock:
-			out.actionBlocks = append(out.actionBlocks, r)
-		case r.onAction && r.role == roleEscalate:
-			out.actionEsc = append(out.actionEsc, r)
-		case r.role == roleGrant:
-			if r.facet == decision.FacetShell && !s.shell {
+		for i := range s.atoms {
+			if !r.reads(s, i, lower) {
 				continue
 			}
-			out.grants[r.facet] = append(out.grants[r.facet], r)
-		case r.role == roleBlock:
-			out.blocks = append(out.blocks, r)
-		case r.role == roleEscalate:
-			out.esc = append(out.esc, r)
+			v := &out.values[i]
+			switch r.role {
+			case roleGrant:
+				if r.facet == decision.FacetShell && !s.shell {
+					continue
+				}
+				v.grants[r.facet] = append(v.grants[r.facet], r)
+			case roleBlock:
+				v.blocks = append(v.blocks, r)
+			case roleEscalate:
+				v.esc = append(v.esc, r)
+			}
 		}
 	}
-	out.shellDenied = s.shell && s.atom != atomArgv && p.need[decision.FacetShell] && !p.hasShellAllow
+	out.shellDenied = s.shell && !slices.Contains(s.atoms, atomArgv) && p.need[decision.FacetShell] && !p.hasShellAllow
 	return out
 }

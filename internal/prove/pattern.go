@@ -2,6 +2,7 @@ package prove
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"polc.dev/polc/internal/pattern"
@@ -158,42 +159,34 @@ func (rp RequestPattern) cond(s shape) (cond, bool) {
 		}
 	}
 	var m matcher
+	want := atomNone
 	switch facet {
 	case "":
 		return c, true
 	case "read", "write", "execute", "path":
-		if s.atom != atomPath || (facet != "path" && !contains(s.access, facet)) {
+		want, m = atomPath, matcher{kind: mPath, pattern: target}
+		if facet != "path" && !contains(s.access, facet) {
 			return c, false
 		}
-		m = matcher{kind: mPath, pattern: target}
 	case "command":
-		if s.atom != atomArgv {
-			return c, false
-		}
-		m = matcher{kind: mCommand, pattern: target}
+		want, m = atomArgv, matcher{kind: mCommand, pattern: target}
 	case "host":
-		if s.atom != atomHost {
-			return c, false
-		}
-		m = matcher{kind: mHost, pattern: target}
+		want, m = atomHost, matcher{kind: mHost, pattern: target}
 	case "env":
-		if s.atom != atomEnv {
-			return c, false
-		}
-		m = matcher{kind: mEnv, pattern: target}
+		want, m = atomEnv, matcher{kind: mEnv, pattern: target}
 	case "mcp_tool":
-		if s.atom != atomMCP {
-			return c, false
-		}
-		m = matcher{kind: mMCPTool, pattern: target}
+		want, m = atomMCP, matcher{kind: mMCPTool, pattern: target}
 	case "mcp_resource":
-		if s.atom != atomMCP || !s.resource {
+		want, m = atomMCP, matcher{kind: mMCPResource, pattern: target}
+		if !s.resource {
 			return c, false
 		}
-		m = matcher{kind: mMCPResource, pattern: target}
 	}
-	c.value.require = [][]term{{mt(m)}}
-	return c, true
+	i := slices.Index(s.atoms, want)
+	if i < 0 {
+		return c, false
+	}
+	return c.and(onValue(i, part{require: [][]term{{mt(m)}}})), true
 }
 
 func contains(xs []string, x string) bool {

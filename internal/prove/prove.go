@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"polc.dev/polc/decision"
@@ -199,7 +200,7 @@ func (pr *Prover) counterexample(ctx context.Context, s shape, c cond, policies 
 		w, found, err := solve(&pr.cache, s, c, pr.Now, exclude)
 		switch {
 		case errors.Is(err, errUndecided):
-			return nil, fmt.Sprintf("%s: a value outside what a witness can be made of (%q) would violate it", s.describe(), w.value), nil
+			return nil, fmt.Sprintf("%s: a value outside what a witness can be made of (%q) would violate it", s.describe(), strings.Join(w.values, " ")), nil
 		case errors.Is(err, algebra.ErrTooLarge):
 			return nil, fmt.Sprintf("%s: the search exceeded its bound", s.describe()), nil
 		case err != nil:
@@ -218,7 +219,9 @@ func (pr *Prover) counterexample(ctx context.Context, s shape, c cond, policies 
 			return ce, "", nil
 		}
 		why = fmt.Sprintf("%s: a witness was not confirmed: %s", s.describe(), problem)
-		exclude = append(exclude, w.value)
+		if len(w.values) > 0 {
+			exclude = append(exclude, w.values[0])
+		}
 	}
 	return nil, why, nil
 }

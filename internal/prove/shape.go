@@ -27,8 +27,11 @@ type shape struct {
 	// foldsTo: for a registered action, the built-in action its id
 	// lowercases to (deny and approval rules qualified with that action
 	// read its values), or "" for an id that lowercases to none.
-	foldsTo  string
-	atom     atom
+	foldsTo string
+	// atoms are the kinds of the shape's values: one, or for an
+	// assignment before a command (X=1 cmd, no shell control) the
+	// environment name and the argv.
+	atoms    []atom
 	access   []string
 	shell    bool
 	resource bool
@@ -47,34 +50,37 @@ func (s shape) action() string {
 var builtins = []string{"bash", "edit_file", "http_get", "mcp", "read_file", "write_file"}
 
 func shapes() []shape {
+	one := func(a atom) []atom { return []atom{a} }
 	out := []shape{
-		{builtin: "bash", atom: atomArgv, via: "argv"},
-		{builtin: "bash", atom: atomArgv, shell: true, via: "argv"},
-		{builtin: "bash", atom: atomPath, access: []string{"read"}, shell: true, via: "redirect"},
-		{builtin: "bash", atom: atomPath, access: []string{"write"}, shell: true, via: "redirect"},
-		{builtin: "bash", atom: atomHost, shell: true, via: "devtcp"},
-		{builtin: "bash", atom: atomEnv, shell: true, via: "assign"},
-		{builtin: "read_file", atom: atomPath, access: []string{"read"}, via: "file"},
-		{builtin: "write_file", atom: atomPath, access: []string{"write"}, via: "file"},
-		{builtin: "edit_file", atom: atomPath, access: []string{"read", "write"}, via: "file"},
-		{builtin: "http_get", atom: atomHost, via: "url"},
-		{builtin: "mcp", atom: atomMCP, via: "mcp"},
-		{builtin: "mcp", atom: atomMCP, resource: true, via: "mcp"},
+		{builtin: "bash", atoms: one(atomArgv), via: "argv"},
+		{builtin: "bash", atoms: one(atomArgv), shell: true, via: "argv"},
+		{builtin: "bash", atoms: one(atomPath), access: []string{"read"}, shell: true, via: "redirect"},
+		{builtin: "bash", atoms: one(atomPath), access: []string{"write"}, shell: true, via: "redirect"},
+		{builtin: "bash", atoms: one(atomHost), shell: true, via: "devtcp"},
+		{builtin: "bash", atoms: one(atomEnv), shell: true, via: "assign"},
+		{builtin: "bash", atoms: []atom{atomEnv, atomArgv}, via: "assign"},
+		{builtin: "read_file", atoms: one(atomPath), access: []string{"read"}, via: "file"},
+		{builtin: "write_file", atoms: one(atomPath), access: []string{"write"}, via: "file"},
+		{builtin: "edit_file", atoms: one(atomPath), access: []string{"read", "write"}, via: "file"},
+		{builtin: "http_get", atoms: one(atomHost), via: "url"},
+		{builtin: "mcp", atoms: one(atomMCP), via: "mcp"},
+		{builtin: "mcp", atoms: one(atomMCP), resource: true, via: "mcp"},
 	}
 	custom := []shape{
-		{atom: atomNone, via: "hint"},
-		{atom: atomPath, access: []string{"read"}, via: "hint"},
-		{atom: atomPath, access: []string{"write"}, via: "hint"},
-		{atom: atomPath, access: []string{"execute"}, via: "hint"},
-		{atom: atomArgv, via: "argv"},
-		{atom: atomArgv, shell: true, via: "argv"},
-		{atom: atomPath, access: []string{"read"}, shell: true, via: "redirect"},
-		{atom: atomPath, access: []string{"write"}, shell: true, via: "redirect"},
-		{atom: atomHost, via: "url"},
-		{atom: atomHost, shell: true, via: "devtcp"},
-		{atom: atomEnv, shell: true, via: "assign"},
-		{atom: atomMCP, via: "mcp"},
-		{atom: atomMCP, resource: true, via: "mcp"},
+		{atoms: nil, via: "hint"},
+		{atoms: one(atomPath), access: []string{"read"}, via: "hint"},
+		{atoms: one(atomPath), access: []string{"write"}, via: "hint"},
+		{atoms: one(atomPath), access: []string{"execute"}, via: "hint"},
+		{atoms: one(atomArgv), via: "argv"},
+		{atoms: one(atomArgv), shell: true, via: "argv"},
+		{atoms: one(atomPath), access: []string{"read"}, shell: true, via: "redirect"},
+		{atoms: one(atomPath), access: []string{"write"}, shell: true, via: "redirect"},
+		{atoms: one(atomHost), via: "url"},
+		{atoms: one(atomHost), shell: true, via: "devtcp"},
+		{atoms: one(atomEnv), shell: true, via: "assign"},
+		{atoms: []atom{atomEnv, atomArgv}, via: "assign"},
+		{atoms: one(atomMCP), via: "mcp"},
+		{atoms: one(atomMCP), resource: true, via: "mcp"},
 	}
 	for _, to := range append([]string{""}, builtins...) {
 		for _, c := range custom {
@@ -127,25 +133,26 @@ func (s shape) buildActionDomain() domain {
 // order: the first holds the most readable ones (a path is looked for
 // outside or under an ordinary workspace before under the workspace "/"),
 // and each is made of values realizable as action requests.
-func (s shape) valueTiers() []domain {
-	if s.atom == atomPath {
+func (s shape) valueTiers(i int) []domain {
+	if s.atoms[i] == atomPath {
 		return []domain{cachedDomain("path preferred", func() domain {
 			req, forbid := pathDomain(false)
 			return domain{[]*algebra.NFA{req}, forbid}
-		}), s.valueDomain(true)}
+		}), s.valueDomain(i, true)}
 	}
-	return []domain{s.valueDomain(true)}
+	return []domain{s.valueDomain(i, true)}
 }
 
 // valueDomain is the encoded values of shape s: tight ones are what
 // witnesses are made of (each realizable as an action request), loose ones
 // every value the normalizer may produce; tight ⊆ real ⊆ loose.
-func (s shape) valueDomain(tight bool) domain {
-	return cachedDomain(fmt.Sprintf("value %d %v %v", s.atom, s.resource, tight), func() domain { return s.buildValueDomain(tight) })
+func (s shape) valueDomain(i int, tight bool) domain {
+	a := s.atoms[i]
+	return cachedDomain(fmt.Sprintf("value %d %v %v", a, s.resource, tight), func() domain { return buildValueDomain(a, s.resource, tight) })
 }
 
-func (s shape) buildValueDomain(tight bool) domain {
-	switch s.atom {
+func buildValueDomain(a atom, resource, tight bool) domain {
+	switch a {
 	case atomPath:
 		req, forbid := pathDomain(true)
 		return domain{[]*algebra.NFA{req}, forbid}
@@ -158,7 +165,7 @@ func (s shape) buildValueDomain(tight bool) domain {
 		req, forbid := envDomain(tight)
 		return domain{[]*algebra.NFA{req}, forbid}
 	case atomMCP:
-		req, forbid := mcpDomain(s.resource, tight)
+		req, forbid := mcpDomain(resource, tight)
 		return domain{[]*algebra.NFA{req}, forbid}
 	}
 	return domain{require: []*algebra.NFA{algebra.Epsilon()}}
@@ -175,10 +182,11 @@ func (s shape) describe() string {
 
 // Witness is a counterexample: the parts of a request of one shape.
 type Witness struct {
-	shape                            shape
-	principal, tenant, action, value string
-	time                             string
-	usage                            normalize.Usage
+	shape                     shape
+	principal, tenant, action string
+	values                    []string
+	time                      string
+	usage                     normalize.Usage
 }
 
 // defaultWorkspace is the workspace of witnesses whose value does not
@@ -242,9 +250,17 @@ func (w Witness) Request() (normalize.ActionRequest, *normalize.Catalog, error) 
 		req.Arguments[name] = value
 		props[name] = map[string]any{"type": "string"}
 	}
-	switch s.atom {
-	case atomPath:
-		ws, path := pathOf(w.value)
+	words := func(v string) string {
+		ws := strings.Split(v, string(sep))
+		for i, wd := range ws {
+			ws[i] = shellQuote(wd)
+		}
+		return strings.Join(ws, " ")
+	}
+	switch {
+	case len(s.atoms) == 0:
+	case s.atoms[0] == atomPath:
+		ws, path := pathOf(w.values[0])
 		req.Workspace = ws
 		switch s.via {
 		case "redirect":
@@ -258,31 +274,31 @@ func (w Witness) Request() (normalize.ActionRequest, *normalize.Catalog, error) 
 			arg("path", path)
 			hints.Paths = []normalize.PathHint{{Arg: "path", Access: s.access}}
 		}
-	case atomArgv:
-		words := strings.Split(w.value, string(sep))
-		for i, wd := range words {
-			words[i] = shellQuote(wd)
-		}
-		cmd := strings.Join(words, " ")
+	case s.atoms[0] == atomArgv:
+		cmd := words(w.values[0])
 		if s.shell {
 			cmd += " > /dev/null"
 		}
 		arg("command", cmd)
 		hints.Command = "command"
-	case atomHost:
+	case s.atoms[0] == atomHost:
 		if s.via == "devtcp" {
-			host, port := splitHostPort(w.value)
+			host, port := splitHostPort(w.values[0])
 			arg("command", "> /dev/tcp/"+host+"/"+port)
 			hints.Command = "command"
 		} else {
-			arg("url", "http://"+w.value+"/")
+			arg("url", "http://"+w.values[0]+"/")
 			hints.URL = "url"
 		}
-	case atomEnv:
-		arg("command", w.value+"=x")
+	case s.atoms[0] == atomEnv:
+		cmd := w.values[0] + "=x"
+		if len(s.atoms) > 1 {
+			cmd += " " + words(w.values[1])
+		}
+		arg("command", cmd)
 		hints.Command = "command"
-	case atomMCP:
-		st, res, hasRes := strings.Cut(w.value, string(sep))
+	case s.atoms[0] == atomMCP:
+		st, res, hasRes := strings.Cut(w.values[0], string(sep))
 		server, tool, _ := strings.Cut(st, "/")
 		arg("server", server)
 		arg("tool", tool)
@@ -296,7 +312,7 @@ func (w Witness) Request() (normalize.ActionRequest, *normalize.Catalog, error) 
 	if s.builtin != "" {
 		return req, nil, nil
 	}
-	var required []string
+	required := []string{}
 	for name := range props {
 		required = append(required, name)
 	}
