@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
@@ -32,8 +33,12 @@ type PropertyDecl struct {
 	JSON json.RawMessage
 }
 
-// Label names the property in messages: properties[i] (name).
+// Label names the property in messages: properties[i] (name), or
+// "--policy" for one the command line asks (Index -1).
 func (p *PropertyDecl) Label() string {
+	if p.Index < 0 {
+		return "--policy"
+	}
 	s := fmt.Sprintf("properties[%d]", p.Index)
 	if p.Name != "" {
 		s += " (" + p.Name + ")"
@@ -61,6 +66,13 @@ func (l *loader) properties(pv cue.Value) []*PropertyDecl {
 		v := it.Value()
 		pos := l.pos(v.Pos())
 		checked := l.pschema.FillPath(cue.ParsePath("in"), v).LookupPath(cue.ParsePath("out"))
+		// The schema's request pattern is a disjunction (a string or a
+		// struct), whose errors say little ("empty disjunction",
+		// "mismatched types"): a pattern is checked below, by its
+		// grammar, and CUE's word on it is kept only when that finds
+		// nothing to say.
+		var patternErr *diag.Diagnostic
+		bad := false
 		if err := checked.Validate(cue.Concrete(true)); err != nil {
 			for _, e := range cueerrors.Errors(err) {
 				format, args := e.Msg()
@@ -73,8 +85,18 @@ func (l *loader) properties(pv cue.Value) []*PropertyDecl {
 				if p.File == "" {
 					p = pos
 				}
-				l.diags.Add(p, code, "properties[%d]: %s: %s", i, declPath(e.Path()), msg)
+				d := &diag.Diagnostic{Pos: p, Severity: diag.Error, Code: code, Message: fmt.Sprintf("properties[%d]: %s: %s", i, declPath(e.Path()), msg)}
+				if path := strings.SplitN(declPath(e.Path()), ".", 2); path[0] == prove.Never || path[0] == prove.AlwaysEscalates {
+					if patternErr == nil {
+						patternErr = d
+					}
+					continue
+				}
+				l.diags = append(l.diags, d)
+				bad = true
 			}
+		}
+		if bad {
 			continue
 		}
 		raw, err := v.MarshalJSON()
@@ -125,15 +147,25 @@ func (l *loader) properties(pv cue.Value) []*PropertyDecl {
 			if err != nil {
 				p := at(kinds[0])
 				field := kinds[0]
+				code := diag.CodeInvalidPattern
 				var fe *prove.FieldError
 				if errors.As(err, &fe) {
 					if fv := v.LookupPath(cue.MakePath(cue.Str(kinds[0]), cue.Str(fe.Field))); fv.Exists() {
 						p = l.pos(fv.Pos())
 						field += "." + fe.Field
+						err = fe.Err
 					}
-					err = fe.Err
+				} else {
+					code = diag.CodeSchemaViolation
+					if strings.HasPrefix(err.Error(), "unknown field") {
+						code = diag.CodeUnknownField
+					}
 				}
-				l.diags.Add(p, diag.CodeInvalidPattern, "properties[%d].%s: %v", i, field, err)
+				l.diags.Add(p, code, "properties[%d].%s: %v", i, field, err)
+				continue
+			}
+			if patternErr != nil {
+				l.diags = append(l.diags, patternErr)
 				continue
 			}
 			pd.Property.Pattern = rp
@@ -151,6 +183,9 @@ func ParseRequestPatternJSON(raw json.RawMessage) (prove.RequestPattern, error) 
 		return prove.ParseRequestPattern(s)
 	}
 	var rp prove.RequestPattern
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return rp, errors.New("want a pattern (a string) or an object of pattern fields")
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rp); err != nil {

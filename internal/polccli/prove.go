@@ -151,7 +151,11 @@ func runProve(ctx context.Context, e *env, p *provePropsParams) error {
 			return err
 		}
 		counts[r.Status]++
-		pr := proveResult{Pos: pd.Pos.String(), Label: pd.Label(), Property: pd.Property.String(), Policy: pd.Property.Policy,
+		pos := ""
+		if pd.Index >= 0 {
+			pos = pd.Pos.String()
+		}
+		pr := proveResult{Pos: pos, Label: pd.Label(), Property: pd.Property.String(), Policy: pd.Property.Policy,
 			Kind: pd.Property.Kind, Other: pd.Property.Other, Result: r}
 		if pd.Property.Kind != prove.NeverAllowsBeyond {
 			b, _ := json.Marshal(pd.Property.Pattern)
@@ -198,7 +202,7 @@ func adhocProperty(p *provePropsParams) (*compiler.PropertyDecl, error) {
 	case len(kinds) != 1:
 		return nil, usagef("--policy needs exactly one of --never, --always-escalates and --never-allows-beyond")
 	}
-	pd := &compiler.PropertyDecl{Property: prove.Property{Policy: p.policy}}
+	pd := &compiler.PropertyDecl{Index: -1, Property: prove.Property{Policy: p.policy}}
 	pd.JSON = json.RawMessage("{}")
 	switch kinds[0] {
 	case "--never-allows-beyond":
@@ -251,7 +255,11 @@ func requestJSON(ce *prove.Counterexample) string {
 
 func printProveText(w io.Writer, results []proveResult) {
 	for _, r := range results {
-		fmt.Fprintf(w, "%-9s %s: %s: %s\n", r.Status, r.Pos, r.Label, r.Property)
+		if r.Pos == "" {
+			fmt.Fprintf(w, "%-9s %s: %s\n", r.Status, r.Label, r.Property)
+		} else {
+			fmt.Fprintf(w, "%-9s %s: %s: %s\n", r.Status, r.Pos, r.Label, r.Property)
+		}
 		switch r.Status {
 		case prove.Fails:
 			ce := r.Counterexample

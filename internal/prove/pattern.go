@@ -1,6 +1,7 @@
 package prove
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -51,6 +52,9 @@ var facetFields = []struct {
 // facet and its pattern ("write:secrets/**", "host:*.example.com").
 func ParseRequestPattern(s string) (RequestPattern, error) {
 	var rp RequestPattern
+	if s == "" {
+		return rp, errors.New("empty pattern")
+	}
 	if head, rest, ok := strings.Cut(s, ":"); ok {
 		for _, f := range facetFields {
 			if f.name == head {
@@ -70,6 +74,9 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string { return fmt.Sprintf("%s: %v", e.Field, e.Err) }
+
+// Unwrap returns the grammar's error.
+func (e *FieldError) Unwrap() error { return e.Err }
 
 // Validate checks every field against its grammar and that at most one
 // names a target.
