@@ -211,14 +211,39 @@ var errUndecided = errors.New("undecided")
 // its denies that repeat the parent's, cost nothing then.
 func solvePart(c *cache, dom domain, pt part, exclude []string) (string, bool, error) {
 	ix := newCoverIndex(pt.forbid)
+	// Small required groups (a property's pattern) bound the strings a
+	// witness can be: terms whose prefixes no member of such a group
+	// shares are dropped too, their automata never built.
+	var bounds []anchors
+	for _, g := range pt.require {
+		if len(g) <= 4 {
+			bounds = append(bounds, newAnchors(g))
+		}
+	}
+	irrelevant := func(t term, own int) bool {
+		if t.m == nil {
+			return false
+		}
+		for i, b := range bounds {
+			if i != own && b.excludes(*t.m) {
+				return true
+			}
+		}
+		return false
+	}
 	q := algebra.Query{}
 	for _, d := range dom.require {
 		q.Require = append(q.Require, []*algebra.NFA{d})
 	}
+	bi := 0
 	for _, g := range pt.require {
+		own := -1
+		if len(g) <= 4 {
+			own, bi = bi, bi+1
+		}
 		var ns []*algebra.NFA
 		for _, t := range g {
-			if t.m != nil && ix.covered(*t.m) {
+			if t.m != nil && (ix.covered(*t.m) || irrelevant(t, own)) {
 				continue
 			}
 			ns = append(ns, t.nfa(c))
@@ -230,6 +255,9 @@ func solvePart(c *cache, dom domain, pt part, exclude []string) (string, bool, e
 	}
 	q.Forbid = append(q.Forbid, dom.forbid...)
 	for _, t := range pt.forbid {
+		if irrelevant(t, -1) {
+			continue
+		}
 		q.Forbid = append(q.Forbid, t.nfa(c))
 	}
 	for _, x := range exclude {

@@ -160,3 +160,62 @@ func (ix *coverIndex) covered(m matcher) bool {
 	}
 	return false
 }
+
+// prefixOf is a matcher's literal prefix, lowercased (so that it bounds
+// what a folded matcher accepts too), and its anchoring class: matchers
+// of different kinds, or a relative and an absolute path pattern, can
+// accept one string whatever their prefixes.
+func (m matcher) prefixOf() (class string, prefix string) {
+	class = string(rune('0' + m.kind))
+	if m.kind == mPath && !strings.HasPrefix(m.pattern, "/") {
+		class += "rel"
+	}
+	return class, strings.ToLower(pattern.LiteralPrefix(m.grammar(), m.pattern))
+}
+
+// prefixCompatible reports whether one prefix extends the other: two
+// matchers of one class whose prefixes do not accept no string in common.
+func prefixCompatible(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
+
+// anchors summarize a group of required terms by their prefixes, so that
+// a term no member of the group can share a string with is dropped before
+// its automaton is built: a witness must be accepted by a member.
+type anchors struct {
+	open     bool                // a member whose strings cannot be bounded
+	prefixes map[string][]string // by class
+}
+
+func newAnchors(g []term) anchors {
+	a := anchors{prefixes: map[string][]string{}}
+	for _, t := range g {
+		if t.m == nil {
+			a.open = true
+			continue
+		}
+		c, p := t.m.prefixOf()
+		a.prefixes[c] = append(a.prefixes[c], p)
+	}
+	return a
+}
+
+// excludes reports that no member of the group accepts a string m
+// accepts.
+func (a anchors) excludes(m matcher) bool {
+	if a.open {
+		return false
+	}
+	c, p := m.prefixOf()
+	if len(a.prefixes) != 1 {
+		return false // members of several classes: not bounded here
+	}
+	ps, ok := a.prefixes[c]
+	if !ok {
+		return false
+	}
+	for _, q := range ps {
+		if prefixCompatible(p, q) {
+			return false
+		}
+	}
+	return true
+}
