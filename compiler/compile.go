@@ -36,6 +36,8 @@ type Result struct {
 	Files map[string][]byte
 	// Tests are the declared decision tests.
 	Tests []*TestCase
+	// Properties are the declared properties (polc prove).
+	Properties []*PropertyDecl
 	// Harnesses are the declared HarnessSpecs (schema-checked only: the
 	// harness package checks the rest, harness.Check).
 	Harnesses []*Harness
@@ -118,6 +120,7 @@ func (s *state) load() diag.List {
 func (s *state) validate() diag.List {
 	diags := s.decls.validate()
 	s.res.Tests = s.decls.Tests
+	s.res.Properties = s.decls.Properties
 	s.res.Harnesses = s.decls.Harnesses
 	if !diags.HasErrors() && len(s.decls.Policies) == 0 && len(s.decls.Harnesses) == 0 {
 		diags.Add(diag.Pos{}, diag.CodeNoPolicies, "no policies declared (declare them under `policies: <name>: {...}` or `harnesses: <name>: {...}`)")

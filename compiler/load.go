@@ -36,18 +36,22 @@ type Declarations struct {
 	// schema and sorted by name; package harness compiles them.
 	Harnesses []*Harness
 	// Tests are the declared decision tests, in source order.
-	Tests  []*TestCase
-	values []source
-	files  []string
-	l      *loader
+	Tests []*TestCase
+	// Properties are the declared properties (polc prove), in source
+	// order.
+	Properties []*PropertyDecl
+	values     []source
+	files      []string
+	l          *loader
 }
 
 // source is one loaded package or data file. tests holds its test lists
-// when the package's files each declare their own (splitTests); nil: the
-// source's tests field, if any.
+// when the package's files each declare their own (splitLists); nil: the
+// source's tests field, if any. properties likewise.
 type source struct {
-	v     cue.Value
-	tests []cue.Value
+	v          cue.Value
+	tests      []cue.Value
+	properties []cue.Value
 }
 
 // Lookup returns the policy named name, or nil.
@@ -80,7 +84,7 @@ func (d *Declarations) names() string {
 }
 
 // topLevelFields are the regular fields a declaration file may have.
-var topLevelFields = []string{"harnesses", "policies", "tests"}
+var topLevelFields = []string{"harnesses", "policies", "properties", "tests"}
 
 // policyName is the grammar of policy names (keys under `policies`); names
 // become file names, so nothing else is accepted.
@@ -101,6 +105,7 @@ type loader struct {
 	ctx     *cue.Context
 	schema  cue.Value // the compiled schema with `in`/`out` wiring
 	tschema cue.Value // the same for #Test
+	pschema cue.Value // the same for #Property
 	diags   diag.List
 }
 
@@ -122,7 +127,8 @@ func loadSources(cfg Config, paths []string) (*Declarations, diag.List) {
 	l := &loader{cfg: cfg, ctx: cuecontext.New()}
 	l.schema = l.ctx.CompileString(schema.Declarations()+"\nin: _\nout: #PermissionPolicy & in\nhin: _\nhout: #HarnessSpec & hin\n", cue.Filename(schema.PolicyFile))
 	l.tschema = l.ctx.CompileString(schema.Declarations()+"\nin: _\nout: #Test & in\n", cue.Filename(schema.PolicyFile))
-	for _, v := range []cue.Value{l.schema, l.tschema} {
+	l.pschema = l.ctx.CompileString(schema.Declarations()+"\nin: _\nout: #Property & in\n", cue.Filename(schema.PolicyFile))
+	for _, v := range []cue.Value{l.schema, l.tschema, l.pschema} {
 		if err := v.Err(); err != nil {
 			panic("polc: embedded schema does not compile: " + err.Error())
 		}
@@ -186,6 +192,12 @@ func (d *Declarations) validate() diag.List {
 		}
 		for _, tv := range src.tests {
 			d.Tests = append(d.Tests, l.tests(tv)...)
+		}
+		if src.properties == nil {
+			d.Properties = append(d.Properties, l.properties(v.LookupPath(cue.ParsePath("properties")))...)
+		}
+		for _, pv := range src.properties {
+			d.Properties = append(d.Properties, l.properties(pv)...)
 		}
 		policies, harnesses := l.declarations(v)
 		for _, h := range harnesses {
@@ -268,7 +280,8 @@ func (l *loader) loadCUE(dir string, args []string) []source {
 		if l.splitDeclarations(inst.Files) {
 			continue
 		}
-		labels := splitTests(inst.Files)
+		labels := splitLists(inst.Files, "tests")
+		plabels := splitLists(inst.Files, "properties")
 		sized := true
 		for _, f := range inst.Files {
 			sized = l.literalSizes(f) && sized
@@ -284,6 +297,9 @@ func (l *loader) loadCUE(dir string, args []string) []source {
 		src := source{v: v}
 		for _, label := range labels {
 			src.tests = append(src.tests, hiddenField(v, label))
+		}
+		for _, label := range plabels {
+			src.properties = append(src.properties, hiddenField(v, label))
 		}
 		out = append(out, src)
 	}
@@ -316,9 +332,9 @@ func (l *loader) splitDeclarations(files []*ast.File) bool {
 				continue
 			}
 			switch top {
-			case "tests":
-				// Each file may declare its own list (splitTests).
-				places = append(places, place{"tests " + f.Filename, fd.Label.Pos()})
+			case "tests", "properties":
+				// Each file may declare its own list (splitLists).
+				places = append(places, place{top + " " + f.Filename, fd.Label.Pos()})
 			case "policies", "harnesses":
 				st, ok := fd.Value.(*ast.StructLit)
 				if !ok {
@@ -349,8 +365,8 @@ func (l *loader) splitDeclarations(files []*ast.File) bool {
 			continue
 		}
 		found = true
-		if strings.HasPrefix(p.what, "tests ") {
-			l.diags.Add(l.pos(p.pos), diag.CodeDuplicatePolicy, "tests are declared twice in one file (also at %s): CUE would unify the lists element by element; keep a file's tests in one list", l.pos(prev))
+		if list, _, _ := strings.Cut(p.what, " "); list == "tests" || list == "properties" {
+			l.diags.Add(l.pos(p.pos), diag.CodeDuplicatePolicy, "%s are declared twice in one file (also at %s): CUE would unify the lists element by element; keep a file's %s in one list", list, l.pos(prev), list)
 			continue
 		}
 		l.diags.Add(l.pos(p.pos), diag.CodeDuplicatePolicy, "%s is declared in more than one place (also at %s): CUE would merge the declarations silently; declare each policy once", p.what, l.pos(prev))
@@ -358,19 +374,19 @@ func (l *loader) splitDeclarations(files []*ast.File) bool {
 	return found
 }
 
-// splitTests gives each file's tests list of a package whose files declare
-// more than one its own hidden label, and returns the labels in file order.
-// CUE would unify the lists element by element (two files of a directory
-// that each declare their cases would fail or, worse, merge them); renamed,
-// each file's list is read on its own (hiddenField), so a directory of
-// test files runs as the files do one by one. A package with one tests
-// list is left as it is.
-func splitTests(files []*ast.File) []string {
+// splitLists gives each file's list named list (tests, properties) of a
+// package whose files declare more than one its own hidden label, and
+// returns the labels in file order. CUE would unify the lists element by
+// element (two files of a directory that each declare their cases would
+// fail or, worse, merge them); renamed, each file's list is read on its
+// own (hiddenField), so a directory of test files runs as the files do one
+// by one. A package with one such list is left as it is.
+func splitLists(files []*ast.File, list string) []string {
 	var fields []*ast.Field
 	for _, f := range files {
 		for _, d := range f.Decls {
 			if fd, ok := d.(*ast.Field); ok {
-				if name, _, err := ast.LabelName(fd.Label); err == nil && name == "tests" {
+				if name, _, err := ast.LabelName(fd.Label); err == nil && name == list {
 					fields = append(fields, fd)
 				}
 			}
@@ -381,7 +397,7 @@ func splitTests(files []*ast.File) []string {
 	}
 	var labels []string
 	for i, fd := range fields {
-		label := fmt.Sprintf("_polc_tests_%d", i)
+		label := fmt.Sprintf("_polc_%s_%d", list, i)
 		id := ast.NewIdent(label)
 		ast.SetPos(id, fd.Label.Pos())
 		fd.Label = id
@@ -771,8 +787,8 @@ func (l *loader) declarations(v cue.Value) ([]*Policy, []*Harness) {
 			l.diags.Add(l.pos(it.Value().Pos()), diag.CodeUnknownField, "unknown top-level field %q (allowed: %s; helpers may be definitions #X or hidden fields _x)", name, strings.Join(topLevelFields, ", "))
 			continue
 		}
-		if name == "tests" {
-			continue // validated by tests()
+		if name == "tests" || name == "properties" {
+			continue // validated by tests() and properties()
 		}
 		pv := it.Value()
 		if s, err := pv.String(); err == nil && s == "inherit" {

@@ -300,4 +300,13 @@ const (
 	CodeNoEffect                = "no_effect"
 	CodePolicyExpired           = "policy_expired"
 	CodeHarnessEnvRefused       = "harness_env_refused"
+	// CodeNoProperties: polc prove found no property to decide.
+	CodeNoProperties = "no_properties"
+	// CodePropertyFailed: a property fails; the message holds the
+	// counterexample request both engines decided.
+	CodePropertyFailed = "property_failed"
+	// CodePropertyUndecided: a property could not be decided (a
+	// violating value no request was confirmed for, or a search beyond
+	// its bound); never reported as holding.
+	CodePropertyUndecided = "property_undecided"
 )

@@ -84,7 +84,7 @@ func Run(ctx context.Context, args []string, e *env) int {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err.Error()} })
 	root.AddCommand(
 		newVetCmd(e), newCompileCmd(e), newCanonCmd(e), newExportCmd(e),
-		newImportCmd(e), newSchemaCmd(e), newEvalCmd(e), newNormalizeCmd(e), newTestCmd(e),
+		newImportCmd(e), newSchemaCmd(e), newEvalCmd(e), newNormalizeCmd(e), newTestCmd(e), newProveCmd(e),
 		newDiffCmd(e), newKeygenCmd(e), newHarnessCmd(e), newRunCmd(e), newServeCmd(e), newMCPCmd(e), newEvidenceCmd(e),
 		newApprovalsCmd(e), newApproveCmd(e), newDenyApprovalCmd(e), newBundleCmd(e),
 	)

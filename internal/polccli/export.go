@@ -148,8 +148,8 @@ func encodeDeclarations(decls *compiler.Declarations, format_, pkg string) ([]by
 		}
 		policies[p.Name] = b
 	}
-	// Harnesses and tests are declarations too: dropping them would make
-	// the conversion lossy.
+	// Harnesses, tests and properties are declarations too: dropping them
+	// would make the conversion lossy.
 	top := map[string]any{"policies": policies}
 	if len(decls.Harnesses) > 0 {
 		harnesses := map[string]json.RawMessage{}
@@ -164,6 +164,13 @@ func encodeDeclarations(decls *compiler.Declarations, format_, pkg string) ([]by
 			tests[i] = tc.JSON
 		}
 		top["tests"] = tests
+	}
+	if len(decls.Properties) > 0 {
+		props := make([]json.RawMessage, len(decls.Properties))
+		for i, pd := range decls.Properties {
+			props[i] = pd.JSON
+		}
+		top["properties"] = props
 	}
 	raw, err := json.Marshal(top)
 	if err != nil {
