@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"polc.dev/polc/decision"
 	"polc.dev/polc/snapshot"
@@ -54,6 +55,14 @@ type rule struct {
 	shell    bool
 	approver *string
 	m        matcher
+	mi       *minfo
+}
+
+func (r *rule) info() *minfo {
+	if r.mi == nil {
+		r.mi = newInfo(r.m)
+	}
+	return r.mi
 }
 
 // Policy is a snapshot prepared for proving: every rule with its role and
@@ -70,6 +79,10 @@ type Policy struct {
 	scope, tscope []term
 	window        *window
 	budgets       []budget
+
+	mu       sync.Mutex
+	setsMemo map[string]*sets
+	okMemo   map[string]cond
 }
 
 // window is an expiry rule's [notBefore, expiresAt) ("" = unbounded).
@@ -263,6 +276,9 @@ func (r *rule) reads(s shape, i int, lower string) bool {
 	if r.target != s.atoms[i] {
 		return false
 	}
+	if r.role == roleGrant && !slices.Contains(s.facets(i), r.facet) {
+		return false // a grant of another facet (a write grant, a read value)
+	}
 	if r.qualAction != "" {
 		return r.qualAction == lower
 	}
@@ -286,6 +302,21 @@ type valueSets struct {
 }
 
 func (p *Policy) sets(s shape) *sets {
+	k := s.key()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st, ok := p.setsMemo[k]; ok {
+		return st
+	}
+	if p.setsMemo == nil {
+		p.setsMemo = map[string]*sets{}
+	}
+	st := p.buildSets(s)
+	p.setsMemo[k] = st
+	return st
+}
+
+func (p *Policy) buildSets(s shape) *sets {
 	lower := strings.ToLower(s.action())
 	out := &sets{values: make([]valueSets, len(s.atoms))}
 	for i := range out.values {
