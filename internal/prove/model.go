@@ -69,7 +69,10 @@ func (r *rule) info() *minfo {
 // automaton, which facets must be granted, and the time and budget limits.
 type Policy struct {
 	Snap *snapshot.Snapshot
-	dec  *decision.Policy
+	// Engine, when set, is the OPA engine that decides this policy in
+	// confirmation (a bundle of its own version); else the Prover's.
+	Engine Engine
+	dec    *decision.Policy
 
 	rules []*rule
 	// need[f]: a value of facet f that no grant allows denies (its gate is
