@@ -264,7 +264,7 @@ func runDiff(ctx context.Context, e *env, p *diffParams) error {
 			case v.Status == prove.Undecided:
 				fmt.Fprintf(e.stdout, "%s: widening undecided: %s\n", v.Policy, v.Reason)
 			case widened[v.Policy]:
-				fmt.Fprintf(e.stdout, "%s: no request is decided more permissively (the widenings listed change no decision)\n", v.Policy)
+				fmt.Fprintf(e.stdout, "%s: no request is decided more permissively (deny < escalate < allow)\n", v.Policy)
 			}
 		}
 		if unapproved > 0 {

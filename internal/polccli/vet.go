@@ -126,8 +126,8 @@ func lintRules(res *compiler.Result, parents []*snapshot.Snapshot, already diag.
 					pos = rp
 				}
 			}
-			if f.Code == diag.CodeRuleUnmatchable && hostPos[pos] {
-				continue
+			if f.Code == diag.CodeRuleUnmatchable && hostPos[pos] || f.Shadowed {
+				continue // the compiler reports it (host_never_requested, allow_shadowed)
 			}
 			diags.Warn(pos, f.Code, "policy %q: %s", s.Name, f.Message)
 		}

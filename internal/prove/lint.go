@@ -33,6 +33,9 @@ type Finding struct {
 	RuleID  string
 	Facet   string
 	Message string
+	// Shadowed: a grant one deny of its facet covers, which the
+	// compiler reports already (allow_shadowed).
+	Shadowed bool
 }
 
 // maxNamed bounds the rules a finding names as the cause.
@@ -87,14 +90,12 @@ func (pr *Prover) Lint(p, parent *Policy) ([]Finding, error) {
 				return nil, err
 			}
 			if !eff && len(by) > 0 {
-				if r.role == roleGrant && p.shadowedByOne(r) {
-					continue // the compiler's allow_shadowed says it
-				}
 				what := "every value it allows is denied"
 				if r.role == roleEscalate {
 					what = "every request it matches is denied before it could escalate"
 				}
-				out = append(out, Finding{Code: CodeNeverEffective, RuleID: r.id, Message: fmt.Sprintf("%s can never take effect: %s%s", r.id, what, byRules(by))})
+				out = append(out, Finding{Code: CodeNeverEffective, RuleID: r.id, Message: fmt.Sprintf("%s can never take effect: %s%s", r.id, what, byRules(by)),
+					Shadowed: r.role == roleGrant && p.shadowedByOne(r)})
 				continue
 			}
 		}
@@ -213,7 +214,7 @@ func overlapping(c *cache, r *rule, rs []*rule) []string {
 // which the compiler already reports as allow_shadowed.
 func (p *Policy) shadowedByOne(r *rule) bool {
 	for _, b := range p.rules {
-		if b.role == roleBlock && !b.onAction && b.qualAction == "" && b.target == r.target && covers(b.m, r.m) {
+		if b.role == roleBlock && b.onAction == r.onAction && b.qualAction == "" && b.target == r.target && covers(b.m, r.m) {
 			return true
 		}
 	}
@@ -295,10 +296,8 @@ func (pr *Prover) lintAction(p *Policy, r *rule) ([]Finding, error) {
 	if err != nil || found {
 		return nil, err
 	}
-	if r.role == roleGrant && p.shadowedByOne(r) {
-		return nil, nil
-	}
-	return []Finding{{Code: CodeNeverEffective, RuleID: r.id, Message: fmt.Sprintf("%s can never take effect: every action it matches is denied%s", r.id, byRules(overlapping(&pr.cache, r, blocks)))}}, nil
+	return []Finding{{Code: CodeNeverEffective, RuleID: r.id, Message: fmt.Sprintf("%s can never take effect: every action it matches is denied%s", r.id, byRules(overlapping(&pr.cache, r, blocks))),
+		Shadowed: r.role == roleGrant && p.shadowedByOne(r)}}, nil
 }
 
 // facetNames of the value facets a child may empty.
