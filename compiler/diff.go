@@ -111,6 +111,13 @@ func DiffSets(old, new []*snapshot.Snapshot, extra ...*snapshot.Snapshot) []Chan
 // more than one policy on a side identifies none (the compiler refuses
 // such a set; a directory of snapshot files may hold one), and the name
 // decides.
+// Predecessors pairs each NEW policy with the OLD policy DiffSets compares
+// it with (the same policy_id, else the same name); NEW policies without
+// one are absent.
+func Predecessors(old, new []*snapshot.Snapshot) map[*snapshot.Snapshot]*snapshot.Snapshot {
+	return predecessors(old, new)
+}
+
 func predecessors(old, new []*snapshot.Snapshot) map[*snapshot.Snapshot]*snapshot.Snapshot {
 	count := func(ss []*snapshot.Snapshot) map[string]int {
 		m := map[string]int{}

@@ -300,6 +300,18 @@ const (
 	CodeNoEffect                = "no_effect"
 	CodePolicyExpired           = "policy_expired"
 	CodeHarnessEnvRefused       = "harness_env_refused"
+	// CodeRuleNeverEffective: polc vet: a grant or approval no request
+	// can take effect through (every value it matches is denied).
+	CodeRuleNeverEffective = "rule_never_effective"
+	// CodeRuleUnmatchable: polc vet: a rule that matches no value a
+	// request can carry.
+	CodeRuleUnmatchable = "rule_unmatchable"
+	// CodeRuleRedundant: polc vet: a rule other rules of its kind
+	// already cover.
+	CodeRuleRedundant = "rule_redundant"
+	// CodeFacetEmptied: polc vet: a child allows no value of a facet its
+	// parent allows some of.
+	CodeFacetEmptied = "facet_emptied"
 	// CodeNoProperties: polc prove found no property to decide.
 	CodeNoProperties = "no_properties"
 	// CodePropertyFailed: a property fails; the message holds the

@@ -1,11 +1,13 @@
 package polccli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +15,9 @@ import (
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/prove"
+	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
 
@@ -109,7 +114,90 @@ func loadSide(e *env, arg string, parents []*snapshot.Snapshot, now func() time.
 	return res.Snapshots, res.Diagnostics.Errors()
 }
 
-func runDiff(_ context.Context, e *env, p *diffParams) error {
+// widening is the exact verdict on one policy: a request NEW decides more
+// permissively than OLD (deny < escalate < allow), confirmed on both
+// engines, or none.
+type widening struct {
+	Policy string `json:"policy"`
+	// Status is "widened", "none" or "undecided".
+	Status  string                   `json:"status"`
+	Request *normalize.ActionRequest `json:"request,omitempty"`
+	Old     string                   `json:"old,omitempty"`
+	New     string                   `json:"new,omitempty"`
+	Reason  string                   `json:"reason,omitempty"`
+	// Unexplained: no listed widening of the policy explains the request
+	// (or the verdict is undecided): counted as an unapproved widening.
+	Unexplained bool `json:"unexplained,omitempty"`
+}
+
+// exactWidenings decides, for each NEW policy with an OLD one, whether
+// some request is decided more permissively by NEW (docs/prove.md).
+func exactWidenings(ctx context.Context, old, new []*snapshot.Snapshot, now time.Time) ([]widening, error) {
+	pred := compiler.Predecessors(old, new)
+	if len(pred) == 0 {
+		return nil, nil
+	}
+	engine := func(ss []*snapshot.Snapshot) (*regoeval.Engine, error) {
+		bb, err := compiler.WriteBundle(ss, nil)
+		if err != nil {
+			return nil, err
+		}
+		return regoeval.New(ctx, bb)
+	}
+	oldEng, err := engine(old)
+	if err != nil {
+		return nil, err
+	}
+	newEng, err := engine(new)
+	if err != nil {
+		return nil, err
+	}
+	pr := &prove.Prover{Now: now}
+	sorted := slices.Clone(new)
+	slices.SortFunc(sorted, func(a, b *snapshot.Snapshot) int { return strings.Compare(a.Name, b.Name) })
+	var out []widening
+	for _, n := range sorted {
+		o := pred[n]
+		if o == nil {
+			continue
+		}
+		np, err := prove.NewPolicy(n)
+		if err != nil {
+			return nil, err
+		}
+		op, err := prove.NewPolicy(o)
+		if err != nil {
+			return nil, err
+		}
+		np.Engine, op.Engine = newEng, oldEng
+		r, err := pr.Beyond(ctx, np, op)
+		if err != nil {
+			return nil, err
+		}
+		w := widening{Policy: n.Name, Status: "none"}
+		switch r.Status {
+		case prove.Fails:
+			req := r.Counterexample.Request
+			w.Status, w.Request = "widened", &req
+			w.New, w.Old = r.Counterexample.Decisions[0].Disposition, r.Counterexample.Decisions[1].Disposition
+		case prove.Undecided:
+			w.Status, w.Reason = prove.Undecided, r.Reason
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// requestLine is an action request as one line of JSON.
+func requestLine(r *normalize.ActionRequest) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.Encode(r)
+	return strings.TrimSpace(buf.String())
+}
+
+func runDiff(ctx context.Context, e *env, p *diffParams) error {
 	if p.format != "text" && p.format != "json" {
 		return usagef("--format %q: want text or json", p.format)
 	}
@@ -128,8 +216,26 @@ func runDiff(_ context.Context, e *env, p *diffParams) error {
 	}
 	changes := compiler.DiffSets(old, new, parents...)
 	unapproved := 0
+	widened := map[string]bool{} // policies with a listed widening
 	for _, c := range changes {
 		if c.Unapproved() {
+			unapproved++
+		}
+		if c.Kind == "widened" {
+			widened[c.Policy] = true
+		}
+	}
+	verdicts, err := exactWidenings(ctx, old, new, now())
+	if err != nil {
+		return err
+	}
+	for i := range verdicts {
+		v := &verdicts[i]
+		// The listed widenings are what expansions approve; the exact
+		// verdict adds the request. One no listed change explains, or an
+		// undecided one, fails closed.
+		if (v.Status == "widened" || v.Status == prove.Undecided) && !widened[v.Policy] {
+			v.Unexplained = true
 			unapproved++
 		}
 	}
@@ -137,12 +243,29 @@ func runDiff(_ context.Context, e *env, p *diffParams) error {
 		if changes == nil {
 			changes = []compiler.Change{}
 		}
-		if err := printJSON(e, map[string]any{"changes": changes, "unapproved_widenings": unapproved}); err != nil {
+		if verdicts == nil {
+			verdicts = []widening{}
+		}
+		if err := printJSON(e, map[string]any{"changes": changes, "requests": verdicts, "unapproved_widenings": unapproved}); err != nil {
 			return err
 		}
 	} else {
 		for _, c := range changes {
 			fmt.Fprintln(e.stdout, c)
+		}
+		for _, v := range verdicts {
+			switch {
+			case v.Status == "widened":
+				line := fmt.Sprintf("%s: widened request %s (old %s, new %s, on both engines)", v.Policy, requestLine(v.Request), v.Old, v.New)
+				if v.Unexplained {
+					line += " [no listed change explains it]"
+				}
+				fmt.Fprintln(e.stdout, line)
+			case v.Status == prove.Undecided:
+				fmt.Fprintf(e.stdout, "%s: widening undecided: %s\n", v.Policy, v.Reason)
+			case widened[v.Policy]:
+				fmt.Fprintf(e.stdout, "%s: no request is decided more permissively (deny < escalate < allow)\n", v.Policy)
+			}
 		}
 		if unapproved > 0 {
 			fmt.Fprintf(e.stderr, "polc diff: %d widening(s) without an approved expansion\n", unapproved)

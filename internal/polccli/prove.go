@@ -170,20 +170,77 @@ func runProve(ctx context.Context, e *env, p *provePropsParams) error {
 			diags.Add(pd.Pos, diag.CodePropertyUndecided, "%s: %s is undecided: %s", pd.Label(), pd.Property, r.Reason)
 		}
 	}
+	dead, err := deadRules(pr, props, res.Snapshots)
+	if err != nil {
+		return err
+	}
 	prog.stop()
 	switch {
 	case p.format == "json":
 		if results == nil {
 			results = []proveResult{}
 		}
-		if err := printJSON(e, map[string]any{"properties": results, "holds": counts[prove.Holds], "fails": counts[prove.Fails], "undecided": counts[prove.Undecided]}); err != nil {
+		if err := printJSON(e, map[string]any{"properties": results, "rules": dead, "holds": counts[prove.Holds], "fails": counts[prove.Fails], "undecided": counts[prove.Undecided]}); err != nil {
 			return err
 		}
 	case !f.Document():
 		printProveText(e.stdout, results)
+		for _, d := range dead {
+			if len(d.Never) == 0 {
+				fmt.Fprintf(e.stdout, "%-9s %s: every rule it declares (%d) can take effect\n", "rules", d.Policy, d.Own)
+				continue
+			}
+			fmt.Fprintf(e.stdout, "%-9s %s: %d of the rules it declares (%d) can never take effect:\n", "rules", d.Policy, len(d.Never), d.Own)
+			for _, m := range d.Never {
+				fmt.Fprintf(e.stdout, "          %s\n", m)
+			}
+		}
 		fmt.Fprintf(e.stdout, "prove: %d hold, %d fail, %d undecided\n", counts[prove.Holds], counts[prove.Fails], counts[prove.Undecided])
 	}
 	return report(e, diags, f)
+}
+
+// ruleReport answers "which of a policy's rules can never fire?" for
+// each policy a property is asked of: polc vet's rule_never_effective and
+// rule_unmatchable findings, from the same algebra (docs/prove.md).
+type ruleReport struct {
+	Policy string `json:"policy"`
+	// Own is the number of rules the policy declares itself.
+	Own   int      `json:"own_rules"`
+	Never []string `json:"never_effective"`
+}
+
+func deadRules(pr *prove.Prover, props []*compiler.PropertyDecl, compiled []*snapshot.Snapshot) ([]ruleReport, error) {
+	asked := map[string]bool{}
+	for _, pd := range props {
+		asked[pd.Property.Policy] = true
+	}
+	out := []ruleReport{}
+	for _, s := range compiled { // sorted by name; parents answer for themselves
+		if !asked[s.Name] {
+			continue
+		}
+		found, err := pr.Lint(pr.Policies[s.Name], nil)
+		if err != nil {
+			return nil, err
+		}
+		r := ruleReport{Policy: s.Name, Never: []string{}}
+		for _, cr := range s.CompiledRules {
+			for _, o := range cr.Base().Provenance {
+				if o.Policy == s.Name {
+					r.Own++
+					break
+				}
+			}
+		}
+		for _, f := range found {
+			if f.Code == prove.CodeNeverEffective || f.Code == prove.CodeUnmatchable {
+				r.Never = append(r.Never, f.Message)
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // adhocProperty is the property the flags ask, or nil.

@@ -8,6 +8,8 @@ import (
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/harness"
 	"polc.dev/polc/internal/diag"
+	"polc.dev/polc/internal/prove"
+	"polc.dev/polc/snapshot"
 )
 
 type vetParams struct {
@@ -54,8 +56,83 @@ func runVet(_ context.Context, e *env, p *vetParams) error {
 	}
 	prog := startProgress(e, "vet")
 	res := compiler.Vet(compiler.Config{Dir: e.dir, Parents: parents, Now: now, Stage: prog.setStage}, p.paths)
+	diags = append(append(diags, res.Diagnostics...), checkHarnesses(e, res)...)
+	if !diags.HasErrors() {
+		prog.setStage("rules")
+		found, err := lintRules(res, parents, diags)
+		if err != nil {
+			prog.stop()
+			return err
+		}
+		diags = append(diags, found...)
+	}
 	prog.stop()
-	return report(e, append(append(diags, res.Diagnostics...), checkHarnesses(e, res)...).Sorted(), f)
+	return report(e, diags.Sorted(), f)
+}
+
+// lintRules reports, as warnings, what the pattern algebra decides about
+// each policy's own rules: never effective, unmatchable or redundant, and
+// facets a child empties (docs/prove.md, "polc vet").
+func lintRules(res *compiler.Result, parents []*snapshot.Snapshot, already diag.List) (diag.List, error) {
+	// A host pattern the compiler already reports as never requested
+	// (host_never_requested, with the spelling to use) is not reported
+	// again as unmatchable.
+	hostPos := map[diag.Pos]bool{}
+	for _, d := range already {
+		if d.Code == diag.CodeHostNeverRequested {
+			hostPos[d.Pos] = true
+		}
+	}
+	pr := &prove.Prover{Policies: map[string]*prove.Policy{}}
+	byName := map[string]*snapshot.Snapshot{}
+	for _, s := range append(append([]*snapshot.Snapshot{}, parents...), res.Snapshots...) {
+		byName[s.Name] = s
+	}
+	prep := func(s *snapshot.Snapshot) (*prove.Policy, error) {
+		if p := pr.Policies[s.Name]; p != nil {
+			return p, nil
+		}
+		p, err := prove.NewPolicy(s)
+		if err != nil {
+			return nil, err
+		}
+		pr.Policies[s.Name] = p
+		return p, nil
+	}
+	var diags diag.List
+	for _, s := range res.Snapshots {
+		p, err := prep(s)
+		if err != nil {
+			return nil, err
+		}
+		var parent *prove.Policy
+		if n := len(s.Lineage); n > 0 {
+			if ps := byName[s.Lineage[n-1].Name]; ps != nil {
+				if parent, err = prep(ps); err != nil {
+					return nil, err
+				}
+			}
+		}
+		found, err := pr.Lint(p, parent)
+		if err != nil {
+			return nil, err
+		}
+		sm := res.SourceMaps[s.Name]
+		for _, f := range found {
+			pos := diag.Pos{}
+			if sm != nil {
+				pos = sm.Declaration
+				if rp, ok := sm.Rules[f.RuleID]; ok {
+					pos = rp
+				}
+			}
+			if f.Code == diag.CodeRuleUnmatchable && hostPos[pos] || f.Shadowed {
+				continue // the compiler reports it (host_never_requested, allow_shadowed)
+			}
+			diags.Warn(pos, f.Code, "policy %q: %s", s.Name, f.Message)
+		}
+	}
+	return diags, nil
 }
 
 // checkHarnesses runs the harness package's checks of the declared

@@ -94,6 +94,24 @@ func req(rs []*rule) [][]term { return [][]term{terms(rs)} }
 // every needed facet granted, no blocking rule matching, the time in the
 // policy's window and usage under every limit.
 func (p *Policy) ok(s shape) cond {
+	k := s.key()
+	p.mu.Lock()
+	c, ok := p.okMemo[k]
+	p.mu.Unlock()
+	if ok {
+		return c
+	}
+	c = p.buildOK(s)
+	p.mu.Lock()
+	if p.okMemo == nil {
+		p.okMemo = map[string]cond{}
+	}
+	p.okMemo[k] = c
+	p.mu.Unlock()
+	return c
+}
+
+func (p *Policy) buildOK(s shape) cond {
 	st := p.sets(s)
 	var c cond
 	if p.need[decision.FacetPrincipal] {
@@ -132,12 +150,11 @@ func (p *Policy) ok(s shape) cond {
 // not denied and no approval escalating.
 func (p *Policy) allowed(s shape) cond {
 	st := p.sets(s)
-	c := p.ok(s)
-	c.action.forbid = append(c.action.forbid, terms(st.actionEsc)...)
+	esc := cond{action: part{forbid: terms(st.actionEsc)}, values: make([]part, len(s.atoms))}
 	for i, v := range st.values {
-		c.values[i].forbid = append(c.values[i].forbid, terms(v.esc)...)
+		esc.values[i].forbid = terms(v.esc)
 	}
-	return c
+	return p.ok(s).and(esc)
 }
 
 // denied lists conditions of which each makes p deny a request of shape
@@ -208,15 +225,47 @@ var errUndecided = errors.New("undecided")
 // solvePart returns a string of the domain satisfying pt. Before the
 // search, a required rule that a forbidden one covers is dropped (every
 // string it accepts is forbidden): a child's grants within its parent's,
-// its denies that repeat the parent's, cost nothing then.
+// its denies that repeat the parent's, cost nothing then. A large group of
+// required rules (a facet's grants) is searched one member at a time: a
+// string some member accepts is one that member accepts, and each member
+// alone bounds the search by its prefix, where the union of hundreds
+// would have the search explore every one of them at once.
 func solvePart(c *cache, dom domain, pt part, exclude []string) (string, bool, error) {
 	ix := newCoverIndex(pt.forbid)
-	// Small required groups (a property's pattern) bound the strings a
-	// witness can be: terms whose prefixes no member of such a group
-	// shares are dropped too, their automata never built.
+	split := -1
+	for i, g := range pt.require {
+		if len(g) > smallGroup && !slices.ContainsFunc(g, func(t term) bool { return t.m == nil }) && (split < 0 || len(g) > len(pt.require[split])) {
+			split = i
+		}
+	}
+	if split < 0 {
+		return solveOnce(c, ix, dom, pt, exclude)
+	}
+	for _, t := range pt.require[split] {
+		if ix.covered(t.m) {
+			continue
+		}
+		one := part{require: slices.Clone(pt.require), forbid: pt.forbid}
+		one.require[split] = []term{t}
+		w, found, err := solveOnce(c, ix, dom, one, exclude)
+		if err != nil || found {
+			return w, found, err
+		}
+	}
+	return "", false, nil
+}
+
+// smallGroup is the size up to which a required group is searched whole,
+// and bounds the others by its members' prefixes.
+const smallGroup = 4
+
+func solveOnce(c *cache, ix *coverIndex, dom domain, pt part, exclude []string) (string, bool, error) {
+	// Small required groups (a property's pattern, one grant) bound the
+	// strings a witness can be: terms whose prefixes no member of such a
+	// group shares are dropped too, their automata never built.
 	var bounds []anchors
 	for _, g := range pt.require {
-		if len(g) <= 4 {
+		if len(g) <= smallGroup {
 			bounds = append(bounds, newAnchors(g))
 		}
 	}
@@ -225,7 +274,7 @@ func solvePart(c *cache, dom domain, pt part, exclude []string) (string, bool, e
 			return false
 		}
 		for i, b := range bounds {
-			if i != own && b.excludes(*t.m) {
+			if i != own && b.excludes(t.m) {
 				return true
 			}
 		}
@@ -238,12 +287,12 @@ func solvePart(c *cache, dom domain, pt part, exclude []string) (string, bool, e
 	bi := 0
 	for _, g := range pt.require {
 		own := -1
-		if len(g) <= 4 {
+		if len(g) <= smallGroup {
 			own, bi = bi, bi+1
 		}
 		var ns []*algebra.NFA
 		for _, t := range g {
-			if t.m != nil && (ix.covered(*t.m) || irrelevant(t, own)) {
+			if t.m != nil && (ix.covered(t.m) || irrelevant(t, own)) {
 				continue
 			}
 			ns = append(ns, t.nfa(c))

@@ -45,6 +45,15 @@ func lit(s string) *algebra.NFA { return algebra.Literal(s) }
 // dotSegs are the segments a clean path never has.
 var dotSegs = algebra.Union(lit("."), lit(".."))
 
+// outsideDomain is the encoded paths outside the workspace alone: what an
+// absolute pattern matches depends on the path alone, so a question about
+// absolute patterns only is decided there, with no workspace to search.
+func outsideDomain() (require *algebra.NFA, forbid []*algebra.NFA) {
+	abs := algebra.Concat(lit("/"), seg, algebra.Repeat(algebra.Concat(lit("/"), seg)))
+	_, forbid = pathDomain(false)
+	return algebra.Concat(lit(string(outsideWS)), algebra.Union(lit("/"), abs)), forbid
+}
+
 // pathDomain is every encoded (workspace, path) pair a request can hold:
 // clean absolute paths and workspaces (without root, none under the
 // workspace "/"). Its Forbid part rules out the "." and ".." segments.

@@ -90,27 +90,69 @@ func covers(a, b matcher) bool {
 	return pattern.Covers(a.grammar(), a.pattern, bp)
 }
 
+// minfo is a matcher with what the search's pruning reads of it,
+// computed once: its literal prefix, and its anchoring class and prefix
+// (prefixOf).
+type minfo struct {
+	matcher
+	lp, class, lower string
+	// A host pattern's host part as a suffix of the hosts it matches
+	// (".example.com" for "*.example.com", the host itself when exact),
+	// and its port ("" for any); hostAny for "*".
+	hostSuffix, port string
+	hostAny          bool
+}
+
+func newInfo(m matcher) *minfo {
+	in := &minfo{matcher: m, lp: pattern.LiteralPrefix(m.grammar(), m.pattern)}
+	in.class, in.lower = m.prefixOf()
+	if m.kind == mHost {
+		if m.pattern == "*" {
+			in.hostAny = true
+		} else {
+			h, port, _ := pattern.SplitHostPort(strings.ToLower(m.pattern))
+			in.hostSuffix, in.port = strings.TrimPrefix(h, "*"), port
+		}
+	}
+	return in
+}
+
+// compatible reports whether two matchers of one class may accept one
+// string: their prefixes (and, for hosts, their host suffixes and ports)
+// must agree.
+func compatible(a, b *minfo) bool {
+	if !prefixCompatible(a.lower, b.lower) {
+		return false
+	}
+	if a.kind == mHost && !a.hostAny && !b.hostAny {
+		if a.port != "" && b.port != "" && a.port != b.port {
+			return false
+		}
+		return strings.HasSuffix(a.hostSuffix, b.hostSuffix) || strings.HasSuffix(b.hostSuffix, a.hostSuffix)
+	}
+	return true
+}
+
 // term is one automaton of a condition: a rule's matcher, or an automaton
 // of its own (a domain, a property's pattern).
 type term struct {
-	m *matcher
+	m *minfo
 	n *algebra.NFA
 }
 
 func (t term) nfa(c *cache) *algebra.NFA {
 	if t.m != nil {
-		return c.nfa(*t.m)
+		return c.nfa(t.m.matcher)
 	}
 	return t.n
 }
 
-func mt(m matcher) term      { return term{m: &m} }
+func mt(m matcher) term      { return term{m: newInfo(m)} }
 func nt(n *algebra.NFA) term { return term{n: n} }
 func terms(rs []*rule) []term {
 	out := make([]term, len(rs))
 	for i, r := range rs {
-		m := r.m
-		out[i] = term{m: &m}
+		out[i] = term{m: r.info()}
 	}
 	return out
 }
@@ -120,24 +162,34 @@ func terms(rs []*rule) []term {
 // can cover it).
 type coverIndex struct {
 	byPrefix map[string][]matcher
+	memo     map[*minfo]bool
 }
 
 func newCoverIndex(ts []term) *coverIndex {
-	ix := &coverIndex{byPrefix: map[string][]matcher{}}
+	ix := &coverIndex{byPrefix: map[string][]matcher{}, memo: map[*minfo]bool{}}
 	for _, t := range ts {
 		if t.m != nil {
-			lp := pattern.LiteralPrefix(t.m.grammar(), t.m.pattern)
-			ix.byPrefix[lp] = append(ix.byPrefix[lp], *t.m)
+			ix.byPrefix[t.m.lp] = append(ix.byPrefix[t.m.lp], t.m.matcher)
 		}
 	}
 	return ix
 }
 
-func (ix *coverIndex) covered(m matcher) bool {
-	lp := pattern.LiteralPrefix(m.grammar(), m.pattern)
-	if ix.byPrefix == nil {
+func (ix *coverIndex) covered(mi *minfo) bool {
+	if len(ix.byPrefix) == 0 {
 		return false
 	}
+	if v, ok := ix.memo[mi]; ok {
+		return v
+	}
+	v := ix.lookup(mi)
+	ix.memo[mi] = v
+	return v
+}
+
+func (ix *coverIndex) lookup(mi *minfo) bool {
+	m := mi.matcher
+	lp := mi.lp
 	if m.fold {
 		lp = strings.ToLower(lp)
 	}
@@ -181,39 +233,34 @@ func prefixCompatible(a, b string) bool { return strings.HasPrefix(a, b) || stri
 // a term no member of the group can share a string with is dropped before
 // its automaton is built: a witness must be accepted by a member.
 type anchors struct {
-	open     bool                // a member whose strings cannot be bounded
-	prefixes map[string][]string // by class
+	open    bool                // a member whose strings cannot be bounded
+	members map[string][]*minfo // by class
 }
 
 func newAnchors(g []term) anchors {
-	a := anchors{prefixes: map[string][]string{}}
+	a := anchors{members: map[string][]*minfo{}}
 	for _, t := range g {
 		if t.m == nil {
 			a.open = true
 			continue
 		}
-		c, p := t.m.prefixOf()
-		a.prefixes[c] = append(a.prefixes[c], p)
+		a.members[t.m.class] = append(a.members[t.m.class], t.m)
 	}
 	return a
 }
 
 // excludes reports that no member of the group accepts a string m
 // accepts.
-func (a anchors) excludes(m matcher) bool {
-	if a.open {
-		return false
-	}
-	c, p := m.prefixOf()
-	if len(a.prefixes) != 1 {
+func (a anchors) excludes(m *minfo) bool {
+	if a.open || len(a.members) != 1 {
 		return false // members of several classes: not bounded here
 	}
-	ps, ok := a.prefixes[c]
+	ms, ok := a.members[m.class]
 	if !ok {
 		return false
 	}
-	for _, q := range ps {
-		if prefixCompatible(p, q) {
+	for _, q := range ms {
+		if compatible(m, q) {
 			return false
 		}
 	}

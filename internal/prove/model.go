@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"polc.dev/polc/decision"
 	"polc.dev/polc/snapshot"
@@ -54,13 +55,24 @@ type rule struct {
 	shell    bool
 	approver *string
 	m        matcher
+	mi       *minfo
+}
+
+func (r *rule) info() *minfo {
+	if r.mi == nil {
+		r.mi = newInfo(r.m)
+	}
+	return r.mi
 }
 
 // Policy is a snapshot prepared for proving: every rule with its role and
 // automaton, which facets must be granted, and the time and budget limits.
 type Policy struct {
 	Snap *snapshot.Snapshot
-	dec  *decision.Policy
+	// Engine, when set, is the OPA engine that decides this policy in
+	// confirmation (a bundle of its own version); else the Prover's.
+	Engine Engine
+	dec    *decision.Policy
 
 	rules []*rule
 	// need[f]: a value of facet f that no grant allows denies (its gate is
@@ -70,6 +82,10 @@ type Policy struct {
 	scope, tscope []term
 	window        *window
 	budgets       []budget
+
+	mu       sync.Mutex
+	setsMemo map[string]*sets
+	okMemo   map[string]cond
 }
 
 // window is an expiry rule's [notBefore, expiresAt) ("" = unbounded).
@@ -263,6 +279,9 @@ func (r *rule) reads(s shape, i int, lower string) bool {
 	if r.target != s.atoms[i] {
 		return false
 	}
+	if r.role == roleGrant && !slices.Contains(s.facets(i), r.facet) {
+		return false // a grant of another facet (a write grant, a read value)
+	}
 	if r.qualAction != "" {
 		return r.qualAction == lower
 	}
@@ -286,6 +305,21 @@ type valueSets struct {
 }
 
 func (p *Policy) sets(s shape) *sets {
+	k := s.key()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st, ok := p.setsMemo[k]; ok {
+		return st
+	}
+	if p.setsMemo == nil {
+		p.setsMemo = map[string]*sets{}
+	}
+	st := p.buildSets(s)
+	p.setsMemo[k] = st
+	return st
+}
+
+func (p *Policy) buildSets(s shape) *sets {
 	lower := strings.ToLower(s.action())
 	out := &sets{values: make([]valueSets, len(s.atoms))}
 	for i := range out.values {

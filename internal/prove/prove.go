@@ -123,22 +123,42 @@ func (pr *Prover) Check(ctx context.Context, prop Property) (Result, error) {
 			return Result{}, fmt.Errorf("no policy %q", prop.Other)
 		}
 	}
+	switch prop.Kind {
+	case Never, AlwaysEscalates, NeverAllowsBeyond:
+	default:
+		return Result{}, fmt.Errorf("unknown property kind %q", prop.Kind)
+	}
+	return pr.check(ctx, prop.Kind, prop.Pattern, this, other)
+}
+
+// Beyond answers "this never allows beyond other" for two prepared
+// policies, which may have one name (two versions of a policy, each with
+// its own Engine): polc diff's exact widening.
+func (pr *Prover) Beyond(ctx context.Context, this, other *Policy) (Result, error) {
+	return pr.check(ctx, NeverAllowsBeyond, RequestPattern{}, this, other)
+}
+
+func (pr *Prover) check(ctx context.Context, kind string, pattern RequestPattern, this, other *Policy) (Result, error) {
 	undecided := ""
+	policies := []*Policy{this}
+	if other != nil {
+		policies = append(policies, other)
+	}
 	for _, s := range shapes() {
 		var cases []cond
-		var claim func(map[string]string) bool
-		switch prop.Kind {
+		var claim func([]string) bool // dispositions, by policies' order
+		switch kind {
 		case Never, AlwaysEscalates:
-			pc, ok := prop.Pattern.cond(s)
+			pc, ok := pattern.cond(s)
 			if !ok {
 				continue
 			}
-			if prop.Kind == Never {
+			if kind == Never {
 				cases = []cond{this.ok(s).and(pc)}
-				claim = func(d map[string]string) bool { return d[this.Name()] != decision.Deny }
+				claim = func(d []string) bool { return d[0] != decision.Deny }
 			} else {
 				cases = []cond{this.allowed(s).and(pc)}
-				claim = func(d map[string]string) bool { return d[this.Name()] == decision.Allow }
+				claim = func(d []string) bool { return d[0] == decision.Allow }
 			}
 		case NeverAllowsBeyond:
 			ok := this.ok(s)
@@ -149,13 +169,7 @@ func (pr *Prover) Check(ctx context.Context, prop Property) (Result, error) {
 			for _, e := range other.escalated(s) {
 				cases = append(cases, allowed.and(e))
 			}
-			claim = func(d map[string]string) bool { return rank(d[this.Name()]) > rank(d[other.Name()]) }
-		default:
-			return Result{}, fmt.Errorf("unknown property kind %q", prop.Kind)
-		}
-		policies := []*Policy{this}
-		if other != nil {
-			policies = append(policies, other)
+			claim = func(d []string) bool { return rank(d[0]) > rank(d[1]) }
 		}
 		for _, c := range cases {
 			ce, why, err := pr.counterexample(ctx, s, c, policies, claim)
@@ -189,7 +203,7 @@ func rank(disposition string) int {
 // counterexample finds and confirms a request of shape s satisfying c:
 // nil and a reason when one exists but none was confirmed, nil and ""
 // when none exists.
-func (pr *Prover) counterexample(ctx context.Context, s shape, c cond, policies []*Policy, claim func(map[string]string) bool) (*Counterexample, string, error) {
+func (pr *Prover) counterexample(ctx context.Context, s shape, c cond, policies []*Policy, claim func([]string) bool) (*Counterexample, string, error) {
 	retries := pr.Retries
 	if retries <= 0 {
 		retries = 3
@@ -229,7 +243,7 @@ func (pr *Prover) counterexample(ctx context.Context, s shape, c cond, policies 
 // confirm normalizes the witness and evaluates it under every policy on
 // both engines: the counterexample when both engines agree and the claim
 // holds, else what went wrong.
-func (pr *Prover) confirm(ctx context.Context, w Witness, policies []*Policy, claim func(map[string]string) bool) (*Counterexample, string, error) {
+func (pr *Prover) confirm(ctx context.Context, w Witness, policies []*Policy, claim func([]string) bool) (*Counterexample, string, error) {
 	req, cat, err := w.Request()
 	if err != nil {
 		return nil, err.Error(), nil
@@ -238,7 +252,7 @@ func (pr *Prover) confirm(ctx context.Context, w Witness, policies []*Policy, cl
 	if nerr != nil {
 		return nil, fmt.Sprintf("the normalizer refused it (%s: %s)", nerr.Reason, nerr.Detail), nil
 	}
-	native, opa := map[string]string{}, map[string]string{}
+	var native, opa []string
 	ce := &Counterexample{Request: req}
 	if cat != nil {
 		d, _ := cat.Resolve(req.Action)
@@ -246,14 +260,18 @@ func (pr *Prover) confirm(ctx context.Context, w Witness, policies []*Policy, cl
 	}
 	for _, p := range policies {
 		dn, _ := p.dec.Evaluate(n)
-		do, err := pr.OPA.Evaluate(ctx, p.Name(), n)
+		eng := pr.OPA
+		if p.Engine != nil {
+			eng = p.Engine
+		}
+		do, err := eng.Evaluate(ctx, p.Name(), n)
 		if err != nil {
 			return nil, "", fmt.Errorf("opa: %w", err)
 		}
 		if dn.Disposition != do.Disposition {
 			return nil, fmt.Sprintf("the engines disagree under %s: native %s, opa %s", p.Name(), dn.Disposition, do.Disposition), nil
 		}
-		native[p.Name()], opa[p.Name()] = dn.Disposition, do.Disposition
+		native, opa = append(native, dn.Disposition), append(opa, do.Disposition)
 		ce.Decisions = append(ce.Decisions, PolicyDecision{Policy: p.Name(), Disposition: dn.Disposition, Approver: dn.ApproverClass, RuleIDs: dn.RuleIDs, Reasons: dn.Reasons})
 	}
 	if !claim(native) || !claim(opa) {

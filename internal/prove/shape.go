@@ -40,6 +40,11 @@ type shape struct {
 	via string
 }
 
+// key identifies the shape in memo tables.
+func (s shape) key() string {
+	return fmt.Sprintf("%s|%s|%v|%v|%v|%v|%s", s.builtin, s.foldsTo, s.atoms, s.access, s.shell, s.resource, s.via)
+}
+
 func (s shape) action() string {
 	if s.builtin != "" {
 		return s.builtin
