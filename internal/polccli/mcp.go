@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
@@ -46,6 +45,9 @@ type mcpParams struct {
 	// idleTimeout closes the HTTP MCP session after this long without a
 	// request (--idle-timeout; 0: never).
 	idleTimeout time.Duration
+	// abort, when set, ends when the close must be abandoned (a second
+	// signal).
+	abort context.Context
 	// ready, when set, receives the address once the HTTP server accepts
 	// (tests).
 	ready func(addr string)
@@ -86,9 +88,10 @@ DIR); once an approver signed it into --approvals DIR as <id>.approval
 a request), or on SIGINT or SIGTERM,
 the session closes: the calls in flight are awaited for --grace, then
 cancelled; governed, task_closed ends the chain; certifiable, the
-certificate is written to --cert. Exit 0 when the session closed cleanly,
-1 when evidence failed or the certificate could not be minted, 2 on bad
-input.`,
+certificate is written to --cert. A second SIGINT or SIGTERM abandons
+the close (a store that is gone cannot hold the process). Exit 0 when the
+session closed cleanly, 1 when evidence failed, the certificate could not
+be minted or the close was abandoned, 2 on bad input.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			p.scenario = args[0]
@@ -98,8 +101,9 @@ input.`,
 			if c.Flags().Changed("idle-timeout") && p.listen == "" {
 				return usagef("--idle-timeout is for --listen (HTTP); over stdio the session ends with stdin")
 			}
-			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, abort, stop := closeOnSignal(c.Context())
 			defer stop()
+			p.abort = abort
 			return runMCP(ctx, e, p)
 		},
 	}
@@ -147,6 +151,11 @@ func runMCP(ctx context.Context, e *env, p *mcpParams) error {
 		return err
 	}
 	defer s.release()
+	if p.abort != nil {
+		// A second signal abandons the stores' close too, not only the
+		// session's (their own retries bound it otherwise).
+		s.stop = p.abort
+	}
 	tools := mcpTools{timeout: p.timeout}
 	if p.approvalDir != "" {
 		tools.approvalDir = e.abs(p.approvalDir)
@@ -172,7 +181,7 @@ func runMCP(ctx context.Context, e *env, p *mcpParams) error {
 		budget = defaultBodyBudget
 	}
 	sv := &server{s: s, closing: make(chan struct{}), tcp: network == "tcp", actions: actions, stopActions: stopActions,
-		budget: &memBudget{max: budget}}
+		budget: &memBudget{max: budget}, abort: p.abort, name: "mcp"}
 	ms := newMCPServer(sv, tools)
 	if network == "" {
 		err = serveMCPStdio(ctx, e, sv, ms, p.grace)

@@ -91,30 +91,9 @@ with Retry-After, and one that could never fit is 400 invalid_input.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			p.scenario = args[0]
-			// The first signal closes the session; a second abandons
-			// the close (it must not be swallowed while the close
-			// waits on a store that is gone).
-			sigs := make(chan os.Signal, 2)
-			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-			defer signal.Stop(sigs)
-			ctx, stop := context.WithCancel(c.Context())
+			ctx, abort, stop := closeOnSignal(c.Context())
 			defer stop()
-			abort, stopAbort := context.WithCancelCause(context.Background())
-			defer stopAbort(nil)
 			p.abort = abort
-			go func() {
-				select {
-				case <-sigs:
-					stop()
-				case <-abort.Done():
-					return
-				}
-				select {
-				case sig := <-sigs:
-					stopAbort(fmt.Errorf("a second signal (%v)", sig))
-				case <-abort.Done():
-				}
-			}()
 			return runServe(ctx, e, p)
 		},
 	}
@@ -124,6 +103,36 @@ with Retry-After, and one that could never fit is 400 invalid_input.`,
 	sessionFlags(c, &p.runParams, "session")
 	expectSnapshotFlag(c, &p.runParams)
 	return c
+}
+
+// closeOnSignal is the signal handling of a session that closes on
+// SIGINT or SIGTERM: ctx ends at the first, which begins the close, and
+// abort ends at a second, which abandons it. A close waiting on a store
+// that is gone must not swallow the operator's second signal. stop
+// releases the signals.
+func closeOnSignal(parent context.Context) (ctx, abort context.Context, stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, stopCtx := context.WithCancel(parent)
+	abort, stopAbort := context.WithCancelCause(context.Background())
+	go func() {
+		select {
+		case <-sigs:
+			stopCtx()
+		case <-abort.Done():
+			return
+		}
+		select {
+		case sig := <-sigs:
+			stopAbort(fmt.Errorf("a second signal (%v)", sig))
+		case <-abort.Done():
+		}
+	}()
+	return ctx, abort, func() {
+		signal.Stop(sigs)
+		stopAbort(nil)
+		stopCtx()
+	}
 }
 
 // parseListen splits --listen into a network and an address: a Unix
@@ -326,6 +335,9 @@ type server struct {
 	// abort ends when a close must be abandoned (a second signal; nil:
 	// never).
 	abort context.Context
+	// name is the command serving the session, for messages ("" is
+	// serve).
+	name string
 }
 
 // defaultCloseGrace is how long a close waits for the actions in flight
@@ -374,7 +386,11 @@ func (sv *server) close(ctx context.Context, grace time.Duration) (*closeResult,
 	ev, cert, failed, err := sv.s.finish(ctx)
 	if failed != nil && ctx.Err() != nil {
 		failed = fmt.Errorf("the close was abandoned (%w): task_closed was not acknowledged, so the chain stays open and no certificate is minted; what was acknowledged before is in the store: %w", context.Cause(ctx), failed)
-		fmt.Fprintf(sv.s.e.stderr, "polc: serve: %v\n", failed)
+		name := sv.name
+		if name == "" {
+			name = "serve"
+		}
+		fmt.Fprintf(sv.s.e.stderr, "polc: %s: %v\n", name, failed)
 	}
 	if err != nil {
 		sv.closeErr = err

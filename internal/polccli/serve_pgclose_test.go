@@ -87,3 +87,44 @@ func TestServeSignalsWithPostgresGone(t *testing.T) {
 		t.Fatalf("serve still running 15s after a second SIGTERM\n%s", stderr.String())
 	}
 }
+
+// TestMCPSignalsWithPostgresGone is TestServeSignalsWithPostgresGone for
+// polc mcp over stdio: the first SIGTERM begins the close, which waits on
+// the stopped server; a second abandons it well before the close's own
+// bound (its grace and the stores' time), exit 1, no certificate.
+func TestMCPSignalsWithPostgresGone(t *testing.T) {
+	dsn, pgdir := pgtest.Private(t)
+	dir := t.TempDir()
+	compileDemo(t, dir)
+	os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(
+		"snapshot: out/snapshots/demo-agent.json\nprofile: certifiable\nworkspace: ws\nprincipal: agent:demo\ntenant: acme\n"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "ws"), 0o755)
+	cs, cmd, stderr := connectStdio(t, dir, "session.yaml", "--evidence", dsn, "--state", dsn, "--cert", "cert.json")
+	t.Cleanup(func() { cmd.Process.Kill() })
+	callAll(t, cs, []mcpCall{{tool: "write_file", args: map[string]any{"path": "notes/a.txt", "content": "x\n"}, kind: "succeeded"}})
+	if out, err := exec.Command("bash", pgtest.Script(t), "stop", pgdir).CombinedOutput(); err != nil {
+		t.Fatalf("scripts/pg.sh stop: %v\n%s", err, out)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(time.Second) // the close is waiting on the lost server
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	ended := make(chan struct{})
+	go func() { cs.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("mcp still running 15s after a second SIGTERM\n%s", stderr.String())
+	}
+	cs.Close()
+	if code := cmd.ProcessState.ExitCode(); code != ExitFindings {
+		t.Fatalf("mcp exited with %d, want %d\n%s", code, ExitFindings, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "polc: mcp: the close was abandoned") || !strings.Contains(stderr.String(), "a second signal") {
+		t.Errorf("stderr does not say the close was abandoned by the second signal:\n%s", stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cert.json")); err == nil {
+		t.Error("a certificate was written for a chain whose task_closed was not acknowledged")
+	}
+	t.Logf("exited %v after the second SIGTERM", time.Since(start).Round(time.Millisecond))
+}
