@@ -15,6 +15,7 @@ import (
 	"polc.dev/polc/internal/atomicfile"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/keys"
+	"polc.dev/polc/pgstore"
 	"polc.dev/polc/snapshot"
 )
 
@@ -28,10 +29,11 @@ type certifyParams struct {
 func newEvidenceCertifyCmd(e *env) *cobra.Command {
 	p := &certifyParams{}
 	c := &cobra.Command{
-		Use:   "certify DIR CHAIN_ID --snapshot SNAP --cert FILE [--sign-key KEY]",
+		Use:   "certify STORE CHAIN_ID --snapshot SNAP --cert FILE [--sign-key KEY]",
 		Short: "Mint the certificate of a closed chain whose session stopped before writing it",
-		Long: `certify mints the task certificate of a chain in the file store DIR that ends
-with its task_closed record, for a certifiable session that stopped (was
+		Long: `certify mints the task certificate of a chain in STORE (a file store
+directory, or a PostgreSQL DSN: docs/scale.md) that ends with its
+task_closed record, for a certifiable session that stopped (was
 killed, or its mint failed) after closing its task boundary and before
 writing the certificate. The boundary (its id and times) is read from the
 task_closed record, the policy from the chain's policy_bound records; SNAP
@@ -43,7 +45,7 @@ closed is not certified: its operations may have had effects no terminal
 records.
 
 Exit codes: 0 written, 1 the mint was refused (the rule and why are said),
-2 bad input (the directory, the chain, the snapshot, the key).`,
+2 bad input (the store, the chain, the snapshot, the key).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			p.dir, p.chainID = args[0], args[1]
@@ -67,13 +69,22 @@ func runEvidenceCertify(ctx context.Context, e *env, p *certifyParams) error {
 	inputErr := func(file, format string, args ...any) error {
 		return reportOne(e, diag.Pos{File: diag.Rel(e.dir, file)}, diag.CodeInvalidInput, format, args...)
 	}
-	dir := e.abs(p.dir)
-	path := filepath.Join(dir, p.chainID+".jsonl")
-	if !chain.IsUUID(p.chainID) {
-		return inputErr(dir, "certify: %q is not a chain id (a lowercase UUID)", p.chainID)
+	// path positions the chain's messages: its file, or the redacted DSN
+	// of a PostgreSQL store (docs/scale.md).
+	var dir, path string
+	if pgstore.IsDSN(p.dir) {
+		path = pgstore.Redact(p.dir)
+	} else {
+		dir = e.abs(p.dir)
+		path = filepath.Join(dir, p.chainID+".jsonl")
 	}
-	if _, err := os.Stat(path); err != nil {
-		return inputErr(path, "certify: no such chain")
+	if !chain.IsUUID(p.chainID) {
+		return inputErr(path, "certify: %q is not a chain id (a lowercase UUID)", p.chainID)
+	}
+	if dir != "" {
+		if _, err := os.Stat(path); err != nil {
+			return inputErr(path, "certify: no such chain")
+		}
 	}
 	raw, err := os.ReadFile(e.abs(p.snapshot))
 	if err != nil {
@@ -94,11 +105,27 @@ func runEvidenceCertify(ctx context.Context, e *env, p *certifyParams) error {
 		return err
 	}
 	newID := idsFlag(p.idSeed)
-	store, err := chain.OpenFileStore(dir)
-	if err != nil {
-		return inputErr(dir, "certify: %v", err)
+	var store chain.Store
+	if dir == "" {
+		pg, err := pgstore.OpenEvidence(ctx, p.dir, pgstore.EvidenceOptions{})
+		if err != nil {
+			return inputErr(path, "certify: %v", err)
+		}
+		defer pg.Close()
+		if _, ok, err := pg.Head(ctx, p.chainID); err != nil {
+			return inputErr(path, "certify: %v", err)
+		} else if !ok {
+			return inputErr(path, "certify: no such chain %s", p.chainID)
+		}
+		store = pg
+	} else {
+		fs, err := chain.OpenFileStore(dir)
+		if err != nil {
+			return inputErr(dir, "certify: %v", err)
+		}
+		defer fs.Close()
+		store = fs
 	}
-	defer store.Close()
 	recs, err := store.Read(ctx, p.chainID, -1)
 	if err != nil {
 		return inputErr(path, "certify: %v", err)

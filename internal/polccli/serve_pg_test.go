@@ -115,5 +115,27 @@ func TestServePostgres(t *testing.T) {
 			certverifycli.Env{Stdout: &out, Stderr: &out, Now: time.Now}); code != 0 {
 			t.Fatalf("certverify chain %s: %d\n%s", id, code, out.String())
 		}
+		// A session that stopped before writing its certificate: polc
+		// evidence certify mints it from the database itself.
+		recert := fmt.Sprintf("recert%d.json", i)
+		if code := Run(context.Background(), []string{"evidence", "certify", dsn, id, "--snapshot", "out/snapshots/demo-agent.json",
+			"--cert", recert, "--sign-key", "keys/certifier.key"}, e); code != 0 {
+			t.Fatalf("evidence certify %s from the database: %d\n%s", id, code, stderr.String())
+		}
+		out.Reset()
+		if code := certverifycli.Run(context.Background(), []string{"cert", filepath.Join(dir, recert),
+			"--chain", filepath.Join(dir, "exported", id+".jsonl"),
+			"--snapshot", filepath.Join(dir, "out", "snapshots", "demo-agent.json"), "--trust", filepath.Join(dir, "trust.txt")},
+			certverifycli.Env{Stdout: &out, Stderr: &out, Now: time.Now}); code != 0 {
+			t.Fatalf("certverify of the certificate certified from the database, chain %s: %d\n%s", id, code, out.String())
+		}
+	}
+	missing := "00000000-0000-4000-8000-000000000000"
+	if code := Run(context.Background(), []string{"evidence", "certify", dsn, missing, "--snapshot", "out/snapshots/demo-agent.json",
+		"--cert", "none.json"}, e); code != ExitUsage || !strings.Contains(stderr.String(), "no such chain "+missing) {
+		t.Fatalf("certify of a chain the database does not hold: %d\n%s", code, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "none.json")); err == nil {
+		t.Error("a certificate was written for a chain the database does not hold")
 	}
 }
