@@ -14,7 +14,6 @@ import (
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/statestore"
-	"polc.dev/polc/normalize"
 )
 
 // State is the durable state on PostgreSQL: executor.StateStore,
@@ -26,6 +25,9 @@ import (
 // under a lock on its row, and a conflict is decided by a unique key, so
 // no two processes commit the same attempt, message, nonce or count.
 type State struct {
+	// BudgetLedger is the budget ledger on this database.
+	statestore.BudgetLedger
+
 	pool *pgxpool.Pool
 	name string
 }
@@ -44,7 +46,9 @@ func OpenState(ctx context.Context, dsn string) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &State{pool: pool, name: Redact(dsn)}, nil
+	s := &State{pool: pool, name: Redact(dsn)}
+	s.BudgetLedger = statestore.NewBudgetLedger("pgstore", pgBudget{s})
+	return s, nil
 }
 
 // Close closes the connections.
@@ -412,104 +416,18 @@ func (s *State) UseApprovalNonce(ctx context.Context, nonce, approvalID string, 
 }
 
 // The budget ledger: statestore.SQLite's rows (one per window recorded
-// in, and the account's past as window 0), judged by
-// executor.BudgetAccount. Each change locks the key's row in
+// in, and the account's past as window 0) in polc_budget_usage, judged by
+// statestore.BudgetLedger. Each change locks the key's row in
 // polc_budget_accounts first, so reservations of many processes on one
 // key each see a count of their own.
 
-func checkBudgetKey(key executor.BudgetKey, window int64) error {
-	switch {
-	case key.Principal == "" || key.PolicyID == "":
-		return &statestore.InputError{What: "budget key", Reason: "principal and policy id must be set"}
-	case window < 0:
-		return &statestore.InputError{What: "budget window", Reason: fmt.Sprintf("%d is negative", window)}
-	}
-	return nil
-}
+// pgBudget is the database as statestore.BudgetLedger's BudgetStore.
+type pgBudget struct{ s *State }
 
-type querier interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}
-
-func loadAccount(ctx context.Context, q querier, key executor.BudgetKey, only *executor.BudgetReservation) (*executor.BudgetAccount, error) {
-	query := `SELECT window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds FROM polc_budget_usage
-		WHERE tenant = $1 AND principal = $2 AND policy_id = $3`
-	args := []any{key.Tenant, key.Principal, key.PolicyID}
-	if only != nil {
-		query += ` AND (window_us = 0 OR (window_us = $4 AND window_start_us = $5))`
-		args = append(args, only.WindowMicroseconds, only.WindowStart)
-	}
-	rows, err := q.Query(ctx, query+` ORDER BY window_us, window_start_us`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	a := &executor.BudgetAccount{}
-	for rows.Next() {
-		var b executor.BudgetBucket
-		var end *int64
-		if err := rows.Scan(&b.Window, &b.Start, &end, &b.Usage.Calls, &b.Usage.Tokens, &b.Usage.CostMicrounits, &b.Usage.WallMicroseconds); err != nil {
-			return nil, err
-		}
-		if b.Window == 0 {
-			a.Past, a.PastEndKnown = b.Usage, end != nil
-			if end != nil {
-				a.PastEnd = *end
-			}
-		} else {
-			a.Buckets = append(a.Buckets, b)
-		}
-	}
-	return a, rows.Err()
-}
-
-func saveAccount(ctx context.Context, tx pgx.Tx, key executor.BudgetKey, before, after *executor.BudgetAccount) error {
-	type wk struct{ window, start int64 }
-	was := make(map[wk]normalize.Usage, len(before.Buckets))
-	for _, b := range before.Buckets {
-		was[wk{b.Window, b.Start}] = b.Usage
-	}
-	for _, b := range after.Buckets {
-		k := wk{b.Window, b.Start}
-		u, ok := was[k]
-		delete(was, k)
-		if ok && u == b.Usage {
-			continue
-		}
-		if err := writeRow(ctx, tx, key, b, nil); err != nil {
-			return err
-		}
-	}
-	for k := range was {
-		if _, err := tx.Exec(ctx, `DELETE FROM polc_budget_usage WHERE tenant = $1 AND principal = $2 AND policy_id = $3 AND window_us = $4 AND window_start_us = $5`,
-			key.Tenant, key.Principal, key.PolicyID, k.window, k.start); err != nil {
-			return err
-		}
-	}
-	if after.Past == before.Past && after.PastEndKnown == before.PastEndKnown && after.PastEnd == before.PastEnd ||
-		after.Past == (normalize.Usage{}) && !after.PastEndKnown {
-		return nil
-	}
-	var end *int64
-	if after.PastEndKnown {
-		end = &after.PastEnd
-	}
-	return writeRow(ctx, tx, key, executor.BudgetBucket{Usage: after.Past}, end)
-}
-
-func writeRow(ctx context.Context, tx pgx.Tx, key executor.BudgetKey, b executor.BudgetBucket, end *int64) error {
-	_, err := tx.Exec(ctx, `INSERT INTO polc_budget_usage(tenant, principal, policy_id, window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-		ON CONFLICT (tenant, principal, policy_id, window_us, window_start_us) DO UPDATE SET end_us = excluded.end_us,
-			calls = excluded.calls, tokens = excluded.tokens, cost_microunits = excluded.cost_microunits, wall_microseconds = excluded.wall_microseconds`,
-		key.Tenant, key.Principal, key.PolicyID, b.Window, b.Start, end, b.Usage.Calls, b.Usage.Tokens, b.Usage.CostMicrounits, b.Usage.WallMicroseconds)
-	return err
-}
-
-// modify applies f to key's account in one transaction, under the lock of
+// WriteBudget implements statestore.BudgetStore: f runs under the lock of
 // the key's account row.
-func (s *State) modify(ctx context.Context, key executor.BudgetKey, only *executor.BudgetReservation, f func(*executor.BudgetAccount)) error {
-	return s.tx(ctx, func(tx pgx.Tx) error {
+func (b pgBudget) WriteBudget(ctx context.Context, key executor.BudgetKey, f func(statestore.BudgetRows) error) error {
+	return b.s.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO polc_budget_accounts(tenant, principal, policy_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
 			key.Tenant, key.Principal, key.PolicyID); err != nil {
 			return err
@@ -518,89 +436,55 @@ func (s *State) modify(ctx context.Context, key executor.BudgetKey, only *execut
 			key.Tenant, key.Principal, key.PolicyID); err != nil {
 			return err
 		}
-		a, err := loadAccount(ctx, tx, key, only)
-		if err != nil {
-			return err
-		}
-		before := *a
-		before.Buckets = slices.Clone(a.Buckets)
-		f(a)
-		return saveAccount(ctx, tx, key, &before, a)
+		return f(pgBudgetRows{tx})
 	})
 }
 
-// Reserve implements executor.BudgetLedger.
-func (s *State) Reserve(ctx context.Context, key executor.BudgetKey, window int64, now time.Time) (executor.BudgetReservation, normalize.Usage, error) {
-	if err := checkBudgetKey(key, window); err != nil {
-		return executor.BudgetReservation{}, normalize.Usage{}, err
+// ReadBudget implements statestore.BudgetStore: one statement reads an
+// account, so it needs no transaction.
+func (b pgBudget) ReadBudget(ctx context.Context, f func(statestore.BudgetRows) error) error {
+	return f(pgBudgetRows{b.s.pool})
+}
+
+// pgBudgetRows is polc_budget_usage through q: a transaction, or the pool
+// for a read.
+type pgBudgetRows struct {
+	q interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 	}
-	var res executor.BudgetReservation
-	var before normalize.Usage
-	err := s.modify(ctx, key, nil, func(a *executor.BudgetAccount) {
-		var start int64
-		start, before = a.Record(window, now, normalize.Usage{Calls: 1})
-		res = executor.BudgetReservation{Key: key, WindowMicroseconds: window, WindowStart: start}
-	})
+}
+
+// LoadBudget implements statestore.BudgetRows.
+func (r pgBudgetRows) LoadBudget(ctx context.Context, key executor.BudgetKey, only *executor.BudgetReservation) (*executor.BudgetAccount, error) {
+	query := `SELECT window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds FROM polc_budget_usage
+		WHERE tenant = $1 AND principal = $2 AND policy_id = $3`
+	args := []any{key.Tenant, key.Principal, key.PolicyID}
+	if only != nil {
+		query += ` AND (window_us = 0 OR (window_us = $4 AND window_start_us = $5))`
+		args = append(args, only.WindowMicroseconds, only.WindowStart)
+	}
+	rows, err := r.q.Query(ctx, query+` ORDER BY window_us, window_start_us`, args...)
 	if err != nil {
-		return executor.BudgetReservation{}, normalize.Usage{}, fmt.Errorf("pgstore: budget reserve: %w", err)
+		return nil, err
 	}
-	return res, before, nil
+	defer rows.Close()
+	return statestore.ScanBudgetAccount(rows)
 }
 
-func (s *State) update(ctx context.Context, op string, res executor.BudgetReservation, f func(*normalize.Usage)) error {
-	if err := checkBudgetKey(res.Key, res.WindowMicroseconds); err != nil {
-		return err
-	}
-	if err := s.modify(ctx, res.Key, &res, func(a *executor.BudgetAccount) { a.Adjust(res.WindowMicroseconds, res.WindowStart, f) }); err != nil {
-		return fmt.Errorf("pgstore: budget %s: %w", op, err)
-	}
-	return nil
+// PutBudget implements statestore.BudgetRows.
+func (r pgBudgetRows) PutBudget(ctx context.Context, key executor.BudgetKey, b executor.BudgetBucket, end *int64) error {
+	_, err := r.q.Exec(ctx, `INSERT INTO polc_budget_usage(tenant, principal, policy_id, window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (tenant, principal, policy_id, window_us, window_start_us) DO UPDATE SET end_us = excluded.end_us,
+			calls = excluded.calls, tokens = excluded.tokens, cost_microunits = excluded.cost_microunits, wall_microseconds = excluded.wall_microseconds`,
+		key.Tenant, key.Principal, key.PolicyID, b.Window, b.Start, end, b.Usage.Calls, b.Usage.Tokens, b.Usage.CostMicrounits, b.Usage.WallMicroseconds)
+	return err
 }
 
-// Settle implements executor.BudgetLedger.
-func (s *State) Settle(ctx context.Context, res executor.BudgetReservation, u normalize.Usage) error {
-	if err := executor.CheckUsage(u); err != nil {
-		return &statestore.InputError{What: "budget settlement", Reason: err.Error()}
-	}
-	return s.update(ctx, "settle", res, func(r *normalize.Usage) { *r = r.Plus(u) })
+// DeleteBudget implements statestore.BudgetRows.
+func (r pgBudgetRows) DeleteBudget(ctx context.Context, key executor.BudgetKey, window, start int64) error {
+	_, err := r.q.Exec(ctx, `DELETE FROM polc_budget_usage WHERE tenant = $1 AND principal = $2 AND policy_id = $3 AND window_us = $4 AND window_start_us = $5`,
+		key.Tenant, key.Principal, key.PolicyID, window, start)
+	return err
 }
-
-// Release implements executor.BudgetLedger.
-func (s *State) Release(ctx context.Context, res executor.BudgetReservation) error {
-	return s.update(ctx, "release", res, func(r *normalize.Usage) {
-		if r.Calls > 0 {
-			r.Calls--
-		}
-	})
-}
-
-// Charge implements executor.BudgetLedger.
-func (s *State) Charge(ctx context.Context, key executor.BudgetKey, window int64, now time.Time, u normalize.Usage) error {
-	if err := checkBudgetKey(key, window); err != nil {
-		return err
-	}
-	if err := executor.CheckUsage(u); err != nil {
-		return &statestore.InputError{What: "budget charge", Reason: err.Error()}
-	}
-	if err := s.modify(ctx, key, nil, func(a *executor.BudgetAccount) { a.Record(window, now, u) }); err != nil {
-		return fmt.Errorf("pgstore: budget charge: %w", err)
-	}
-	return nil
-}
-
-// Usage implements executor.BudgetLedger.
-func (s *State) Usage(ctx context.Context, key executor.BudgetKey, window int64, now time.Time) (normalize.Usage, error) {
-	if err := checkBudgetKey(key, window); err != nil {
-		return normalize.Usage{}, err
-	}
-	a, err := loadAccount(ctx, s.pool, key, nil)
-	if err != nil {
-		return normalize.Usage{}, err
-	}
-	_, u := a.UsageAt(window, now)
-	return u, nil
-}
-
-// Persistent implements executor.BudgetLedger: the usage is in the
-// database.
-func (s *State) Persistent() bool { return true }
