@@ -220,16 +220,8 @@ func queryStrings(ctx context.Context, tx pgx.Tx, query string, args ...any) ([]
 // record_id, version), the operation state they derive and the
 // projector's cursor, in one transaction, or nothing.
 func (s *State) ApplyProjection(ctx context.Context, projector string, version int, records []executor.ProjectedRecord, next string) error {
-	if projector == "" {
-		return &statestore.InputError{What: "projection", Reason: "empty projector name"}
-	}
-	if version < 1 {
-		return &statestore.InputError{What: "projection " + projector, Reason: fmt.Sprintf("version %d < 1", version)}
-	}
-	for i := range records {
-		if err := statestore.CheckProjected(&records[i]); err != nil {
-			return err
-		}
+	if err := statestore.CheckProjection(projector, version, records); err != nil {
+		return err
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		// The projector's row is locked for the transaction: two
@@ -239,9 +231,10 @@ func (s *State) ApplyProjection(ctx context.Context, projector string, version i
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return err
-		case committed != version:
-			return &executor.StateConflictError{Key: "projector " + projector,
-				Reason: fmt.Sprintf("its cursor was committed under projection version %d, not %d; a new version needs a new projector name", committed, version)}
+		default:
+			if err := statestore.CheckCursorVersion(projector, committed, version); err != nil {
+				return err
+			}
 		}
 		for i := range records {
 			r := &records[i]
@@ -281,9 +274,7 @@ func (s *State) ApplyProjection(ctx context.Context, projector string, version i
 	})
 }
 
-// projected reports whether r is already applied under version; one
-// applied under any version with another chain_hash is
-// *executor.ProjectionConflictError.
+// projected reports whether r is already applied under version.
 func projected(ctx context.Context, tx pgx.Tx, r *executor.ProjectedRecord, version int) (bool, error) {
 	rows, err := tx.Query(ctx, `SELECT projection_version, chain_hash FROM polc_projected_records
 		WHERE chain_id = $1 AND record_id = $2`, r.ChainID, r.RecordID)
@@ -291,85 +282,44 @@ func projected(ctx context.Context, tx pgx.Tx, r *executor.ProjectedRecord, vers
 		return false, err
 	}
 	defer rows.Close()
-	done := false
-	for rows.Next() {
-		var v int
-		var have string
-		if err := rows.Scan(&v, &have); err != nil {
-			return false, err
-		}
-		if have != r.ChainHash {
-			return false, &executor.ProjectionConflictError{ChainID: r.ChainID, RecordID: r.RecordID, Projected: have, Got: r.ChainHash}
-		}
-		done = done || v == version
-	}
-	return done, rows.Err()
-}
-
-func recordWhat(r *executor.ProjectedRecord) string {
-	return "record " + r.RecordID + " of chain " + r.ChainID
+	return statestore.ScanProjected(rows, r, version)
 }
 
 // applyOperation derives operation state from one newly applied record,
 // as statestore.SQLite does; the operation's row is locked while it is
 // read and changed.
 func applyOperation(ctx context.Context, tx pgx.Tx, r *executor.ProjectedRecord) error {
-	t := chain.Type(r.RecordType)
-	if t != chain.OperationStarted && !t.Terminal() {
-		return nil
+	c, ok, err := statestore.OperationChangeOf(r)
+	if !ok || err != nil {
+		return err
 	}
-	p, err := chain.DecodePayload(t, r.PayloadJSON)
-	if err != nil {
-		return &statestore.InputError{What: recordWhat(r), Reason: err.Error()}
-	}
-	opID := *r.OperationID
-	key := "operation " + opID
-	if t == chain.OperationStarted {
-		st, ok := p.(chain.OperationStartedPayload)
-		if !ok {
-			return &statestore.InputError{What: recordWhat(r), Reason: fmt.Sprintf("payload decoded as %T", p)}
-		}
+	if c.Type == chain.OperationStarted {
+		st := &c.Start
 		tag, err := tx.Exec(ctx, `INSERT INTO polc_operations(operation_id, chain_id, run_id, attempt_id, tool_id, request_digest, status, started_record_id)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (operation_id) DO NOTHING`,
-			opID, r.ChainID, st.RunID, st.AttemptID, st.ToolID, st.RequestDigest, statestore.StatusRunning, r.RecordID)
+			c.OperationID, r.ChainID, st.RunID, st.AttemptID, st.ToolID, st.RequestDigest, statestore.StatusRunning, r.RecordID)
 		if err != nil || tag.RowsAffected() == 1 {
 			return err
 		}
 		var startedBy string
-		if err := tx.QueryRow(ctx, "SELECT started_record_id FROM polc_operations WHERE operation_id = $1", opID).Scan(&startedBy); err != nil {
+		if err := tx.QueryRow(ctx, "SELECT started_record_id FROM polc_operations WHERE operation_id = $1", c.OperationID).Scan(&startedBy); err != nil {
 			return err
 		}
-		if startedBy == r.RecordID {
-			return nil // the same start, applied under another version
-		}
-		return &executor.StateConflictError{Key: key, Reason: fmt.Sprintf("already started by record %s; %s starts it again", startedBy, r.RecordID)}
+		return c.Restarted(startedBy)
 	}
 	var chainID string
 	var terminalBy *string
-	err = tx.QueryRow(ctx, "SELECT chain_id, terminal_record_id FROM polc_operations WHERE operation_id = $1 FOR UPDATE", opID).Scan(&chainID, &terminalBy)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// A restart never infers anything from absence.
-		return &statestore.InputError{What: recordWhat(r), Reason: fmt.Sprintf("%s for operation %s, which has no operation_started", t, opID)}
-	}
-	if err != nil {
+	err = tx.QueryRow(ctx, "SELECT chain_id, terminal_record_id FROM polc_operations WHERE operation_id = $1 FOR UPDATE", c.OperationID).Scan(&chainID, &terminalBy)
+	found := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
-	if chainID != r.ChainID {
-		return &executor.StateConflictError{Key: key, Reason: fmt.Sprintf("started in chain %s; %s of chain %s ends it", chainID, r.RecordID, r.ChainID)}
-	}
-	if terminalBy != nil {
-		if *terminalBy == r.RecordID {
-			return nil
-		}
-		return &executor.StateConflictError{Key: key, Reason: fmt.Sprintf("already ended by record %s; %s (%s) would end it again", *terminalBy, r.RecordID, t)}
-	}
-	status, reason, result, dur, err := statestore.TerminalState(r, p)
-	if err != nil {
+	if done, err := c.CheckEnd(found, chainID, terminalBy); done || err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, `UPDATE polc_operations SET status = $1, terminal_record_id = $2, terminal_type = $3,
 		reason_code = $4, result_digest = $5, duration_us = $6 WHERE operation_id = $7 AND terminal_record_id IS NULL`,
-		status, r.RecordID, string(t), reason, result, dur, opID)
+		c.Status, r.RecordID, string(c.Type), c.ReasonCode, c.ResultDigest, c.DurationUS, c.OperationID)
 	return err
 }
 
