@@ -170,6 +170,9 @@ func commitDuplicate(t *testing.T, sub Subject) {
 		t.Fatalf("reused message id: %v", err)
 	}
 	absent(t, s, c)
+	// The refused commit did not take the attempt id: corrected, it lands.
+	c.Outbox[1].MessageID = "m4"
+	mustCommit(t, s, c)
 }
 
 func commitInvalid(t *testing.T, sub Subject) {
@@ -461,6 +464,10 @@ func budgetAccounts(t *testing.T, sub Subject) {
 	if u, _ := s.Usage(ctx, budgetKey, hour, bt0.Add(time.Hour)); u != (normalize.Usage{Calls: 1, CostMicrounits: 5}) {
 		t.Errorf("after a charge: %+v", u)
 	}
+	// A clock stepped back into the ended window counts in the later one.
+	if _, before, err := s.Reserve(ctx, budgetKey, hour, bt0); err != nil || before != (normalize.Usage{Calls: 1, CostMicrounits: 5}) {
+		t.Errorf("reserve with the clock stepped back: %v, usage %+v; want the later window's", err, before)
+	}
 	var ie *statestore.InputError
 	if err := s.Settle(ctx, r3, normalize.Usage{Tokens: -1}); !errors.As(err, &ie) {
 		t.Errorf("negative settlement: %v, want InputError", err)
@@ -564,6 +571,12 @@ func concurrentCommits(t *testing.T, sub Subject) {
 		out, err := s.Outbox(ctx, fmt.Sprintf("run-%d", r))
 		if err != nil || len(out) != 2*n/runs {
 			t.Errorf("run-%d: %d messages err=%v", r, len(out), err)
+		}
+	}
+	for i := range n {
+		a, ok, err := s.Attempt(ctx, fmt.Sprintf("a-%02d", i))
+		if err != nil || !ok || len(a.Outbox) != 2 {
+			t.Errorf("attempt %d: ok=%v err=%v outbox=%d", i, ok, err, len(a.Outbox))
 		}
 	}
 }
