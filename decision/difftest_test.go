@@ -11,10 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
+	"polc.dev/polc/internal/compiletest"
 	"polc.dev/polc/internal/policygen"
-	"polc.dev/polc/internal/regoeval"
 	"polc.dev/polc/normalize"
 	"polc.dev/polc/snapshot"
 )
@@ -218,15 +217,8 @@ func (g gen) request() *normalize.Normalized {
 func differential(t *testing.T, seed uint64, nPolicies, nRequests int) {
 	g := newGen(seed, seed^0x9e3779b97f4a7c15)
 	decls, res := policygen.Compile(t, nPolicies, g.policy)
-	bb, err := compiler.WriteBundle(res.Snapshots, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	eng, err := regoeval.New(ctx, bb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := compiletest.OPA(t, res.Snapshots)
 	pairs, failures, noText, fffd := 0, 0, 0, 0
 	counts, reasons, fffdCounts := map[string]int{}, map[string]int{}, map[string]int{}
 	for i, s := range res.Snapshots {

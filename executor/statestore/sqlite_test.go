@@ -207,14 +207,9 @@ func TestReopenKeepsData(t *testing.T) {
 	if err := s.ApplyProjection(ctx, "p", 1, recs, "cur-1"); err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
-		r, _, err := s.Reserve(ctx, budgetKey, 0, bt0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Settle(ctx, r, normalize.Usage{WallMicroseconds: 10}); err != nil {
-			t.Fatal(err)
-		}
+	used := normalize.Usage{Calls: 3, WallMicroseconds: 30}
+	if err := s.Charge(ctx, budgetKey, 0, bt0, used); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -240,8 +235,8 @@ func TestReopenKeepsData(t *testing.T) {
 	if op, ok, err := s.Operation(ctx, "op"); err != nil || !ok || op.Status != StatusRunning {
 		t.Errorf("operation = %+v ok=%v err=%v", op, ok, err)
 	}
-	if u, err := s.Usage(ctx, budgetKey, 0, bt0.Add(1000*time.Hour)); err != nil || u != (normalize.Usage{Calls: 3, WallMicroseconds: 30}) {
-		t.Errorf("budget usage after reopening %+v (%v), want 3 calls and 30 µs", u, err)
+	if u, err := s.Usage(ctx, budgetKey, 0, bt0.Add(1000*time.Hour)); err != nil || u != used {
+		t.Errorf("budget usage after reopening %+v (%v), want %+v", u, err, used)
 	}
 	// And it still takes writes, with the same conflict rules.
 	var ce *executor.StateConflictError

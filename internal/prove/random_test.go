@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
+	"polc.dev/polc/internal/compiletest"
 	"polc.dev/polc/internal/pattern"
 	"polc.dev/polc/internal/policygen"
 	. "polc.dev/polc/internal/prove"
-	"polc.dev/polc/internal/regoeval"
 	"polc.dev/polc/normalize"
 )
 
@@ -338,15 +337,8 @@ func violates(prop Property, this, other string) bool {
 func randomProve(t *testing.T, seed uint64, nPolicies, perProperty int) (requests int) {
 	g := gen{policygen.New(&vocab, seed, seed^0x5851f42d4c957f2d)}
 	decls, res := policygen.Compile(t, nPolicies, g.policy)
-	bb, err := compiler.WriteBundle(res.Snapshots, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	eng, err := regoeval.New(ctx, bb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := compiletest.OPA(t, res.Snapshots)
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	pr := &Prover{Policies: map[string]*Policy{}, OPA: eng, Now: now}
 	native := map[string]*decision.Policy{}
