@@ -2,48 +2,13 @@ package statestore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"strings"
 	"testing"
 
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
+	"polc.dev/polc/executor/statestore/internal/fixture"
 )
-
-const attemptUUID = "00000000-0000-4000-8000-0000000000aa"
-
-var digest = strings.Repeat("ab", 32)
-
-// rec builds a projected record with a valid payload; its chain_hash is a
-// stand-in derived from the record id and payload, which is all the store
-// compares.
-func rec(chainID, recordID string, seq int64, op *string, p chain.Payload) executor.ProjectedRecord {
-	js, err := chain.EncodePayload(p)
-	if err != nil {
-		panic(err) // test fixture bug
-	}
-	h := sha256.Sum256([]byte(recordID + js))
-	return executor.ProjectedRecord{ChainID: chainID, RecordID: recordID, Sequence: seq, RecordType: string(p.RecordType()),
-		OperationID: op, ChainHash: hex.EncodeToString(h[:]), PayloadJSON: js}
-}
-
-func started(chainID, recordID string, seq int64, op string) executor.ProjectedRecord {
-	return rec(chainID, recordID, seq, &op, chain.OperationStartedPayload{
-		AttemptID: attemptUUID, RequestDigest: digest, RunID: ptr("run-" + op), ToolID: "tool." + op})
-}
-
-func terminal(chainID, recordID string, seq int64, op string, p chain.Payload) executor.ProjectedRecord {
-	return rec(chainID, recordID, seq, &op, p)
-}
-
-func mustApply(t *testing.T, s *SQLite, name string, recs []executor.ProjectedRecord, next string) {
-	t.Helper()
-	if err := s.ApplyProjection(context.Background(), name, 1, recs, next); err != nil {
-		t.Fatalf("apply up to %s: %v", next, err)
-	}
-}
 
 func op(t *testing.T, s *SQLite, id string) Operation {
 	t.Helper()
@@ -61,15 +26,15 @@ func TestApplyProjectionAtomicEveryStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	batch := []executor.ProjectedRecord{
-		started("c", "r1", 1, "op1"),
-		terminal("c", "r2", 2, "op0", chain.CallableFailedPayload{DurationUS: 1, ErrorClass: "io"}),
-		started("c", "r3", 3, "op2"),
+		fixture.Started("c", "r1", 1, "op1"),
+		fixture.Terminal("c", "r2", 2, "op0", chain.CallableFailedPayload{DurationUS: 1, ErrorClass: "io"}),
+		fixture.Started("c", "r3", 3, "op2"),
 	}
 	for _, failAt := range []string{"record[0]", "record[1]", "record[2]", "cursor"} {
 		t.Run(failAt, func(t *testing.T) {
 			t.Parallel()
 			s := open(t)
-			mustApply(t, s, "p", []executor.ProjectedRecord{started("c", "r0", 0, "op0")}, "1")
+			fixture.MustApply(t, s, "p", []executor.ProjectedRecord{fixture.Started("c", "r0", 0, "op0")}, "1")
 			injected := errors.New("injected crash")
 			s.hook = func(step string) error {
 				if step == failAt {
@@ -94,7 +59,7 @@ func TestApplyProjectionAtomicEveryStep(t *testing.T) {
 				t.Errorf("cursor = %q, want 1", cur)
 			}
 			s.hook = nil
-			mustApply(t, s, "p", batch, "4")
+			fixture.MustApply(t, s, "p", batch, "4")
 			if o := op(t, s, "op0"); o.Status != StatusFailed {
 				t.Errorf("op0 after retry = %s, want failed", o.Status)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"polc.dev/polc/executor"
+	"polc.dev/polc/executor/statestore/internal/fixture"
 	"polc.dev/polc/normalize"
 )
 
@@ -66,30 +67,6 @@ func count(t testing.TB, db *sql.DB, query string, args ...any) int {
 	return n
 }
 
-func ptr[T any](v T) *T { return &v }
-
-var t0 = time.Date(2026, 11, 30, 7, 28, 21, 123456789, time.UTC)
-
-func attempt(run, id string, msgs ...string) executor.AttemptRecord {
-	a := executor.AttemptRecord{
-		RunID: run, AttemptID: id, RequestID: "req-" + id, ActionID: "fs.read",
-		RequestDigest: "ab" + id, Outcome: "succeeded", ResultDigest: ptr("cd" + id),
-		CallExecuted: true, Profile: executor.ProfileDurable,
-		StartedAt: t0, FinishedAt: t0.Add(1500 * time.Microsecond),
-	}
-	for _, m := range msgs {
-		a.Outbox = append(a.Outbox, executor.OutboxMessage{MessageID: m, Topic: "attempt.finished", PayloadJSON: `{"attempt":"` + id + `"}`})
-	}
-	return a
-}
-
-func mustCommit(t testing.TB, s *SQLite, a executor.AttemptRecord) {
-	t.Helper()
-	if err := s.CommitAttempt(context.Background(), a); err != nil {
-		t.Fatalf("commit %s: %v", a.AttemptID, err)
-	}
-}
-
 // absent asserts that nothing of attempt a is in the database.
 func absent(t *testing.T, s *SQLite, a executor.AttemptRecord) {
 	t.Helper()
@@ -121,8 +98,8 @@ func TestCommitAttemptAtomicEveryStep(t *testing.T) {
 		t.Run(failAt, func(t *testing.T) {
 			t.Parallel()
 			s := open(t)
-			mustCommit(t, s, attempt("other-run", "other", "other-m"))
-			a := attempt("run", "a", "m0", "m1", "m2")
+			fixture.MustCommit(t, s, fixture.Attempt("other-run", "other", "other-m"))
+			a := fixture.Attempt("run", "a", "m0", "m1", "m2")
 			var seen []string
 			injected := errors.New("injected crash")
 			s.hook = func(step string) error {
@@ -140,7 +117,7 @@ func TestCommitAttemptAtomicEveryStep(t *testing.T) {
 			}
 			absent(t, s, a)
 			s.hook = nil
-			mustCommit(t, s, a)
+			fixture.MustCommit(t, s, a)
 			got, ok, err := s.Attempt(ctx, "a")
 			if err != nil || !ok || len(got.Outbox) != 3 {
 				t.Fatalf("after retry: %+v ok=%v err=%v", got, ok, err)
@@ -201,9 +178,9 @@ func TestReopenKeepsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := attempt("run", "a", "m0", "m1")
-	mustCommit(t, s, a)
-	recs := []executor.ProjectedRecord{started("c", "r1", 0, "op")}
+	a := fixture.Attempt("run", "a", "m0", "m1")
+	fixture.MustCommit(t, s, a)
+	recs := []executor.ProjectedRecord{fixture.Started("c", "r1", 0, "op")}
 	if err := s.ApplyProjection(ctx, "p", 1, recs, "cur-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +220,7 @@ func TestReopenKeepsData(t *testing.T) {
 	if err := s.CommitAttempt(ctx, a); !errors.As(err, &ce) {
 		t.Errorf("recommit after reopen: %v, want StateConflictError", err)
 	}
-	mustCommit(t, s, attempt("run", "b", "m2"))
+	fixture.MustCommit(t, s, fixture.Attempt("run", "b", "m2"))
 }
 
 func BenchmarkCommitAttempt(b *testing.B) {
@@ -254,7 +231,7 @@ func BenchmarkCommitAttempt(b *testing.B) {
 	for b.Loop() {
 		// 16 attempts per run, so both the new-run and existing-run paths run.
 		id := fmt.Sprintf("a-%d", i)
-		a := attempt(fmt.Sprintf("run-%d", i/16), id, id+"-m0", id+"-m1")
+		a := fixture.Attempt(fmt.Sprintf("run-%d", i/16), id, id+"-m0", id+"-m1")
 		if err := s.CommitAttempt(ctx, a); err != nil {
 			b.Fatal(err)
 		}
@@ -274,7 +251,7 @@ func BenchmarkCommitAttemptParallel(b *testing.B) {
 		for pb.Next() {
 			i := next.Add(1)
 			id := fmt.Sprintf("a-%d", i)
-			if err := s.CommitAttempt(ctx, attempt(fmt.Sprintf("run-%d", i/16), id, id+"-m0", id+"-m1")); err != nil {
+			if err := s.CommitAttempt(ctx, fixture.Attempt(fmt.Sprintf("run-%d", i/16), id, id+"-m0", id+"-m1")); err != nil {
 				b.Error(err)
 				return
 			}
