@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue"
-	cueerrors "cuelang.org/go/cue/errors"
 
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/prove"
@@ -53,57 +52,17 @@ var propertyKinds = []string{prove.Never, prove.AlwaysEscalates, prove.NeverAllo
 // properties validates one `properties` list (pv) against #Property and
 // the request patterns against their grammars.
 func (l *loader) properties(pv cue.Value) []*PropertyDecl {
-	if !pv.Exists() {
-		return nil
-	}
-	it, err := pv.List()
-	if err != nil {
-		l.diags.Add(l.pos(pv.Pos()), diag.CodeSchemaViolation, "properties must be a list")
-		return nil
-	}
 	var out []*PropertyDecl
-	for i := 0; it.Next(); i++ {
-		v := it.Value()
-		pos := l.pos(v.Pos())
-		checked := l.pschema.FillPath(cue.ParsePath("in"), v).LookupPath(cue.ParsePath("out"))
-		// The schema's request pattern is a disjunction (a string or a
-		// struct), whose errors say little ("empty disjunction",
-		// "mismatched types"): a pattern is checked below, by its
-		// grammar, and CUE's word on it is kept only when that finds
-		// nothing to say.
-		var patternErr *diag.Diagnostic
-		bad := false
-		if err := checked.Validate(cue.Concrete(true)); err != nil {
-			for _, e := range cueerrors.Errors(err) {
-				format, args := e.Msg()
-				msg := fmt.Sprintf(format, args...)
-				code := diag.CodeSchemaViolation
-				if msg == "field not allowed" {
-					code = diag.CodeUnknownField
-				}
-				p := l.userPos(e)
-				if p.File == "" {
-					p = pos
-				}
-				d := &diag.Diagnostic{Pos: p, Severity: diag.Error, Code: code, Message: fmt.Sprintf("properties[%d]: %s: %s", i, declPath(e.Path()), msg)}
-				if path := strings.SplitN(declPath(e.Path()), ".", 2); path[0] == prove.Never || path[0] == prove.AlwaysEscalates {
-					if patternErr == nil {
-						patternErr = d
-					}
-					continue
-				}
-				l.diags = append(l.diags, d)
-				bad = true
-			}
-		}
-		if bad {
-			continue
-		}
-		raw, err := v.MarshalJSON()
-		if err != nil {
-			l.diags.Add(pos, diag.CodeSchemaViolation, "properties[%d]: %v", i, err)
-			continue
-		}
+	// The schema's request pattern is a disjunction (a string or a
+	// struct), whose errors say little ("empty disjunction", "mismatched
+	// types"): a pattern is checked below, by its grammar, and CUE's word
+	// on it is kept only when that finds nothing to say.
+	patternPath := func(path string) bool {
+		first, _, _ := strings.Cut(path, ".")
+		return first == prove.Never || first == prove.AlwaysEscalates
+	}
+	l.eachListed(pv, "properties", l.pschema, patternPath, func(e listed) {
+		i, v, pos, raw := e.index, e.v, e.pos, e.raw
 		var decoded struct {
 			Name              string          `json:"name"`
 			Note              string          `json:"note"`
@@ -114,7 +73,7 @@ func (l *loader) properties(pv cue.Value) []*PropertyDecl {
 		}
 		if err := json.Unmarshal(raw, &decoded); err != nil {
 			l.diags.Add(pos, diag.CodeSchemaViolation, "properties[%d]: %v", i, err)
-			continue
+			return
 		}
 		at := func(field string) diag.Pos {
 			if fv := v.LookupPath(cue.MakePath(cue.Str(field))); fv.Exists() {
@@ -139,7 +98,7 @@ func (l *loader) properties(pv cue.Value) []*PropertyDecl {
 		}
 		if len(kinds) != 1 {
 			l.diags.Add(pos, diag.CodeSchemaViolation, "properties[%d]: want exactly one of %v, got %d", i, propertyKinds, len(kinds))
-			continue
+			return
 		}
 		pd.Property.Kind = kinds[0]
 		if patternJSON != nil {
@@ -162,16 +121,16 @@ func (l *loader) properties(pv cue.Value) []*PropertyDecl {
 					}
 				}
 				l.diags.Add(p, code, "properties[%d].%s: %v", i, field, err)
-				continue
+				return
 			}
-			if patternErr != nil {
-				l.diags = append(l.diags, patternErr)
-				continue
+			if e.held != nil {
+				l.diags = append(l.diags, e.held)
+				return
 			}
 			pd.Property.Pattern = rp
 		}
 		out = append(out, pd)
-	}
+	})
 	return out
 }
 

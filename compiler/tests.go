@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue"
-	cueerrors "cuelang.org/go/cue/errors"
 
 	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/diag"
@@ -44,40 +43,8 @@ type TestWant struct {
 
 // tests validates one `tests` list (tv) against #Test.
 func (l *loader) tests(tv cue.Value) []*TestCase {
-	if !tv.Exists() {
-		return nil
-	}
-	it, err := tv.List()
-	if err != nil {
-		l.diags.Add(l.pos(tv.Pos()), diag.CodeSchemaViolation, "tests must be a list")
-		return nil
-	}
 	var out []*TestCase
-	for i := 0; it.Next(); i++ {
-		tc := it.Value()
-		pos := l.pos(tc.Pos())
-		checked := l.tschema.FillPath(cue.ParsePath("in"), tc).LookupPath(cue.ParsePath("out"))
-		if err := checked.Validate(cue.Concrete(true)); err != nil {
-			for _, e := range cueerrors.Errors(err) {
-				format, args := e.Msg()
-				msg := fmt.Sprintf(format, args...)
-				code := diag.CodeSchemaViolation
-				if msg == "field not allowed" {
-					code = diag.CodeUnknownField
-				}
-				p := l.userPos(e)
-				if p.File == "" {
-					p = pos
-				}
-				l.diags.Add(p, code, "tests[%d]: %s: %s", i, declPath(e.Path()), msg)
-			}
-			continue
-		}
-		raw, err := tc.MarshalJSON()
-		if err != nil {
-			l.diags.Add(pos, diag.CodeSchemaViolation, "tests[%d]: %v", i, err)
-			continue
-		}
+	l.eachListed(tv, "tests", l.tschema, nil, func(e listed) {
 		var decoded struct {
 			Name    string          `json:"name"`
 			Note    string          `json:"note"`
@@ -85,17 +52,17 @@ func (l *loader) tests(tv cue.Value) []*TestCase {
 			Request json.RawMessage `json:"request"`
 			Want    TestWant        `json:"want"`
 		}
-		if err := unmarshalNumbers(raw, &decoded); err != nil {
-			l.diags.Add(pos, diag.CodeSchemaViolation, "tests[%d]: %v", i, err)
-			continue
+		if err := unmarshalNumbers(e.raw, &decoded); err != nil {
+			l.diags.Add(e.pos, diag.CodeSchemaViolation, "tests[%d]: %v", e.index, err)
+			return
 		}
 		req, err := normalize.ParseActionRequest(decoded.Request)
 		if err != nil {
-			l.diags.Add(pos, diag.CodeSchemaViolation, "tests[%d]: %v", i, err)
-			continue
+			l.diags.Add(e.pos, diag.CodeSchemaViolation, "tests[%d]: %v", e.index, err)
+			return
 		}
-		out = append(out, &TestCase{Index: i, Name: decoded.Name, Note: decoded.Note, Policy: decoded.Policy, Request: req, Want: decoded.Want, Pos: pos, JSON: raw})
-	}
+		out = append(out, &TestCase{Index: e.index, Name: decoded.Name, Note: decoded.Note, Policy: decoded.Policy, Request: req, Want: decoded.Want, Pos: e.pos, JSON: e.raw})
+	})
 	return out
 }
 

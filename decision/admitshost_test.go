@@ -1,11 +1,11 @@
 package decision_test
 
 import (
-	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"polc.dev/polc/decision"
+	"polc.dev/polc/internal/policygen"
 	"polc.dev/polc/snapshot"
 )
 
@@ -14,8 +14,8 @@ import (
 // rule matching and the host facet allowed: the egress proxy of a
 // containing backend admits what the decision engine would.
 func TestAdmitsHostIsTheHostFacet(t *testing.T) {
-	g := gen{rand.New(rand.NewPCG(11, 12))}
-	decls, res := compileRandom(t, g, 12)
+	g := newGen(11, 12)
+	decls, res := policygen.Compile(t, 12, g.policy)
 	checked, admitted := 0, 0
 	for _, s := range res.Snapshots {
 		pol, err := decision.Compile(s)

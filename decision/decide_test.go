@@ -1,19 +1,19 @@
 package decision_test
 
 import (
-	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"polc.dev/polc/decision"
+	"polc.dev/polc/internal/policygen"
 )
 
 // TestDecideIsEvaluate: Decide, the entry point a runtime embeds, gives
 // Evaluate's decision on random policies and requests.
 func TestDecideIsEvaluate(t *testing.T) {
-	g := gen{rand.New(rand.NewPCG(7, 8))}
-	decls, res := compileRandom(t, g, 10)
+	g := newGen(7, 8)
+	decls, res := policygen.Compile(t, 10, g.policy)
 	for _, s := range res.Snapshots {
 		pol, err := decision.Compile(s)
 		if err != nil {

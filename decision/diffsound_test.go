@@ -2,7 +2,6 @@ package decision_test
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -35,11 +34,11 @@ func (g gen) mutate(pol, donor map[string]any) map[string]any {
 		}
 	}
 	slices.Sort(keys)
-	k := keys[g.r.IntN(len(keys))]
+	k := keys[g.R.IntN(len(keys))]
 	sec, isSec := out[k].(map[string]any)
 	dsec, _ := don[k].(map[string]any)
 	switch {
-	case !isSec || dsec == nil || g.chance(0.3):
+	case !isSec || dsec == nil || g.Chance(0.3):
 		out[k] = don[k] // the whole section (or value)
 	default:
 		fields := make([]string, 0, len(dsec))
@@ -47,20 +46,20 @@ func (g gen) mutate(pol, donor map[string]any) map[string]any {
 			fields = append(fields, f)
 		}
 		slices.Sort(fields)
-		f := fields[g.r.IntN(len(fields))]
+		f := fields[g.R.IntN(len(fields))]
 		list, isList := sec[f].([]any)
 		dlist, _ := dsec[f].([]any)
 		switch {
-		case isList && len(list) > 0 && g.chance(0.4):
-			i := g.r.IntN(len(list))
+		case isList && len(list) > 0 && g.Chance(0.4):
+			i := g.R.IntN(len(list))
 			sec[f] = append(list[:i:i], list[i+1:]...)
-		case isList && len(dlist) > 0 && g.chance(0.5):
-			sec[f] = append(list, dlist[g.r.IntN(len(dlist))])
+		case isList && len(dlist) > 0 && g.Chance(0.5):
+			sec[f] = append(list, dlist[g.R.IntN(len(dlist))])
 		default:
 			sec[f] = dsec[f]
 		}
 	}
-	if _, ok := pol["gates"]; ok && g.chance(0.5) {
+	if _, ok := pol["gates"]; ok && g.Chance(0.5) {
 		out["gates"] = pol["gates"] // keep gate ids stable most of the time
 	}
 	return out
@@ -88,7 +87,7 @@ func soundnessRounds(seed, stream uint64) (int, gen) {
 	if n, err := strconv.ParseUint(os.Getenv("POLC_DIFF_SEED"), 10, 64); err == nil {
 		seed = n
 	}
-	return rounds, gen{rand.New(rand.NewPCG(seed, stream))}
+	return rounds, newGen(seed, stream)
 }
 
 // TestDiffIsSound checks polc diff's promise to CI — no silent widening —

@@ -40,7 +40,7 @@ func (g gen) insertBad(s, bad string) string {
 			at = append(at, i)
 		}
 	}
-	i := at[g.r.IntN(len(at))]
+	i := at[g.R.IntN(len(at))]
 	return s[:i] + bad + s[i:]
 }
 
@@ -79,8 +79,8 @@ func (g gen) corrupt(req *normalize.Normalized) *normalize.Normalized {
 		c.MCP = &m
 		fields = append(fields, &m.Server, &m.Tool)
 	}
-	f := fields[g.r.IntN(len(fields))]
-	*f = g.insertBad(*f, badTexts[g.r.IntN(len(badTexts))])
+	f := fields[g.R.IntN(len(fields))]
+	*f = g.insertBad(*f, badTexts[g.R.IntN(len(badTexts))])
 	return &c
 }
 
@@ -123,15 +123,15 @@ func ansiC(word string) string {
 // member, or encoded so that only decoding makes it (a $'\xHH' escape in a
 // command, a %HH escape in an MCP resource), with the words of argv.
 func (g gen) corruptAction(argv []string) (normalize.ActionRequest, string) {
-	bad := badTexts[g.r.IntN(len(badTexts))]
+	bad := badTexts[g.R.IntN(len(badTexts))]
 	req := normalize.ActionRequest{Action: "bash", Principal: "agent:a", Tenant: "t1", Workspace: "/ws"}
 	words := append([]string(nil), argv...)
-	switch g.r.IntN(5) {
+	switch g.R.IntN(5) {
 	case 0:
 		if bad == "\x00" {
 			bad = "\xff" // bash ends a $'…' word at a NUL: nothing to refuse
 		}
-		i := g.r.IntN(len(words))
+		i := g.R.IntN(len(words))
 		words[i] = g.insertBad(words[i], bad)
 		for k, w := range words {
 			words[k] = ansiC(w)
@@ -219,12 +219,12 @@ func checkPatternTextRefused(t *testing.T, g gen, decl map[string]any) {
 	}
 	walk(cp)
 	const marker = "MARKER-NO-TEXT"
-	l := lists[g.r.IntN(len(lists))]
-	i := g.r.IntN(len(l))
+	l := lists[g.R.IntN(len(lists))]
+	i := g.R.IntN(len(l))
 	l[i] = g.insertBad(l[i].(string), marker)
 	src, _ := json.Marshal(map[string]any{"policies": map[string]any{"p": cp}})
-	bad := badTexts[g.r.IntN(len(badTexts))]
-	if g.chance(0.3) {
+	bad := badTexts[g.R.IntN(len(badTexts))]
+	if g.Chance(0.3) {
 		bad = `\u0000` // an escape: the file is text, the string is not
 	}
 	src = bytes.Replace(src, []byte(marker), []byte(bad), 1)
@@ -270,8 +270,8 @@ func checkSnapshotTextRefused(t *testing.T, g gen, s *snapshot.Snapshot) {
 	if len(patterns) == 0 {
 		return
 	}
-	p := patterns[g.r.IntN(len(patterns))]
-	*p = g.insertBad(*p, badTexts[g.r.IntN(len(badTexts))])
+	p := patterns[g.R.IntN(len(patterns))]
+	*p = g.insertBad(*p, badTexts[g.R.IntN(len(badTexts))])
 	// The rule's id no longer matches its pattern either: the pattern is
 	// checked first, and the error must say that it is no text.
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "UTF-8 in pattern") && !strings.Contains(err.Error(), "NUL in pattern") {

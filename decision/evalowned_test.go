@@ -1,12 +1,12 @@
 package decision_test
 
 import (
-	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"polc.dev/polc/decision"
+	"polc.dev/polc/internal/policygen"
 	"polc.dev/polc/normalize"
 )
 
@@ -16,8 +16,8 @@ import (
 // (cmp without EquateEmpty tells nil from empty), and a decision written
 // into the buffers never shares a list with another list.
 func TestEvaluateOwnedMatchesEvaluate(t *testing.T) {
-	g := gen{rand.New(rand.NewPCG(5, 6))}
-	decls, res := compileRandom(t, g, 25)
+	g := newGen(5, 6)
+	decls, res := policygen.Compile(t, 25, g.policy)
 	sizes := [][2]int{{-1, -1}, {0, 0}, {1, 1}, {3, 8}, {2, 20}, {8, 3}}
 	dispositions := map[string]int{}
 	for _, s := range res.Snapshots {

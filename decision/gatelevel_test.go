@@ -58,11 +58,11 @@ var gateSelectors = []string{
 // prefix added to its first wildcard.
 func (g gen) narrow(kind pattern.Kind, p string) string {
 	var out string
-	switch g.r.IntN(5) {
+	switch g.R.IntN(5) {
 	case 0:
 		out = p
 	case 1, 2:
-		out = g.instantiate(p)
+		out = g.Instantiate(p)
 	default:
 		i := strings.IndexAny(p, "*?")
 		if i < 0 {
@@ -98,12 +98,12 @@ func (g gen) gateChild(parent map[string]any) (map[string]any, []string) {
 	for _, l := range allowLists {
 		psec, _ := parent[l.section].(map[string]any)
 		plist, _ := psec[l.field].([]string)
-		if !g.chance(0.5) {
+		if !g.Chance(0.5) {
 			continue
 		}
 		list := []string{}
 		for _, p := range plist {
-			if g.chance(0.3) {
+			if g.Chance(0.3) {
 				continue
 			}
 			n := g.narrow(l.kind, p)
@@ -115,70 +115,70 @@ func (g gen) gateChild(parent map[string]any) (map[string]any, []string) {
 				narrowed = append(narrowed, l.prefix+n)
 			}
 		}
-		if g.chance(0.05) {
-			list = append(list, g.pick("/etc/**", "*", "rm *")) // usually a widening, refused
+		if g.Chance(0.05) {
+			list = append(list, g.Pick("/etc/**", "*", "rm *")) // usually a widening, refused
 		}
 		section(l.section)[l.field] = list
 	}
-	if nsec, _ := parent["network"].(map[string]any); nsec["mode"] == "allow" && g.chance(0.3) {
+	if nsec, _ := parent["network"].(map[string]any); nsec["mode"] == "allow" && g.Chance(0.3) {
 		// The parent allows every host: the child narrows to a list.
 		s := section("network")
 		s["mode"] = "allowlist"
 		if _, ok := s["allow"]; !ok {
-			s["allow"] = g.list(2, pattern.Host, g.hostPattern)
+			s["allow"] = g.List(2, pattern.Host, g.HostPattern)
 		}
 	}
-	if ssec, _ := parent["subprocess"].(map[string]any); ssec["mode"] == "allow" && g.chance(0.3) {
+	if ssec, _ := parent["subprocess"].(map[string]any); ssec["mode"] == "allow" && g.Chance(0.3) {
 		s := section("subprocess")
 		s["mode"] = "allowlist"
 		if _, ok := s["allow"]; !ok {
-			s["allow"] = g.list(2, pattern.Command, g.cmdPattern)
+			s["allow"] = g.List(2, pattern.Command, g.CmdPattern)
 		}
 	}
-	if g.chance(0.3) {
-		section("actions")["deny"] = g.list(1, "qualified", g.qualified)
+	if g.Chance(0.3) {
+		section("actions")["deny"] = g.List(1, "qualified", g.qualified)
 	}
-	if g.chance(0.2) {
-		section("subprocess")["deny"] = g.list(1, pattern.Command, g.cmdPattern)
+	if g.Chance(0.2) {
+		section("subprocess")["deny"] = g.List(1, pattern.Command, g.CmdPattern)
 	}
-	if b, ok := parent["budgets"].(map[string]any); ok && g.chance(0.5) {
-		child["budgets"] = map[string]any{"calls": max(1, b["calls"].(int)-g.r.IntN(2))}
+	if b, ok := parent["budgets"].(map[string]any); ok && g.Chance(0.5) {
+		child["budgets"] = map[string]any{"calls": max(1, b["calls"].(int)-g.R.IntN(2))}
 	}
-	if _, ok := parent["expires_at"]; ok && g.chance(0.3) {
+	if _, ok := parent["expires_at"]; ok && g.Chance(0.3) {
 		child["expires_at"] = "2026-08-01T00:00:00Z"
 	}
 	switch pg, _ := parent["gates"].([]any); {
-	case len(pg) > 0 && g.chance(0.3):
+	case len(pg) > 0 && g.Chance(0.3):
 		// The parent's gate ids again, each at a random level.
 		var gates []any
 		for _, x := range pg {
 			m := x.(map[string]any)
 			sel := m["rules"]
-			if g.chance(0.3) {
-				sel = []string{g.pick(gateSelectors...)}
+			if g.Chance(0.3) {
+				sel = []string{g.Pick(gateSelectors...)}
 			}
-			gates = append(gates, map[string]any{"id": m["id"], "level": g.pick("hard", "soft", "advisory"), "rules": sel})
+			gates = append(gates, map[string]any{"id": m["id"], "level": g.Pick("hard", "soft", "advisory"), "rules": sel})
 		}
 		child["gates"] = gates
-	case g.chance(0.55):
+	case g.Chance(0.55):
 		var gates []any
-		for i := range 1 + g.r.IntN(3) {
+		for i := range 1 + g.R.IntN(3) {
 			var sel []string
-			for range 1 + g.r.IntN(2) {
-				sel = append(sel, g.pick(gateSelectors...))
+			for range 1 + g.R.IntN(2) {
+				sel = append(sel, g.Pick(gateSelectors...))
 			}
-			if len(narrowed) > 0 && g.chance(0.4) {
+			if len(narrowed) > 0 && g.Chance(0.4) {
 				// Exactly some narrowed rules: no parent rule id is
 				// captured, so only the facet's level can tell.
 				sel = nil
 				for _, id := range narrowed {
-					if g.chance(0.7) {
+					if g.Chance(0.7) {
 						sel = append(sel, id)
 					}
 				}
 				sel = append(sel, narrowed[0])
 			}
-			gates = append(gates, map[string]any{"id": fmt.Sprintf("c%d", i), "level": g.pick("hard", "soft", "advisory", "advisory"), "rules": sel})
+			gates = append(gates, map[string]any{"id": fmt.Sprintf("c%d", i), "level": g.Pick("hard", "soft", "advisory", "advisory"), "rules": sel})
 		}
 		child["gates"] = gates
 	}
@@ -211,14 +211,14 @@ func TestGateLevelsNeverWiden(t *testing.T) {
 	for round := range rounds {
 		parent := g.policy()
 		child, narrowed := g.gateChild(parent)
-		if len(narrowed) > 0 && g.chance(0.25) {
+		if len(narrowed) > 0 && g.Chance(0.25) {
 			// A parent that pre-arms an advisory (or soft) gate for rules
 			// only its children will have: a child that declares no gates
 			// inherits it, and its narrowed rules fall into it.
 			pg, _ := parent["gates"].([]any)
-			parent["gates"] = append(pg, map[string]any{"id": "pre", "level": g.pick("advisory", "soft"),
-				"rules": []string{narrowed[g.r.IntN(len(narrowed))]}})
-			if _, ok := child["gates"]; ok && g.chance(0.7) {
+			parent["gates"] = append(pg, map[string]any{"id": "pre", "level": g.Pick("advisory", "soft"),
+				"rules": []string{narrowed[g.R.IntN(len(narrowed))]}})
+			if _, ok := child["gates"]; ok && g.Chance(0.7) {
 				delete(child, "gates")
 			}
 		}

@@ -9,7 +9,7 @@ import (
 
 	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
-	"polc.dev/polc/internal/regoeval"
+	"polc.dev/polc/internal/compiletest"
 	"polc.dev/polc/normalize"
 )
 
@@ -26,19 +26,14 @@ func TestDecisionCorpus(t *testing.T) {
 			if res.Diagnostics.HasErrors() {
 				t.Fatal(res.Diagnostics)
 			}
-			bb, err := compiler.WriteBundle(res.Snapshots, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			eng, err := regoeval.New(context.Background(), bb)
-			if err != nil {
-				t.Fatal(err)
-			}
+			eng := compiletest.OPA(t, res.Snapshots)
 			pols := map[string]*decision.Policy{}
 			for _, s := range res.Snapshots {
-				if pols[s.Name], err = decision.Compile(s); err != nil {
+				p, err := decision.Compile(s)
+				if err != nil {
 					t.Fatal(err)
 				}
+				pols[s.Name] = p
 			}
 			for _, tc := range res.Tests {
 				if tc.Note == "" {
@@ -50,9 +45,11 @@ func TestDecisionCorpus(t *testing.T) {
 					decisions["normalizer"] = decision.Decision{Disposition: decision.Deny, Reasons: []string{nerr.Reason}}
 				} else {
 					decisions["native"], _ = pols[tc.Policy].Evaluate(req)
-					if decisions["opa"], err = eng.Evaluate(context.Background(), tc.Policy, req); err != nil {
+					d, err := eng.Evaluate(context.Background(), tc.Policy, req)
+					if err != nil {
 						t.Fatal(err)
 					}
+					decisions["opa"] = d
 				}
 				for engine, d := range decisions {
 					if msg := tc.Want.Check(d); msg != "" {

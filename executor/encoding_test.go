@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/internal/compiletest"
@@ -35,14 +34,7 @@ func fffdPolicy(t *testing.T) (*snapshot.Snapshot, *regoeval.Engine) {
 	if res.Diagnostics.HasErrors() {
 		t.Fatal(res.Diagnostics)
 	}
-	bb, err := compiler.WriteBundle(res.Snapshots, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := regoeval.New(context.Background(), bb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := compiletest.OPA(t, res.Snapshots)
 	return res.Snapshots[0], eng
 }
 

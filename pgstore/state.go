@@ -14,7 +14,6 @@ import (
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/statestore"
-	"polc.dev/polc/normalize"
 )
 
 // State is the durable state on PostgreSQL: executor.StateStore,
@@ -26,6 +25,9 @@ import (
 // under a lock on its row, and a conflict is decided by a unique key, so
 // no two processes commit the same attempt, message, nonce or count.
 type State struct {
+	// BudgetLedger is the budget ledger on this database.
+	statestore.BudgetLedger
+
 	pool *pgxpool.Pool
 	name string
 }
@@ -44,7 +46,9 @@ func OpenState(ctx context.Context, dsn string) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &State{pool: pool, name: Redact(dsn)}, nil
+	s := &State{pool: pool, name: Redact(dsn)}
+	s.BudgetLedger = statestore.NewBudgetLedger("pgstore", pgBudget{s})
+	return s, nil
 }
 
 // Close closes the connections.
@@ -216,16 +220,8 @@ func queryStrings(ctx context.Context, tx pgx.Tx, query string, args ...any) ([]
 // record_id, version), the operation state they derive and the
 // projector's cursor, in one transaction, or nothing.
 func (s *State) ApplyProjection(ctx context.Context, projector string, version int, records []executor.ProjectedRecord, next string) error {
-	if projector == "" {
-		return &statestore.InputError{What: "projection", Reason: "empty projector name"}
-	}
-	if version < 1 {
-		return &statestore.InputError{What: "projection " + projector, Reason: fmt.Sprintf("version %d < 1", version)}
-	}
-	for i := range records {
-		if err := statestore.CheckProjected(&records[i]); err != nil {
-			return err
-		}
+	if err := statestore.CheckProjection(projector, version, records); err != nil {
+		return err
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		// The projector's row is locked for the transaction: two
@@ -235,9 +231,10 @@ func (s *State) ApplyProjection(ctx context.Context, projector string, version i
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return err
-		case committed != version:
-			return &executor.StateConflictError{Key: "projector " + projector,
-				Reason: fmt.Sprintf("its cursor was committed under projection version %d, not %d; a new version needs a new projector name", committed, version)}
+		default:
+			if err := statestore.CheckCursorVersion(projector, committed, version); err != nil {
+				return err
+			}
 		}
 		for i := range records {
 			r := &records[i]
@@ -277,9 +274,7 @@ func (s *State) ApplyProjection(ctx context.Context, projector string, version i
 	})
 }
 
-// projected reports whether r is already applied under version; one
-// applied under any version with another chain_hash is
-// *executor.ProjectionConflictError.
+// projected reports whether r is already applied under version.
 func projected(ctx context.Context, tx pgx.Tx, r *executor.ProjectedRecord, version int) (bool, error) {
 	rows, err := tx.Query(ctx, `SELECT projection_version, chain_hash FROM polc_projected_records
 		WHERE chain_id = $1 AND record_id = $2`, r.ChainID, r.RecordID)
@@ -287,85 +282,44 @@ func projected(ctx context.Context, tx pgx.Tx, r *executor.ProjectedRecord, vers
 		return false, err
 	}
 	defer rows.Close()
-	done := false
-	for rows.Next() {
-		var v int
-		var have string
-		if err := rows.Scan(&v, &have); err != nil {
-			return false, err
-		}
-		if have != r.ChainHash {
-			return false, &executor.ProjectionConflictError{ChainID: r.ChainID, RecordID: r.RecordID, Projected: have, Got: r.ChainHash}
-		}
-		done = done || v == version
-	}
-	return done, rows.Err()
-}
-
-func recordWhat(r *executor.ProjectedRecord) string {
-	return "record " + r.RecordID + " of chain " + r.ChainID
+	return statestore.ScanProjected(rows, r, version)
 }
 
 // applyOperation derives operation state from one newly applied record,
 // as statestore.SQLite does; the operation's row is locked while it is
 // read and changed.
 func applyOperation(ctx context.Context, tx pgx.Tx, r *executor.ProjectedRecord) error {
-	t := chain.Type(r.RecordType)
-	if t != chain.OperationStarted && !t.Terminal() {
-		return nil
+	c, ok, err := statestore.OperationChangeOf(r)
+	if !ok || err != nil {
+		return err
 	}
-	p, err := chain.DecodePayload(t, r.PayloadJSON)
-	if err != nil {
-		return &statestore.InputError{What: recordWhat(r), Reason: err.Error()}
-	}
-	opID := *r.OperationID
-	key := "operation " + opID
-	if t == chain.OperationStarted {
-		st, ok := p.(chain.OperationStartedPayload)
-		if !ok {
-			return &statestore.InputError{What: recordWhat(r), Reason: fmt.Sprintf("payload decoded as %T", p)}
-		}
+	if c.Type == chain.OperationStarted {
+		st := &c.Start
 		tag, err := tx.Exec(ctx, `INSERT INTO polc_operations(operation_id, chain_id, run_id, attempt_id, tool_id, request_digest, status, started_record_id)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (operation_id) DO NOTHING`,
-			opID, r.ChainID, st.RunID, st.AttemptID, st.ToolID, st.RequestDigest, statestore.StatusRunning, r.RecordID)
+			c.OperationID, r.ChainID, st.RunID, st.AttemptID, st.ToolID, st.RequestDigest, statestore.StatusRunning, r.RecordID)
 		if err != nil || tag.RowsAffected() == 1 {
 			return err
 		}
 		var startedBy string
-		if err := tx.QueryRow(ctx, "SELECT started_record_id FROM polc_operations WHERE operation_id = $1", opID).Scan(&startedBy); err != nil {
+		if err := tx.QueryRow(ctx, "SELECT started_record_id FROM polc_operations WHERE operation_id = $1", c.OperationID).Scan(&startedBy); err != nil {
 			return err
 		}
-		if startedBy == r.RecordID {
-			return nil // the same start, applied under another version
-		}
-		return &executor.StateConflictError{Key: key, Reason: fmt.Sprintf("already started by record %s; %s starts it again", startedBy, r.RecordID)}
+		return c.Restarted(startedBy)
 	}
 	var chainID string
 	var terminalBy *string
-	err = tx.QueryRow(ctx, "SELECT chain_id, terminal_record_id FROM polc_operations WHERE operation_id = $1 FOR UPDATE", opID).Scan(&chainID, &terminalBy)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// A restart never infers anything from absence.
-		return &statestore.InputError{What: recordWhat(r), Reason: fmt.Sprintf("%s for operation %s, which has no operation_started", t, opID)}
-	}
-	if err != nil {
+	err = tx.QueryRow(ctx, "SELECT chain_id, terminal_record_id FROM polc_operations WHERE operation_id = $1 FOR UPDATE", c.OperationID).Scan(&chainID, &terminalBy)
+	found := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
-	if chainID != r.ChainID {
-		return &executor.StateConflictError{Key: key, Reason: fmt.Sprintf("started in chain %s; %s of chain %s ends it", chainID, r.RecordID, r.ChainID)}
-	}
-	if terminalBy != nil {
-		if *terminalBy == r.RecordID {
-			return nil
-		}
-		return &executor.StateConflictError{Key: key, Reason: fmt.Sprintf("already ended by record %s; %s (%s) would end it again", *terminalBy, r.RecordID, t)}
-	}
-	status, reason, result, dur, err := statestore.TerminalState(r, p)
-	if err != nil {
+	if done, err := c.CheckEnd(found, chainID, terminalBy); done || err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, `UPDATE polc_operations SET status = $1, terminal_record_id = $2, terminal_type = $3,
 		reason_code = $4, result_digest = $5, duration_us = $6 WHERE operation_id = $7 AND terminal_record_id IS NULL`,
-		status, r.RecordID, string(t), reason, result, dur, opID)
+		c.Status, r.RecordID, string(c.Type), c.ReasonCode, c.ResultDigest, c.DurationUS, c.OperationID)
 	return err
 }
 
@@ -412,104 +366,18 @@ func (s *State) UseApprovalNonce(ctx context.Context, nonce, approvalID string, 
 }
 
 // The budget ledger: statestore.SQLite's rows (one per window recorded
-// in, and the account's past as window 0), judged by
-// executor.BudgetAccount. Each change locks the key's row in
+// in, and the account's past as window 0) in polc_budget_usage, judged by
+// statestore.BudgetLedger. Each change locks the key's row in
 // polc_budget_accounts first, so reservations of many processes on one
 // key each see a count of their own.
 
-func checkBudgetKey(key executor.BudgetKey, window int64) error {
-	switch {
-	case key.Principal == "" || key.PolicyID == "":
-		return &statestore.InputError{What: "budget key", Reason: "principal and policy id must be set"}
-	case window < 0:
-		return &statestore.InputError{What: "budget window", Reason: fmt.Sprintf("%d is negative", window)}
-	}
-	return nil
-}
+// pgBudget is the database as statestore.BudgetLedger's BudgetStore.
+type pgBudget struct{ s *State }
 
-type querier interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}
-
-func loadAccount(ctx context.Context, q querier, key executor.BudgetKey, only *executor.BudgetReservation) (*executor.BudgetAccount, error) {
-	query := `SELECT window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds FROM polc_budget_usage
-		WHERE tenant = $1 AND principal = $2 AND policy_id = $3`
-	args := []any{key.Tenant, key.Principal, key.PolicyID}
-	if only != nil {
-		query += ` AND (window_us = 0 OR (window_us = $4 AND window_start_us = $5))`
-		args = append(args, only.WindowMicroseconds, only.WindowStart)
-	}
-	rows, err := q.Query(ctx, query+` ORDER BY window_us, window_start_us`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	a := &executor.BudgetAccount{}
-	for rows.Next() {
-		var b executor.BudgetBucket
-		var end *int64
-		if err := rows.Scan(&b.Window, &b.Start, &end, &b.Usage.Calls, &b.Usage.Tokens, &b.Usage.CostMicrounits, &b.Usage.WallMicroseconds); err != nil {
-			return nil, err
-		}
-		if b.Window == 0 {
-			a.Past, a.PastEndKnown = b.Usage, end != nil
-			if end != nil {
-				a.PastEnd = *end
-			}
-		} else {
-			a.Buckets = append(a.Buckets, b)
-		}
-	}
-	return a, rows.Err()
-}
-
-func saveAccount(ctx context.Context, tx pgx.Tx, key executor.BudgetKey, before, after *executor.BudgetAccount) error {
-	type wk struct{ window, start int64 }
-	was := make(map[wk]normalize.Usage, len(before.Buckets))
-	for _, b := range before.Buckets {
-		was[wk{b.Window, b.Start}] = b.Usage
-	}
-	for _, b := range after.Buckets {
-		k := wk{b.Window, b.Start}
-		u, ok := was[k]
-		delete(was, k)
-		if ok && u == b.Usage {
-			continue
-		}
-		if err := writeRow(ctx, tx, key, b, nil); err != nil {
-			return err
-		}
-	}
-	for k := range was {
-		if _, err := tx.Exec(ctx, `DELETE FROM polc_budget_usage WHERE tenant = $1 AND principal = $2 AND policy_id = $3 AND window_us = $4 AND window_start_us = $5`,
-			key.Tenant, key.Principal, key.PolicyID, k.window, k.start); err != nil {
-			return err
-		}
-	}
-	if after.Past == before.Past && after.PastEndKnown == before.PastEndKnown && after.PastEnd == before.PastEnd ||
-		after.Past == (normalize.Usage{}) && !after.PastEndKnown {
-		return nil
-	}
-	var end *int64
-	if after.PastEndKnown {
-		end = &after.PastEnd
-	}
-	return writeRow(ctx, tx, key, executor.BudgetBucket{Usage: after.Past}, end)
-}
-
-func writeRow(ctx context.Context, tx pgx.Tx, key executor.BudgetKey, b executor.BudgetBucket, end *int64) error {
-	_, err := tx.Exec(ctx, `INSERT INTO polc_budget_usage(tenant, principal, policy_id, window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-		ON CONFLICT (tenant, principal, policy_id, window_us, window_start_us) DO UPDATE SET end_us = excluded.end_us,
-			calls = excluded.calls, tokens = excluded.tokens, cost_microunits = excluded.cost_microunits, wall_microseconds = excluded.wall_microseconds`,
-		key.Tenant, key.Principal, key.PolicyID, b.Window, b.Start, end, b.Usage.Calls, b.Usage.Tokens, b.Usage.CostMicrounits, b.Usage.WallMicroseconds)
-	return err
-}
-
-// modify applies f to key's account in one transaction, under the lock of
+// WriteBudget implements statestore.BudgetStore: f runs under the lock of
 // the key's account row.
-func (s *State) modify(ctx context.Context, key executor.BudgetKey, only *executor.BudgetReservation, f func(*executor.BudgetAccount)) error {
-	return s.tx(ctx, func(tx pgx.Tx) error {
+func (b pgBudget) WriteBudget(ctx context.Context, key executor.BudgetKey, f func(statestore.BudgetRows) error) error {
+	return b.s.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO polc_budget_accounts(tenant, principal, policy_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
 			key.Tenant, key.Principal, key.PolicyID); err != nil {
 			return err
@@ -518,89 +386,55 @@ func (s *State) modify(ctx context.Context, key executor.BudgetKey, only *execut
 			key.Tenant, key.Principal, key.PolicyID); err != nil {
 			return err
 		}
-		a, err := loadAccount(ctx, tx, key, only)
-		if err != nil {
-			return err
-		}
-		before := *a
-		before.Buckets = slices.Clone(a.Buckets)
-		f(a)
-		return saveAccount(ctx, tx, key, &before, a)
+		return f(pgBudgetRows{tx})
 	})
 }
 
-// Reserve implements executor.BudgetLedger.
-func (s *State) Reserve(ctx context.Context, key executor.BudgetKey, window int64, now time.Time) (executor.BudgetReservation, normalize.Usage, error) {
-	if err := checkBudgetKey(key, window); err != nil {
-		return executor.BudgetReservation{}, normalize.Usage{}, err
+// ReadBudget implements statestore.BudgetStore: one statement reads an
+// account, so it needs no transaction.
+func (b pgBudget) ReadBudget(ctx context.Context, f func(statestore.BudgetRows) error) error {
+	return f(pgBudgetRows{b.s.pool})
+}
+
+// pgBudgetRows is polc_budget_usage through q: a transaction, or the pool
+// for a read.
+type pgBudgetRows struct {
+	q interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 	}
-	var res executor.BudgetReservation
-	var before normalize.Usage
-	err := s.modify(ctx, key, nil, func(a *executor.BudgetAccount) {
-		var start int64
-		start, before = a.Record(window, now, normalize.Usage{Calls: 1})
-		res = executor.BudgetReservation{Key: key, WindowMicroseconds: window, WindowStart: start}
-	})
+}
+
+// LoadBudget implements statestore.BudgetRows.
+func (r pgBudgetRows) LoadBudget(ctx context.Context, key executor.BudgetKey, only *executor.BudgetReservation) (*executor.BudgetAccount, error) {
+	query := `SELECT window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds FROM polc_budget_usage
+		WHERE tenant = $1 AND principal = $2 AND policy_id = $3`
+	args := []any{key.Tenant, key.Principal, key.PolicyID}
+	if only != nil {
+		query += ` AND (window_us = 0 OR (window_us = $4 AND window_start_us = $5))`
+		args = append(args, only.WindowMicroseconds, only.WindowStart)
+	}
+	rows, err := r.q.Query(ctx, query+` ORDER BY window_us, window_start_us`, args...)
 	if err != nil {
-		return executor.BudgetReservation{}, normalize.Usage{}, fmt.Errorf("pgstore: budget reserve: %w", err)
+		return nil, err
 	}
-	return res, before, nil
+	defer rows.Close()
+	return statestore.ScanBudgetAccount(rows)
 }
 
-func (s *State) update(ctx context.Context, op string, res executor.BudgetReservation, f func(*normalize.Usage)) error {
-	if err := checkBudgetKey(res.Key, res.WindowMicroseconds); err != nil {
-		return err
-	}
-	if err := s.modify(ctx, res.Key, &res, func(a *executor.BudgetAccount) { a.Adjust(res.WindowMicroseconds, res.WindowStart, f) }); err != nil {
-		return fmt.Errorf("pgstore: budget %s: %w", op, err)
-	}
-	return nil
+// PutBudget implements statestore.BudgetRows.
+func (r pgBudgetRows) PutBudget(ctx context.Context, key executor.BudgetKey, b executor.BudgetBucket, end *int64) error {
+	_, err := r.q.Exec(ctx, `INSERT INTO polc_budget_usage(tenant, principal, policy_id, window_us, window_start_us, end_us, calls, tokens, cost_microunits, wall_microseconds)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (tenant, principal, policy_id, window_us, window_start_us) DO UPDATE SET end_us = excluded.end_us,
+			calls = excluded.calls, tokens = excluded.tokens, cost_microunits = excluded.cost_microunits, wall_microseconds = excluded.wall_microseconds`,
+		key.Tenant, key.Principal, key.PolicyID, b.Window, b.Start, end, b.Usage.Calls, b.Usage.Tokens, b.Usage.CostMicrounits, b.Usage.WallMicroseconds)
+	return err
 }
 
-// Settle implements executor.BudgetLedger.
-func (s *State) Settle(ctx context.Context, res executor.BudgetReservation, u normalize.Usage) error {
-	if err := executor.CheckUsage(u); err != nil {
-		return &statestore.InputError{What: "budget settlement", Reason: err.Error()}
-	}
-	return s.update(ctx, "settle", res, func(r *normalize.Usage) { *r = r.Plus(u) })
+// DeleteBudget implements statestore.BudgetRows.
+func (r pgBudgetRows) DeleteBudget(ctx context.Context, key executor.BudgetKey, window, start int64) error {
+	_, err := r.q.Exec(ctx, `DELETE FROM polc_budget_usage WHERE tenant = $1 AND principal = $2 AND policy_id = $3 AND window_us = $4 AND window_start_us = $5`,
+		key.Tenant, key.Principal, key.PolicyID, window, start)
+	return err
 }
-
-// Release implements executor.BudgetLedger.
-func (s *State) Release(ctx context.Context, res executor.BudgetReservation) error {
-	return s.update(ctx, "release", res, func(r *normalize.Usage) {
-		if r.Calls > 0 {
-			r.Calls--
-		}
-	})
-}
-
-// Charge implements executor.BudgetLedger.
-func (s *State) Charge(ctx context.Context, key executor.BudgetKey, window int64, now time.Time, u normalize.Usage) error {
-	if err := checkBudgetKey(key, window); err != nil {
-		return err
-	}
-	if err := executor.CheckUsage(u); err != nil {
-		return &statestore.InputError{What: "budget charge", Reason: err.Error()}
-	}
-	if err := s.modify(ctx, key, nil, func(a *executor.BudgetAccount) { a.Record(window, now, u) }); err != nil {
-		return fmt.Errorf("pgstore: budget charge: %w", err)
-	}
-	return nil
-}
-
-// Usage implements executor.BudgetLedger.
-func (s *State) Usage(ctx context.Context, key executor.BudgetKey, window int64, now time.Time) (normalize.Usage, error) {
-	if err := checkBudgetKey(key, window); err != nil {
-		return normalize.Usage{}, err
-	}
-	a, err := loadAccount(ctx, s.pool, key, nil)
-	if err != nil {
-		return normalize.Usage{}, err
-	}
-	_, u := a.UsageAt(window, now)
-	return u, nil
-}
-
-// Persistent implements executor.BudgetLedger: the usage is in the
-// database.
-func (s *State) Persistent() bool { return true }

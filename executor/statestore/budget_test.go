@@ -2,10 +2,8 @@ package statestore
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,135 +16,6 @@ var (
 	hour      = int64(time.Hour / time.Microsecond)
 	bt0       = time.Date(2026, 3, 15, 12, 0, 0, 0, time.UTC)
 )
-
-// TestBudgetLedgerAccounts: a reservation counts a call before the
-// outcome is known, a release takes it back, a settlement adds what the
-// call consumed, and a window that ends starts the next from nothing.
-func TestBudgetLedgerAccounts(t *testing.T) {
-	t.Parallel()
-	s := open(t)
-	ctx := context.Background()
-	r1, before, err := s.Reserve(ctx, budgetKey, hour, bt0.Add(time.Minute))
-	if err != nil || before != (normalize.Usage{}) {
-		t.Fatalf("first reserve: %v, usage %+v", err, before)
-	}
-	r2, before, err := s.Reserve(ctx, budgetKey, hour, bt0.Add(2*time.Minute))
-	if err != nil || before.Calls != 1 {
-		t.Fatalf("second reserve: %v, usage %+v; want the first call counted", err, before)
-	}
-	if r1.WindowStart != bt0.UnixMicro() || r2.WindowStart != r1.WindowStart {
-		t.Fatalf("windows %d, %d; want both from %d", r1.WindowStart, r2.WindowStart, bt0.UnixMicro())
-	}
-	if err := s.Release(ctx, r1); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Settle(ctx, r2, normalize.Usage{Tokens: 7, WallMicroseconds: 300}); err != nil {
-		t.Fatal(err)
-	}
-	want := normalize.Usage{Calls: 1, Tokens: 7, WallMicroseconds: 300}
-	if u, err := s.Usage(ctx, budgetKey, hour, bt0.Add(59*time.Minute)); err != nil || u != want {
-		t.Fatalf("usage %+v (%v), want %+v", u, err, want)
-	}
-	// Another key: counted apart. Another window length: the same
-	// account, judged on every window that overlaps (the lifetime
-	// overlaps all).
-	if u, _ := s.Usage(ctx, executor.BudgetKey{Tenant: "acme", Principal: "agent:b", PolicyID: "p"}, hour, bt0); u != (normalize.Usage{}) {
-		t.Errorf("another principal's usage %+v", u)
-	}
-	if u, _ := s.Usage(ctx, budgetKey, 0, bt0); u != want {
-		t.Errorf("the lifetime window's usage %+v, want the hour's %+v", u, want)
-	}
-	// The next hour starts from nothing; settling the old window's
-	// reservation afterwards changes nothing in it.
-	r3, before, err := s.Reserve(ctx, budgetKey, hour, bt0.Add(time.Hour))
-	if err != nil || before != (normalize.Usage{}) || r3.WindowStart != bt0.Add(time.Hour).UnixMicro() {
-		t.Fatalf("reserve in the next window: %v, usage %+v, window %d", err, before, r3.WindowStart)
-	}
-	if err := s.Settle(ctx, r2, normalize.Usage{Tokens: 1000}); err != nil {
-		t.Fatal(err)
-	}
-	if u, _ := s.Usage(ctx, budgetKey, hour, bt0.Add(time.Hour)); u != (normalize.Usage{Calls: 1}) {
-		t.Errorf("next window's usage %+v, want one call", u)
-	}
-	// A clock stepped back into the ended window counts in the later one.
-	_, before, err = s.Reserve(ctx, budgetKey, hour, bt0)
-	if err != nil || before.Calls != 1 {
-		t.Errorf("reserve with the clock stepped back: %v, usage %+v; want the later window's", err, before)
-	}
-	var ie *InputError
-	if err := s.Settle(ctx, r3, normalize.Usage{Tokens: -1}); !errors.As(err, &ie) {
-		t.Errorf("negative settlement: %v, want InputError", err)
-	}
-	if _, _, err := s.Reserve(ctx, executor.BudgetKey{Tenant: "acme"}, hour, bt0); !errors.As(err, &ie) {
-		t.Errorf("empty key: %v, want InputError", err)
-	}
-}
-
-// TestBudgetLedgerSurvivesReopen: the usage is in the file.
-func TestBudgetLedgerSurvivesReopen(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "state.db")
-	s, err := OpenSQLite(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	for range 3 {
-		r, _, err := s.Reserve(ctx, budgetKey, 0, bt0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Settle(ctx, r, normalize.Usage{WallMicroseconds: 10}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.Close()
-	s, err = OpenSQLite(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if u, err := s.Usage(ctx, budgetKey, 0, bt0.Add(1000*time.Hour)); err != nil || u != (normalize.Usage{Calls: 3, WallMicroseconds: 30}) {
-		t.Fatalf("usage after reopening %+v (%v), want 3 calls and 30 µs", u, err)
-	}
-}
-
-// TestConcurrentBudgetReserve: reservations from many goroutines (and two
-// handles on the file, as two processes would have) each see a count of
-// their own.
-func TestConcurrentBudgetReserve(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "state.db")
-	var stores [2]*SQLite
-	for i := range stores {
-		s, err := OpenSQLite(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		stores[i] = s
-	}
-	const n = 32
-	seen := make([]int64, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			_, u, err := stores[i%2].Reserve(context.Background(), budgetKey, hour, bt0)
-			if err != nil {
-				t.Error(err)
-			}
-			seen[i] = u.Calls
-		})
-	}
-	wg.Wait()
-	counts := map[int64]bool{}
-	for _, c := range seen {
-		counts[c] = true
-	}
-	if len(counts) != n {
-		t.Fatalf("reservations saw %v: want %d distinct counts", seen, n)
-	}
-}
 
 // TestOpenMigratesVersion1: a version 1 database (no budget ledger) is
 // given the budget ledger's table at open and keeps what it held.

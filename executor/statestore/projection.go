@@ -3,7 +3,6 @@ package statestore
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"strconv"
 
 	"polc.dev/polc/chain"
@@ -38,33 +37,25 @@ const (
 // operation never started, is *InputError. On any error nothing of the
 // batch is applied and the cursor does not move.
 //
-// Preconditions: projector is non-empty, version >= 1, and every record has
-// non-empty ChainID, RecordID and ChainHash and a valid chain record type.
+// Preconditions (CheckProjection): projector is non-empty, version >= 1,
+// and every record has non-empty ChainID, RecordID and ChainHash and a
+// valid chain record type.
 // Operation rows are keyed by operation id alone, not by version: replaying
 // the same evidence under a new version finds them already in place.
 func (s *SQLite) ApplyProjection(ctx context.Context, projector string, version int, records []executor.ProjectedRecord, next string) error {
-	if projector == "" {
-		return &InputError{What: "projection", Reason: "empty projector name"}
-	}
-	if version < 1 {
-		return &InputError{What: "projection " + projector, Reason: fmt.Sprintf("version %d < 1", version)}
-	}
-	for i := range records {
-		if err := validateProjected(&records[i]); err != nil {
-			return err
-		}
+	if err := CheckProjection(projector, version, records); err != nil {
+		return err
 	}
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
-		// The name's cursor belongs to one version: another version
-		// continuing from it would never apply the records before it.
 		var committed int
 		switch err := tx.QueryRowContext(ctx, "SELECT version FROM projection_cursors WHERE projector = ?", projector).Scan(&committed); {
 		case err == sql.ErrNoRows:
 		case err != nil:
 			return err
-		case committed != version:
-			return &executor.StateConflictError{Key: "projector " + projector,
-				Reason: fmt.Sprintf("its cursor was committed under projection version %d, not %d; a new version needs a new projector name", committed, version)}
+		default:
+			if err := CheckCursorVersion(projector, committed, version); err != nil {
+				return err
+			}
 		}
 		for i := range records {
 			r := &records[i]
@@ -97,9 +88,7 @@ func (s *SQLite) ApplyProjection(ctx context.Context, projector string, version 
 	})
 }
 
-// projected reports whether r is already applied under version. A record
-// never changes, so one applied under any version with another chain_hash
-// is *executor.ProjectionConflictError.
+// projected reports whether r is already applied under version.
 func projected(ctx context.Context, tx *sql.Tx, r *executor.ProjectedRecord, version int) (bool, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT projection_version, chain_hash FROM projected_records
 		WHERE chain_id = ? AND record_id = ?`, r.ChainID, r.RecordID)
@@ -107,131 +96,39 @@ func projected(ctx context.Context, tx *sql.Tx, r *executor.ProjectedRecord, ver
 		return false, err
 	}
 	defer rows.Close()
-	done := false
-	for rows.Next() {
-		var v int
-		var have string
-		if err := rows.Scan(&v, &have); err != nil {
-			return false, err
-		}
-		if have != r.ChainHash {
-			return false, &executor.ProjectionConflictError{ChainID: r.ChainID, RecordID: r.RecordID, Projected: have, Got: r.ChainHash}
-		}
-		done = done || v == version
-	}
-	return done, rows.Err()
-}
-
-func recordWhat(r *executor.ProjectedRecord) string {
-	return "record " + r.RecordID + " of chain " + r.ChainID
-}
-
-// CheckProjected checks one record's ApplyProjection preconditions, with
-// *InputError (package pgstore refuses the same records).
-func CheckProjected(r *executor.ProjectedRecord) error { return validateProjected(r) }
-
-func validateProjected(r *executor.ProjectedRecord) error {
-	switch {
-	case r.ChainID == "" || r.RecordID == "":
-		return &InputError{What: recordWhat(r), Reason: "empty ChainID or RecordID"}
-	case r.ChainHash == "":
-		return &InputError{What: recordWhat(r), Reason: "empty ChainHash"}
-	case !chain.Type(r.RecordType).Valid():
-		return &InputError{What: recordWhat(r), Reason: fmt.Sprintf("unknown record type %q", r.RecordType)}
-	case chain.Type(r.RecordType).HasOperation() && (r.OperationID == nil || *r.OperationID == ""):
-		return &InputError{What: recordWhat(r), Reason: r.RecordType + " without an operation id"}
-	}
-	return nil
+	return ScanProjected(rows, r, version)
 }
 
 // applyOperation derives operation state from one newly applied record.
 func applyOperation(ctx context.Context, tx *sql.Tx, r *executor.ProjectedRecord) error {
-	t := chain.Type(r.RecordType)
-	if t != chain.OperationStarted && !t.Terminal() {
-		return nil
+	c, ok, err := OperationChangeOf(r)
+	if !ok || err != nil {
+		return err
 	}
-	p, err := chain.DecodePayload(t, r.PayloadJSON)
-	if err != nil {
-		return &InputError{What: recordWhat(r), Reason: err.Error()}
-	}
-	opID := *r.OperationID
 	var chainID, startedBy string
-	var terminalBy sql.NullString
-	err = tx.QueryRowContext(ctx, "SELECT chain_id, started_record_id, terminal_record_id FROM operations WHERE operation_id = ?", opID).
+	var terminalBy *string
+	err = tx.QueryRowContext(ctx, "SELECT chain_id, started_record_id, terminal_record_id FROM operations WHERE operation_id = ?", c.OperationID).
 		Scan(&chainID, &startedBy, &terminalBy)
-	exists := err == nil
+	found := err == nil
 	if err != nil && err != sql.ErrNoRows {
 		return err
 	}
-	key := "operation " + opID
-	if t == chain.OperationStarted {
-		if exists {
-			if startedBy == r.RecordID {
-				return nil // the same start, applied under another version
-			}
-			return &executor.StateConflictError{Key: key, Reason: fmt.Sprintf("already started by record %s; %s starts it again", startedBy, r.RecordID)}
+	if c.Type == chain.OperationStarted {
+		if found {
+			return c.Restarted(startedBy)
 		}
-		st, ok := p.(chain.OperationStartedPayload)
-		if !ok {
-			return &InputError{What: recordWhat(r), Reason: fmt.Sprintf("payload decoded as %T", p)}
-		}
+		st := &c.Start
 		_, err := tx.ExecContext(ctx, `INSERT INTO operations(operation_id, chain_id, run_id, attempt_id, tool_id, request_digest, status, started_record_id)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, opID, r.ChainID, st.RunID, st.AttemptID, st.ToolID, st.RequestDigest, StatusRunning, r.RecordID)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, c.OperationID, r.ChainID, st.RunID, st.AttemptID, st.ToolID, st.RequestDigest, StatusRunning, r.RecordID)
 		return err
 	}
-	// A terminal. A restart never infers anything from absence, so a
-	// terminal without its start is refused rather than invented.
-	if !exists {
-		return &InputError{What: recordWhat(r), Reason: fmt.Sprintf("%s for operation %s, which has no operation_started", t, opID)}
-	}
-	if chainID != r.ChainID {
-		return &executor.StateConflictError{Key: key, Reason: fmt.Sprintf("started in chain %s; %s of chain %s ends it", chainID, r.RecordID, r.ChainID)}
-	}
-	if terminalBy.Valid {
-		if terminalBy.String == r.RecordID {
-			return nil // the same terminal, applied under another version
-		}
-		return &executor.StateConflictError{Key: key, Reason: fmt.Sprintf("already ended by record %s; %s (%s) would end it again", terminalBy.String, r.RecordID, t)}
-	}
-	status, reason, result, dur, err := TerminalState(r, p)
-	if err != nil {
+	if done, err := c.CheckEnd(found, chainID, terminalBy); done || err != nil {
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE operations SET status = ?, terminal_record_id = ?, terminal_type = ?,
 		reason_code = ?, result_digest = ?, duration_us = ? WHERE operation_id = ? AND terminal_record_id IS NULL`,
-		status, r.RecordID, string(t), reason, result, dur, opID)
+		c.Status, r.RecordID, string(c.Type), c.ReasonCode, c.ResultDigest, c.DurationUS, c.OperationID)
 	return err
-}
-
-// TerminalState derives what a terminal record (r, its payload decoded
-// as p) sets on its operation: the status, the reason code, the result
-// digest and the duration (nil for operation_denied). A payload of no
-// terminal type is *InputError. Package pgstore derives the same.
-func TerminalState(r *executor.ProjectedRecord, p chain.Payload) (status string, reason, result *string, dur *int64, err error) {
-	var duration int64
-	switch v := p.(type) {
-	case chain.OperationDeniedPayload:
-		status, reason = StatusDenied, &v.ReasonCode
-		if v.Disposition == "escalate" {
-			status = StatusEscalated
-		}
-	case chain.CallableCompletedPayload:
-		status, result, duration = StatusSucceeded, &v.ResultDigest, v.DurationUS
-	case chain.CallableFailedPayload:
-		status, reason, duration = StatusFailed, &v.ErrorClass, v.DurationUS
-	case chain.OperationCancelledPayload:
-		status, duration = StatusCancelled, v.DurationUS
-	case chain.OperationTimedOutPayload:
-		status, duration = StatusTimedOut, v.DurationUS
-	case chain.ExternalResultAmbiguousPayload:
-		status, reason, duration = StatusAmbiguous, &v.ReasonCode, v.DurationUS
-	default:
-		return "", nil, nil, nil, &InputError{What: recordWhat(r), Reason: fmt.Sprintf("no status for terminal type %s", r.RecordType)}
-	}
-	if chain.Type(r.RecordType) != chain.OperationDenied {
-		dur = &duration
-	}
-	return status, reason, result, dur, nil
 }
 
 // ProjectionCursor implements executor.ProjectionStore: the cursor last

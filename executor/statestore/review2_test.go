@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"polc.dev/polc/executor/statestore/internal/fixture"
 )
 
 // Stored times sort as text in time order: ORDER BY started_at (or
@@ -27,9 +29,9 @@ func TestStoredTimesSortAsText(t *testing.T) {
 	}
 	var want []string
 	for i, off := range offsets {
-		a := attempt("run-"+string(rune('a'+i)), "t"+string(rune('a'+i)))
+		a := fixture.Attempt("run-"+string(rune('a'+i)), "t"+string(rune('a'+i)))
 		a.StartedAt, a.FinishedAt = base.Add(off), base.Add(off)
-		mustCommit(t, s, a)
+		fixture.MustCommit(t, s, a)
 		want = append(want, a.AttemptID)
 	}
 	slices.SortFunc(want, func(x, y string) int {
@@ -79,7 +81,7 @@ func TestCommitAttemptRefusesUnstorableTimes(t *testing.T) {
 		time.Date(-1, 12, 31, 23, 59, 59, 0, time.UTC),
 	} {
 		for _, finished := range []bool{false, true} {
-			a := attempt("run-y", "y"+string(rune('0'+i))+map[bool]string{false: "s", true: "f"}[finished], "m-"+string(rune('0'+i))+map[bool]string{false: "s", true: "f"}[finished])
+			a := fixture.Attempt("run-y", "y"+string(rune('0'+i))+map[bool]string{false: "s", true: "f"}[finished], "m-"+string(rune('0'+i))+map[bool]string{false: "s", true: "f"}[finished])
 			if finished {
 				a.FinishedAt = at
 			} else {
@@ -95,10 +97,10 @@ func TestCommitAttemptRefusesUnstorableTimes(t *testing.T) {
 		}
 	}
 	// The bounds themselves are storable and round-trip.
-	a := attempt("run-z", "z")
+	a := fixture.Attempt("run-z", "z")
 	a.StartedAt = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
 	a.FinishedAt = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
-	mustCommit(t, s, a)
+	fixture.MustCommit(t, s, a)
 	got, ok, err := s.Attempt(ctx, "z")
 	if err != nil || !ok || !got.StartedAt.Equal(a.StartedAt) || !got.FinishedAt.Equal(a.FinishedAt) {
 		t.Errorf("bounds: %v %v ok=%v err=%v", got.StartedAt, got.FinishedAt, ok, err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"polc.dev/polc/executor"
+	"polc.dev/polc/executor/statestore/internal/fixture"
 )
 
 // ---- findings ----
@@ -76,8 +77,8 @@ func TestApplyProjectionRefusesOtherVersionUnderName(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := open(t)
-	mustApply(t, s, "ops", []executor.ProjectedRecord{started("c", "r0", 0, "op0")}, "1")
-	err := s.ApplyProjection(ctx, "ops", 2, []executor.ProjectedRecord{started("c", "r1", 1, "op1")}, "2")
+	fixture.MustApply(t, s, "ops", []executor.ProjectedRecord{fixture.Started("c", "r0", 0, "op0")}, "1")
+	err := s.ApplyProjection(ctx, "ops", 2, []executor.ProjectedRecord{fixture.Started("c", "r1", 1, "op1")}, "2")
 	var ce *executor.StateConflictError
 	if !errors.As(err, &ce) || ce.Key != "projector ops" {
 		t.Fatalf("err = %v, want *executor.StateConflictError on projector ops", err)
@@ -97,8 +98,8 @@ func TestApplyProjectionRefusesOtherVersionUnderName(t *testing.T) {
 	}
 	// The version the name was committed under goes on; the new version
 	// under a new name starts from the beginning.
-	mustApply(t, s, "ops", []executor.ProjectedRecord{started("c", "r1", 1, "op1")}, "2")
-	if err := s.ApplyProjection(ctx, "ops-v2", 2, []executor.ProjectedRecord{started("c", "r0", 0, "op0"), started("c", "r1", 1, "op1")}, "2"); err != nil {
+	fixture.MustApply(t, s, "ops", []executor.ProjectedRecord{fixture.Started("c", "r1", 1, "op1")}, "2")
+	if err := s.ApplyProjection(ctx, "ops-v2", 2, []executor.ProjectedRecord{fixture.Started("c", "r0", 0, "op0"), fixture.Started("c", "r1", 1, "op1")}, "2"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -111,10 +112,10 @@ func TestApplyProjectionConflictAcrossVersions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := open(t)
-	mustApply(t, s, "ops", []executor.ProjectedRecord{started("c", "r0", 0, "op0")}, "1")
-	changed := started("c", "r0", 0, "op0")
+	fixture.MustApply(t, s, "ops", []executor.ProjectedRecord{fixture.Started("c", "r0", 0, "op0")}, "1")
+	changed := fixture.Started("c", "r0", 0, "op0")
 	changed.ChainHash = strings.Repeat("ee", 32)
-	batch := []executor.ProjectedRecord{started("c", "r9", 9, "op9"), changed}
+	batch := []executor.ProjectedRecord{fixture.Started("c", "r9", 9, "op9"), changed}
 	err := s.ApplyProjection(ctx, "ops-v2", 2, batch, "1")
 	var pe *executor.ProjectionConflictError
 	if !errors.As(err, &pe) || pe.RecordID != "r0" || pe.Got != changed.ChainHash {
@@ -128,7 +129,7 @@ func TestApplyProjectionConflictAcrossVersions(t *testing.T) {
 		t.Errorf("cursor = %q, want none", cur)
 	}
 	// The unchanged record under the new version is applied.
-	if err := s.ApplyProjection(ctx, "ops-v2", 2, []executor.ProjectedRecord{started("c", "r0", 0, "op0")}, "1"); err != nil {
+	if err := s.ApplyProjection(ctx, "ops-v2", 2, []executor.ProjectedRecord{fixture.Started("c", "r0", 0, "op0")}, "1"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -181,10 +182,10 @@ func TestOpenRefusesDamagedSchema(t *testing.T) {
 func TestDeepPayloadRefusedClearly(t *testing.T) {
 	t.Parallel()
 	s := open(t)
-	ok := attempt("r", "ok", "m-ok")
+	ok := fixture.Attempt("r", "ok", "m-ok")
 	ok.Outbox[0].PayloadJSON = strings.Repeat("[", 1000) + strings.Repeat("]", 1000)
-	mustCommit(t, s, ok)
-	deep := attempt("r", "deep", "m-deep")
+	fixture.MustCommit(t, s, ok)
+	deep := fixture.Attempt("r", "deep", "m-deep")
 	deep.Outbox[0].PayloadJSON = strings.Repeat("[", 1001) + strings.Repeat("]", 1001)
 	err := s.CommitAttempt(context.Background(), deep)
 	var ie *InputError
@@ -205,12 +206,12 @@ func TestClockSteppedBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := open(t)
-	a := attempt("r", "a1", "m1")
+	a := fixture.Attempt("r", "a1", "m1")
 	a.FinishedAt = a.StartedAt.Add(-time.Hour)
-	mustCommit(t, s, a)
-	b := attempt("r", "a2", "m2")
+	fixture.MustCommit(t, s, a)
+	b := fixture.Attempt("r", "a2", "m2")
 	b.StartedAt, b.FinishedAt = a.StartedAt.Add(-24*time.Hour), a.StartedAt.Add(-24*time.Hour)
-	mustCommit(t, s, b)
+	fixture.MustCommit(t, s, b)
 	got, _, err := s.Attempt(ctx, "a1")
 	if err != nil || !got.FinishedAt.Equal(a.FinishedAt) || !got.StartedAt.Equal(a.StartedAt) {
 		t.Errorf("a1: %v %v err %v", got.StartedAt, got.FinishedAt, err)
@@ -235,13 +236,13 @@ func TestCancelMidTransaction(t *testing.T) {
 			}
 			return nil
 		}
-		a := attempt("r-"+at, "a-"+at, "m1-"+at, "m2-"+at)
+		a := fixture.Attempt("r-"+at, "a-"+at, "m1-"+at, "m2-"+at)
 		if err := s.CommitAttempt(ctx, a); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: err = %v, want context.Canceled", at, err)
 		}
 		s.hook = nil
 		absent(t, s, a)
-		mustCommit(t, s, attempt("r-"+at, "ok-"+at, "ok-m-"+at))
+		fixture.MustCommit(t, s, fixture.Attempt("r-"+at, "ok-"+at, "ok-m-"+at))
 	}
 	for _, at := range []string{"record[0]", "cursor"} {
 		ctx, cancel := context.WithCancel(bg)
@@ -251,7 +252,7 @@ func TestCancelMidTransaction(t *testing.T) {
 			}
 			return nil
 		}
-		if err := s.ApplyProjection(ctx, "p", 1, []executor.ProjectedRecord{started("c", "r0", 0, "op0")}, "1"); !errors.Is(err, context.Canceled) {
+		if err := s.ApplyProjection(ctx, "p", 1, []executor.ProjectedRecord{fixture.Started("c", "r0", 0, "op0")}, "1"); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: err = %v, want context.Canceled", at, err)
 		}
 		s.hook = nil
@@ -262,7 +263,7 @@ func TestCancelMidTransaction(t *testing.T) {
 			t.Errorf("%s: op0 applied by a cancelled apply", at)
 		}
 	}
-	mustApply(t, s, "p", []executor.ProjectedRecord{started("c", "r0", 0, "op0")}, "1")
+	fixture.MustApply(t, s, "p", []executor.ProjectedRecord{fixture.Started("c", "r0", 0, "op0")}, "1")
 }
 
 // Several stores on one new file (as several processes would be) all open
@@ -289,7 +290,7 @@ func TestManyStoresOneFile(t *testing.T) {
 		wg.Go(func() {
 			for j := range 10 {
 				id := fmt.Sprintf("%d-%d", i, j)
-				if err := stores[i].CommitAttempt(context.Background(), attempt("r", id, "m"+id)); err != nil {
+				if err := stores[i].CommitAttempt(context.Background(), fixture.Attempt("r", id, "m"+id)); err != nil {
 					t.Errorf("commit %s: %v", id, err)
 				}
 				if _, _, err := stores[(i+1)%n].Run(context.Background(), "r"); err != nil {
@@ -331,7 +332,7 @@ func TestOpenUnusualPaths(t *testing.T) {
 			t.Errorf("%q: %v", p, err)
 			continue
 		}
-		mustCommit(t, s, attempt("r", "a", "m"))
+		fixture.MustCommit(t, s, fixture.Attempt("r", "a", "m"))
 		s.Close()
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("%q: %v (the file must be at the path given)", p, err)
@@ -353,9 +354,9 @@ func TestLargeOutboxPayload(t *testing.T) {
 	t.Parallel()
 	s := open(t)
 	big := `{"x":"` + strings.Repeat("a", 16<<20) + `"}`
-	a := attempt("r", "big", "m")
+	a := fixture.Attempt("r", "big", "m")
 	a.Outbox[0].PayloadJSON = big
-	mustCommit(t, s, a)
+	fixture.MustCommit(t, s, a)
 	got, ok, err := s.Attempt(context.Background(), "big")
 	if err != nil || !ok || len(got.Outbox) != 1 || got.Outbox[0].PayloadJSON != big {
 		t.Errorf("read back: ok=%v err=%v", ok, err)
@@ -391,7 +392,7 @@ func TestTwoProcessesOneFile(t *testing.T) {
 			os.Exit(3)
 		}
 		for j := range 40 {
-			if err := s.CommitAttempt(context.Background(), attempt("r", fmt.Sprintf("child-%d", j), fmt.Sprintf("cm-%d", j))); err != nil {
+			if err := s.CommitAttempt(context.Background(), fixture.Attempt("r", fmt.Sprintf("child-%d", j), fmt.Sprintf("cm-%d", j))); err != nil {
 				fmt.Println("child commit:", err)
 				os.Exit(4)
 			}
@@ -418,7 +419,7 @@ func TestTwoProcessesOneFile(t *testing.T) {
 	}
 	defer s.Close()
 	for j := range 40 {
-		mustCommit(t, s, attempt("r", fmt.Sprintf("parent-%d", j), fmt.Sprintf("pm-%d", j)))
+		fixture.MustCommit(t, s, fixture.Attempt("r", fmt.Sprintf("parent-%d", j), fmt.Sprintf("pm-%d", j)))
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("child: %v\n%s", err, out.String())

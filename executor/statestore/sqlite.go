@@ -45,6 +45,9 @@ const readConns = 4
 // single connection (SQLite admits one writer at a time, and queuing in Go
 // is fairer than spinning on SQLITE_BUSY) while reads use a separate pool.
 type SQLite struct {
+	// BudgetLedger is the budget ledger on this file (budget.go).
+	BudgetLedger
+
 	path string
 	w    *sql.DB // exactly one connection; every write transaction is BEGIN IMMEDIATE
 	r    *sql.DB // read-only connections
@@ -99,6 +102,7 @@ func OpenSQLite(path string) (*SQLite, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := &SQLite{path: abs, w: w}
+	s.BudgetLedger = NewBudgetLedger("statestore", sqliteBudget{s})
 	if err := s.migrate(context.Background()); err != nil {
 		w.Close()
 		return nil, err

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"polc.dev/polc/compiler"
+	"polc.dev/polc/internal/compiletest"
 	"polc.dev/polc/internal/cputime"
 	. "polc.dev/polc/internal/prove"
-	"polc.dev/polc/internal/regoeval"
 )
 
 // bigPolicy declares a policy of about n rules over every facet: grants,
@@ -77,14 +77,7 @@ func bigProver(t testing.TB, n int) (*Prover, int) {
 	if res.Diagnostics.HasErrors() {
 		t.Fatal(res.Diagnostics)
 	}
-	bb, err := compiler.WriteBundle(res.Snapshots, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := regoeval.New(context.Background(), bb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := compiletest.OPA(t, res.Snapshots)
 	pr := &Prover{Policies: map[string]*Policy{}, OPA: eng, Now: now}
 	rules := 0
 	for _, s := range res.Snapshots {

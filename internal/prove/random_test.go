@@ -2,19 +2,16 @@ package prove_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"polc.dev/polc/compiler"
 	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/compiletest"
 	"polc.dev/polc/internal/pattern"
+	"polc.dev/polc/internal/policygen"
 	. "polc.dev/polc/internal/prove"
-	"polc.dev/polc/internal/regoeval"
 	"polc.dev/polc/normalize"
 )
 
@@ -27,10 +24,7 @@ import (
 // registered ones, with several facets, shell control, redirections —
 // must show no violation.
 
-type gen struct{ r *rand.Rand }
-
-func (g gen) pick(xs ...string) string { return xs[g.r.IntN(len(xs))] }
-func (g gen) chance(p float64) bool    { return g.r.Float64() < p }
+type gen struct{ policygen.Gen }
 
 var (
 	segs    = []string{"ws", "src", "a", "B", ".env", "secret", "x.go", "é"}
@@ -43,228 +37,62 @@ var (
 	tenants = []string{"t1", "t2"}
 	actions = []string{"bash", "read_file", "write_file", "edit_file", "http_get", "mcp", "search", "Bash"}
 	times   = []string{"2026-01-01T00:00:00Z", "2026-06-01T00:00:00Z", "2027-01-01T00:00:00Z"}
+	vocab   = policygen.Vocab{Segs: segs, Tokens: tokens, Labels: labels, Servers: servers, Tools: tools, Envs: envs,
+		Principals: princ, Tenants: tenants, Actions: actions, AnyPrincipal: []string{"*", "agent:*"},
+		WriteMax: 3, InjectMax: 2, Absolute: 0.7, Fill: []string{"", "a", "x.go", "B"},
+		GateRules: []string{"network.*", "action.deny:*", "subprocess.*", "filesystem.*", "approval*", "*", "mcp.*", "budget.*", "expiry", "environment.*"}}
 )
 
-// glob turns a literal into a pattern by sometimes replacing part of it.
-func (g gen) glob(lit string) string {
-	r := []rune(lit)
-	switch g.r.IntN(6) {
-	case 0:
-		return "*"
-	case 1:
-		if len(r) > 1 {
-			return string(r[:1+g.r.IntN(len(r)-1)]) + "*"
-		}
-	case 2:
-		if len(r) > 1 {
-			i := g.r.IntN(len(r))
-			return string(r[:i]) + "?" + string(r[i+1:])
-		}
-	case 3:
-		return "*" + string(r[len(r)/2:])
-	}
-	return lit
-}
-
-func (g gen) pathPattern() string {
-	var parts []string
-	for range 1 + g.r.IntN(3) {
-		switch g.r.IntN(5) {
-		case 0:
-			parts = append(parts, "**")
-		case 1:
-			parts = append(parts, g.glob(g.pick(segs...)))
-		default:
-			parts = append(parts, g.pick(segs...))
-		}
-	}
-	p := strings.Join(parts, "/")
-	if g.chance(0.7) {
-		if g.chance(0.6) {
-			return "/ws/" + p
-		}
-		return "/" + p
-	}
-	return p
-}
-
-func (g gen) cmdPattern() string {
-	var out []string
-	for range 1 + g.r.IntN(3) {
-		t := g.pick(tokens...)
-		if g.chance(0.2) {
-			t = g.glob(t)
-		}
-		out = append(out, t)
-	}
-	if g.chance(0.5) {
-		out = append(out, "*")
-	}
-	return strings.Join(out, " ")
-}
-
-func (g gen) hostPattern() string {
-	if g.chance(0.05) {
-		return "*"
-	}
-	var ls []string
-	for range 1 + g.r.IntN(2) {
-		ls = append(ls, g.pick(labels...))
-	}
-	p := strings.Join(ls, ".")
-	if g.chance(0.4) {
-		p = "*." + p
-	}
-	if g.chance(0.5) {
-		p += ":" + g.pick("443", "80")
-	}
-	return p
-}
-
-func (g gen) mcpPattern() string { return g.glob(g.pick(servers...)) + "/" + g.glob(g.pick(tools...)) }
-
 func (g gen) qualified() string {
-	if g.chance(0.3) {
-		return g.glob(g.pick(actions[:6]...))
+	if g.Chance(0.3) {
+		return g.Glob(g.Pick(actions[:6]...))
 	}
-	switch a := g.pick("bash", "read_file", "write_file", "edit_file", "http_get", "mcp"); a {
+	switch a := g.Pick("bash", "read_file", "write_file", "edit_file", "http_get", "mcp"); a {
 	case "bash":
-		return a + ":" + g.cmdPattern()
+		return a + ":" + g.CmdPattern()
 	case "http_get":
-		return a + ":" + g.hostPattern()
+		return a + ":" + g.HostPattern()
 	case "mcp":
-		return a + ":" + g.mcpPattern()
+		return a + ":" + g.MCPPattern()
 	default:
-		return a + ":" + g.pathPattern()
+		return a + ":" + g.PathPattern()
 	}
 }
 
-func (g gen) list(max int, kind pattern.Kind, f func() string) []string {
-	out := []string{}
-	for range g.r.IntN(max + 1) {
-		p := f()
-		var err error
-		if kind == "qualified" {
-			_, _, _, err = pattern.ValidateQualified(p)
-		} else {
-			err = pattern.Validate(kind, p)
-		}
-		if err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func (g gen) policy() map[string]any {
-	p := map[string]any{"version": "1"}
-	p["principals"] = append(g.list(2, pattern.Principal, func() string { return g.glob(g.pick(princ...)) }), g.pick("*", "agent:*"))
-	p["tenants"] = append(g.list(1, pattern.Principal, func() string { return g.glob(g.pick(tenants...)) }), g.pick("*", "t1"))
-	approvals := []any{}
-	for range g.r.IntN(3) {
-		q := strings.ToLower(g.qualified())
-		if _, _, _, err := pattern.ValidateQualified(q); err != nil {
-			continue
-		}
-		if g.chance(0.2) {
-			approvals = append(approvals, map[string]any{"pattern": q, "approver": nil})
-		} else {
-			approvals = append(approvals, map[string]any{"pattern": q, "approver": g.pick("lead", "ops"), "expires_after": "1h"})
-		}
-	}
-	p["actions"] = map[string]any{
-		"allow":   append(g.list(4, pattern.Action, func() string { return g.glob(g.pick(actions...)) }), g.pick(actions...), g.pick("*", "bash", "mcp")),
-		"deny":    g.list(2, "qualified", g.qualified),
-		"approve": approvals,
-	}
-	p["filesystem"] = map[string]any{
-		"read":    append(g.list(3, pattern.Path, g.pathPattern), g.pick("/ws/**", "/**", "**")),
-		"write":   g.list(3, pattern.Path, g.pathPattern),
-		"execute": g.list(1, pattern.Path, g.pathPattern),
-		"deny":    g.list(2, pattern.Path, g.pathPattern),
-	}
-	p["network"] = map[string]any{"mode": g.pick("deny", "allowlist", "allowlist", "allow"),
-		"allow": g.list(3, pattern.Host, g.hostPattern), "deny": g.list(1, pattern.Host, g.hostPattern)}
-	p["subprocess"] = map[string]any{"mode": g.pick("deny", "allowlist", "allowlist", "allow"), "shell": g.pick("forbid", "allow"),
-		"allow": g.list(3, pattern.Command, g.cmdPattern), "deny": g.list(2, pattern.Command, g.cmdPattern)}
-	servs := []any{}
-	for range g.r.IntN(3) {
-		servs = append(servs, map[string]any{"server": g.glob(g.pick(servers...)),
-			"tools":     g.list(2, pattern.Env, func() string { return g.glob(g.pick(tools...)) }),
-			"resources": []string{g.pick("repo/*", "repo/**", "file:///**", "x")}})
-	}
-	p["mcp"] = map[string]any{"servers": servs, "deny": g.list(1, pattern.MCP, g.mcpPattern)}
-	p["environment"] = map[string]any{"read": g.list(2, pattern.Env, func() string { return g.glob(g.pick(envs...)) }),
-		"inject": g.list(2, pattern.Env, func() string { return g.glob(g.pick(envs...)) }),
-		"deny":   g.list(1, pattern.Env, func() string { return g.glob(g.pick(envs...)) })}
-	if g.chance(0.3) {
-		p["budgets"] = map[string]any{"calls": 1 + g.r.IntN(4), "tokens": 100}
-	}
-	if g.chance(0.25) {
-		p["not_before"] = "2026-03-01T00:00:00Z"
-		p["expires_at"] = "2026-09-01T00:00:00Z"
-	}
-	if g.chance(0.4) {
-		var gates []any
-		for i := range 1 + g.r.IntN(2) {
-			gates = append(gates, map[string]any{"id": fmt.Sprintf("g%d", i), "level": g.pick("hard", "soft", "advisory"),
-				"rules": []string{g.pick("network.*", "action.deny:*", "subprocess.*", "filesystem.*", "approval*", "*", "mcp.*", "budget.*", "expiry", "environment.*")}})
-		}
-		p["gates"] = gates
-	}
-	return p
-}
+// policy draws a policy (no secrets: properties do not ask about them).
+func (g gen) policy() map[string]any { return g.Policy(g.qualified, nil) }
 
 // requestPattern draws a request pattern: one facet or qualified action,
 // sometimes with a principal.
 func (g gen) requestPattern() RequestPattern {
 	var rp RequestPattern
-	switch g.r.IntN(9) {
+	switch g.R.IntN(9) {
 	case 0:
 		rp.Action = g.qualified()
 	case 1:
-		rp.Read = g.pathPattern()
+		rp.Read = g.PathPattern()
 	case 2:
-		rp.Write = g.pathPattern()
+		rp.Write = g.PathPattern()
 	case 3:
-		rp.Path = g.pathPattern()
+		rp.Path = g.PathPattern()
 	case 4:
-		rp.Command = g.cmdPattern()
+		rp.Command = g.CmdPattern()
 	case 5:
-		rp.Host = g.hostPattern()
+		rp.Host = g.HostPattern()
 	case 6:
-		rp.Env = g.glob(g.pick(envs...))
+		rp.Env = g.Glob(g.Pick(envs...))
 	case 7:
-		rp.MCPTool = g.mcpPattern()
+		rp.MCPTool = g.MCPPattern()
 	case 8:
-		rp.Action = g.glob(g.pick(actions...))
+		rp.Action = g.Glob(g.Pick(actions...))
 	}
-	if g.chance(0.3) {
-		rp.Principal = g.glob(g.pick(princ...))
+	if g.Chance(0.3) {
+		rp.Principal = g.Glob(g.Pick(princ...))
 	}
 	if rp.Validate() != nil {
 		return RequestPattern{Action: "*"}
 	}
 	return rp
-}
-
-// instantiate returns a value the pattern mostly matches.
-func (g gen) instantiate(p string) string {
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		switch {
-		case strings.HasPrefix(p[i:], "**"):
-			b.WriteString(strings.Repeat("a/", g.r.IntN(2)) + "x")
-			i++
-		case p[i] == '*':
-			b.WriteString(g.pick("", "a", "x.go", "B"))
-		case p[i] == '?':
-			b.WriteString(g.pick("a", "B"))
-		default:
-			b.WriteByte(p[i])
-		}
-	}
-	return b.String()
 }
 
 // from returns a value drawn from one of the patterns given, or def.
@@ -275,10 +103,10 @@ func (g gen) from(def string, pats ...string) string {
 			ps = append(ps, p)
 		}
 	}
-	if len(ps) == 0 || g.chance(0.3) {
+	if len(ps) == 0 || g.Chance(0.3) {
 		return def
 	}
-	return g.instantiate(ps[g.r.IntN(len(ps))])
+	return g.Instantiate(ps[g.R.IntN(len(ps))])
 }
 
 func strs(pol map[string]any, section, field string) []string {
@@ -290,11 +118,11 @@ func strs(pol map[string]any, section, field string) []string {
 func squote(w string) string { return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'" }
 
 func (g gen) path(rp RequestPattern, pol map[string]any) string {
-	def := strings.Join([]string{g.pick(segs...), g.pick(segs...)}[:1+g.r.IntN(2)], "/")
-	if g.chance(0.6) {
-		def = g.pick("/ws/", "/", "/W/", "/w/") + def
+	def := strings.Join([]string{g.Pick(segs...), g.Pick(segs...)}[:1+g.R.IntN(2)], "/")
+	if g.Chance(0.6) {
+		def = g.Pick("/ws/", "/", "/W/", "/w/") + def
 	}
-	return g.from(def, append(append(strs(pol, "filesystem", g.pick("read", "write", "deny")), rp.Read, rp.Write, rp.Path), qualTarget(rp.Action, "_file"))...)
+	return g.from(def, append(append(strs(pol, "filesystem", g.Pick("read", "write", "deny")), rp.Read, rp.Write, rp.Path), qualTarget(rp.Action, "_file"))...)
 }
 
 func qualTarget(action, kind string) string {
@@ -306,8 +134,8 @@ func qualTarget(action, kind string) string {
 }
 
 func (g gen) argv(rp RequestPattern, pol map[string]any) string {
-	v := g.from(strings.Join([]string{g.pick(tokens...), g.pick(tokens...)}[:1+g.r.IntN(2)], " "),
-		append(strs(pol, "subprocess", g.pick("allow", "deny")), rp.Command, qualTarget(rp.Action, "bash"))...)
+	v := g.from(strings.Join([]string{g.Pick(tokens...), g.Pick(tokens...)}[:1+g.R.IntN(2)], " "),
+		append(strs(pol, "subprocess", g.Pick("allow", "deny")), rp.Command, qualTarget(rp.Action, "bash"))...)
 	var words []string
 	for _, w := range strings.Split(v, " ") {
 		words = append(words, squote(w))
@@ -316,10 +144,10 @@ func (g gen) argv(rp RequestPattern, pol map[string]any) string {
 }
 
 func (g gen) host(rp RequestPattern, pol map[string]any) string {
-	h := g.from(g.pick(labels...)+"."+g.pick(labels...), append(strs(pol, "network", "allow"), rp.Host, qualTarget(rp.Action, "http_get"))...)
+	h := g.from(g.Pick(labels...)+"."+g.Pick(labels...), append(strs(pol, "network", "allow"), rp.Host, qualTarget(rp.Action, "http_get"))...)
 	h = strings.ReplaceAll(strings.ReplaceAll(h, "*.", "a."), "*", "x")
 	if !strings.Contains(h, ":") {
-		h += ":" + g.pick("443", "80")
+		h += ":" + g.Pick("443", "80")
 	}
 	return h
 }
@@ -328,51 +156,51 @@ func (g gen) host(rp RequestPattern, pol map[string]any) string {
 // pattern and the policy's patterns most of the time.
 func (g gen) request(rp RequestPattern, pol map[string]any) normalize.ActionRequest {
 	req := normalize.ActionRequest{
-		Principal: g.from(g.pick(princ...), rp.Principal), Tenant: g.pick(tenants...), Workspace: g.pick("/ws", "/ws", "/", "/W"),
-		Action: g.pick(actions...), Arguments: map[string]any{},
+		Principal: g.from(g.Pick(princ...), rp.Principal), Tenant: g.Pick(tenants...), Workspace: g.Pick("/ws", "/ws", "/", "/W"),
+		Action: g.Pick(actions...), Arguments: map[string]any{},
 	}
-	t := g.pick(times...)
+	t := g.Pick(times...)
 	req.Time = &t
-	if g.chance(0.3) {
-		req.Usage = &normalize.Usage{Calls: int64(g.r.IntN(4)), Tokens: int64(g.r.IntN(120))}
+	if g.Chance(0.3) {
+		req.Usage = &normalize.Usage{Calls: int64(g.R.IntN(4)), Tokens: int64(g.R.IntN(120))}
 	}
-	if a, _, ok := strings.Cut(rp.Action, ":"); ok && g.chance(0.5) {
+	if a, _, ok := strings.Cut(rp.Action, ":"); ok && g.Chance(0.5) {
 		req.Action = a
 	}
 	switch req.Action {
 	case "bash", "Bash":
 		var cmds []string
-		for range 1 + g.r.IntN(2) {
+		for range 1 + g.R.IntN(2) {
 			c := g.argv(rp, pol)
-			switch g.r.IntN(6) {
+			switch g.R.IntN(6) {
 			case 0:
 				c += " > " + squote(g.path(rp, pol))
 			case 1:
 				c += " < " + squote(g.path(rp, pol))
 			case 2:
-				c = g.from(g.pick(envs...), append(strs(pol, "environment", "inject"), rp.Env)...) + "=1 " + c
+				c = g.from(g.Pick(envs...), append(strs(pol, "environment", "inject"), rp.Env)...) + "=1 " + c
 			case 3:
 				h, port, _ := strings.Cut(g.host(rp, pol), ":")
 				c += " > /dev/tcp/" + h + "/" + port
 			}
-			if g.chance(0.1) {
+			if g.Chance(0.1) {
 				c = "> " + squote(g.path(rp, pol))
 			}
 			cmds = append(cmds, c)
 		}
-		req.Arguments["command"] = strings.Join(cmds, g.pick("; ", " && "))
+		req.Arguments["command"] = strings.Join(cmds, g.Pick("; ", " && "))
 	case "read_file", "write_file", "edit_file":
 		req.Arguments["path"] = g.path(rp, pol)
 	case "http_get":
 		req.Arguments["url"] = "http://" + g.host(rp, pol) + "/"
 	case "mcp", "search":
-		st := g.from(g.pick(servers...)+"/"+g.pick(tools...), rp.MCPTool, qualTarget(rp.Action, "mcp"))
+		st := g.from(g.Pick(servers...)+"/"+g.Pick(tools...), rp.MCPTool, qualTarget(rp.Action, "mcp"))
 		server, tool, _ := strings.Cut(st, "/")
 		req.Action = "mcp:" + server + "/" + tool
-		if g.chance(0.3) {
-			req.Arguments["resource"] = g.pick("repo/a", "repo/a/b", "file:///x", "x")
+		if g.Chance(0.3) {
+			req.Arguments["resource"] = g.Pick("repo/a", "repo/a/b", "file:///x", "x")
 		}
-		if g.chance(0.3) {
+		if g.Chance(0.3) {
 			req.Action = "search"
 			req.Arguments = map[string]any{"path": g.path(rp, pol), "url": "http://" + g.host(rp, pol) + "/"}
 		}
@@ -507,27 +335,10 @@ func violates(prop Property, this, other string) bool {
 }
 
 func randomProve(t *testing.T, seed uint64, nPolicies, perProperty int) (requests int) {
-	g := gen{rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))}
-	decls := map[string]map[string]any{}
-	policies := map[string]any{}
-	for i := range nPolicies {
-		name := fmt.Sprintf("p%03d", i)
-		decls[name] = g.policy()
-		policies[name] = decls[name]
-	}
-	res := compiletest.Decls(t, policies)
-	if res.Diagnostics.HasErrors() {
-		t.Fatalf("generated policies do not compile: %v", res.Diagnostics[:min(5, len(res.Diagnostics))])
-	}
-	bb, err := compiler.WriteBundle(res.Snapshots, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := gen{policygen.New(&vocab, seed, seed^0x5851f42d4c957f2d)}
+	decls, res := policygen.Compile(t, nPolicies, g.policy)
 	ctx := context.Background()
-	eng, err := regoeval.New(ctx, bb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := compiletest.OPA(t, res.Snapshots)
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	pr := &Prover{Policies: map[string]*Policy{}, OPA: eng, Now: now}
 	native := map[string]*decision.Policy{}

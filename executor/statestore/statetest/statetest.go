@@ -6,8 +6,6 @@ package statetest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,6 +19,7 @@ import (
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
 	"polc.dev/polc/executor/statestore"
+	"polc.dev/polc/executor/statestore/internal/fixture"
 	"polc.dev/polc/normalize"
 )
 
@@ -73,30 +72,6 @@ func RunConcurrent(t *testing.T, sub Subject) {
 	t.Run("BudgetReserve", func(t *testing.T) { concurrentReserve(t, sub) })
 }
 
-func ptr[T any](v T) *T { return &v }
-
-var t0 = time.Date(2026, 11, 30, 7, 28, 21, 123456789, time.UTC)
-
-func attempt(run, id string, msgs ...string) executor.AttemptRecord {
-	a := executor.AttemptRecord{
-		RunID: run, AttemptID: id, RequestID: "req-" + id, ActionID: "fs.read",
-		RequestDigest: "ab" + id, Outcome: "succeeded", ResultDigest: ptr("cd" + id),
-		CallExecuted: true, Profile: executor.ProfileDurable,
-		StartedAt: t0, FinishedAt: t0.Add(1500 * time.Microsecond),
-	}
-	for _, m := range msgs {
-		a.Outbox = append(a.Outbox, executor.OutboxMessage{MessageID: m, Topic: "attempt.finished", PayloadJSON: `{"attempt":"` + id + `"}`})
-	}
-	return a
-}
-
-func mustCommit(t *testing.T, s Store, a executor.AttemptRecord) {
-	t.Helper()
-	if err := s.CommitAttempt(context.Background(), a); err != nil {
-		t.Fatalf("commit %s: %v", a.AttemptID, err)
-	}
-}
-
 func absent(t *testing.T, s Store, a executor.AttemptRecord) {
 	t.Helper()
 	ctx := context.Background()
@@ -114,13 +89,13 @@ func absent(t *testing.T, s Store, a executor.AttemptRecord) {
 func commitRoundTrip(t *testing.T, sub Subject) {
 	ctx := context.Background()
 	s, _ := sub.Open(t)
-	a := attempt("run-1", "a1", "m1", "m2")
-	a.OwnerAttemptID, a.OperationID = ptr("owner"), ptr("op-1")
-	a.StartedAt = t0.In(time.FixedZone("x", 3600)) // stored and returned in UTC
-	mustCommit(t, s, a)
-	b := attempt("run-1", "a2")
+	a := fixture.Attempt("run-1", "a1", "m1", "m2")
+	a.OwnerAttemptID, a.OperationID = fixture.Ptr("owner"), fixture.Ptr("op-1")
+	a.StartedAt = fixture.T0.In(time.FixedZone("x", 3600)) // stored and returned in UTC
+	fixture.MustCommit(t, s, a)
+	b := fixture.Attempt("run-1", "a2")
 	b.Outcome, b.ReasonCode, b.ResultDigest, b.CallExecuted = "denied", "policy.denied", nil, false
-	mustCommit(t, s, b)
+	fixture.MustCommit(t, s, b)
 	got, ok, err := s.Attempt(ctx, "a1")
 	if err != nil || !ok {
 		t.Fatalf("Attempt: ok=%v err=%v", ok, err)
@@ -133,7 +108,7 @@ func commitRoundTrip(t *testing.T, sub Subject) {
 		t.Errorf("attempt a2 (-committed +read):\n%s", diff)
 	}
 	run, ok, err := s.Run(ctx, "run-1")
-	if err != nil || !ok || !run.CreatedAt.Equal(t0) || !cmp.Equal(run.Attempts, []string{"a1", "a2"}) {
+	if err != nil || !ok || !run.CreatedAt.Equal(fixture.T0) || !cmp.Equal(run.Attempts, []string{"a1", "a2"}) {
 		t.Errorf("run = %+v ok=%v err=%v", run, ok, err)
 	}
 	out, err := s.Outbox(ctx, "run-1")
@@ -148,9 +123,9 @@ func commitRoundTrip(t *testing.T, sub Subject) {
 func commitDuplicate(t *testing.T, sub Subject) {
 	ctx := context.Background()
 	s, _ := sub.Open(t)
-	first := attempt("run-1", "a", "m1")
-	mustCommit(t, s, first)
-	b := attempt("run-2", "a", "m2")
+	first := fixture.Attempt("run-1", "a", "m1")
+	fixture.MustCommit(t, s, first)
+	b := fixture.Attempt("run-2", "a", "m2")
 	b.Outcome, b.ReasonCode = "failed", "callable.error"
 	for name, second := range map[string]executor.AttemptRecord{"identical": first, "different": b} {
 		var ce *executor.StateConflictError
@@ -162,14 +137,17 @@ func commitDuplicate(t *testing.T, sub Subject) {
 	if err != nil || !cmp.Equal(first, got) {
 		t.Errorf("first record changed: %+v %v", got, err)
 	}
-	absent(t, s, attempt("run-2", "x", "m2"))
+	absent(t, s, fixture.Attempt("run-2", "x", "m2"))
 	// A message id already committed: nothing of the attempt is.
-	c := attempt("run-3", "c", "m3", "m1")
+	c := fixture.Attempt("run-3", "c", "m3", "m1")
 	var ce *executor.StateConflictError
 	if err := s.CommitAttempt(ctx, c); !errors.As(err, &ce) || ce.Key != "outbox message m1" {
 		t.Fatalf("reused message id: %v", err)
 	}
 	absent(t, s, c)
+	// The refused commit did not take the attempt id: corrected, it lands.
+	c.Outbox[1].MessageID = "m4"
+	fixture.MustCommit(t, s, c)
 }
 
 func commitInvalid(t *testing.T, sub Subject) {
@@ -185,44 +163,14 @@ func commitInvalid(t *testing.T, sub Subject) {
 		"payload not json": func(a *executor.AttemptRecord) { a.Outbox[0].PayloadJSON = "{nope" },
 		"year 10000":       func(a *executor.AttemptRecord) { a.FinishedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) },
 	} {
-		a := attempt("run", "a", "m")
+		a := fixture.Attempt("run", "a", "m")
 		mutate(&a)
 		var ie *statestore.InputError
 		if err := s.CommitAttempt(ctx, a); !errors.As(err, &ie) {
 			t.Errorf("%s: err = %v, want InputError", name, err)
 		}
 	}
-	absent(t, s, attempt("run", "a", "m"))
-}
-
-const attemptUUID = "00000000-0000-4000-8000-0000000000aa"
-
-var digest = strings.Repeat("ab", 32)
-
-func rec(chainID, recordID string, seq int64, op *string, p chain.Payload) executor.ProjectedRecord {
-	js, err := chain.EncodePayload(p)
-	if err != nil {
-		panic(err)
-	}
-	h := sha256.Sum256([]byte(recordID + js))
-	return executor.ProjectedRecord{ChainID: chainID, RecordID: recordID, Sequence: seq, RecordType: string(p.RecordType()),
-		OperationID: op, ChainHash: hex.EncodeToString(h[:]), PayloadJSON: js}
-}
-
-func started(chainID, recordID string, seq int64, op string) executor.ProjectedRecord {
-	return rec(chainID, recordID, seq, &op, chain.OperationStartedPayload{
-		AttemptID: attemptUUID, RequestDigest: digest, RunID: ptr("run-" + op), ToolID: "tool." + op})
-}
-
-func terminal(chainID, recordID string, seq int64, op string, p chain.Payload) executor.ProjectedRecord {
-	return rec(chainID, recordID, seq, &op, p)
-}
-
-func mustApply(t *testing.T, s Store, name string, recs []executor.ProjectedRecord, next string) {
-	t.Helper()
-	if err := s.ApplyProjection(context.Background(), name, 1, recs, next); err != nil {
-		t.Fatalf("apply up to %s: %v", next, err)
-	}
+	absent(t, s, fixture.Attempt("run", "a", "m"))
 }
 
 func op(t *testing.T, s Store, id string) statestore.Operation {
@@ -250,9 +198,9 @@ func operationStatuses(t *testing.T, sub Subject) {
 		result   string
 		duration bool
 	}{
-		{"completed", chain.CallableCompletedPayload{DurationUS: 7, ResultDigest: digest}, statestore.StatusSucceeded, "", digest, true},
+		{"completed", chain.CallableCompletedPayload{DurationUS: 7, ResultDigest: fixture.Digest}, statestore.StatusSucceeded, "", fixture.Digest, true},
 		{"denied", chain.OperationDeniedPayload{Disposition: "deny", ReasonCode: "policy.denied"}, statestore.StatusDenied, "policy.denied", "", false},
-		{"escalated", chain.OperationDeniedPayload{Disposition: "escalate", ApproverClass: ptr("ops"), ReasonCode: "policy.escalate"}, statestore.StatusEscalated, "policy.escalate", "", false},
+		{"escalated", chain.OperationDeniedPayload{Disposition: "escalate", ApproverClass: fixture.Ptr("ops"), ReasonCode: "policy.escalate"}, statestore.StatusEscalated, "policy.escalate", "", false},
 		{"failed", chain.CallableFailedPayload{DurationUS: 7, ErrorClass: "io"}, statestore.StatusFailed, "io", "", true},
 		{"cancelled", chain.OperationCancelledPayload{DurationUS: 7}, statestore.StatusCancelled, "", "", true},
 		{"timed out", chain.OperationTimedOutPayload{DurationUS: 7}, statestore.StatusTimedOut, "", "", true},
@@ -262,20 +210,20 @@ func operationStatuses(t *testing.T, sub Subject) {
 	for i, c := range cases {
 		opID := fmt.Sprintf("op%d", i)
 		name := "p" + opID
-		mustApply(t, s, name, []executor.ProjectedRecord{started("c"+opID, "r0", 0, opID)}, "1")
+		fixture.MustApply(t, s, name, []executor.ProjectedRecord{fixture.Started("c"+opID, "r0", 0, opID)}, "1")
 		o := op(t, s, opID)
-		if o.Status != statestore.StatusRunning || o.TerminalRecordID != nil || o.ToolID != "tool."+opID || o.AttemptID != attemptUUID ||
+		if o.Status != statestore.StatusRunning || o.TerminalRecordID != nil || o.ToolID != "tool."+opID || o.AttemptID != fixture.AttemptUUID ||
 			o.RunID == nil || *o.RunID != "run-"+opID || o.StartedRecordID != "r0" {
 			t.Fatalf("%s: after start: %+v", c.name, o)
 		}
-		mustApply(t, s, name, []executor.ProjectedRecord{terminal("c"+opID, "r1", 1, opID, c.terminal)}, "2")
+		fixture.MustApply(t, s, name, []executor.ProjectedRecord{fixture.Terminal("c"+opID, "r1", 1, opID, c.terminal)}, "2")
 		o = op(t, s, opID)
 		if o.Status != c.status || deref(o.TerminalRecordID) != "r1" || deref(o.TerminalType) != string(c.terminal.RecordType()) ||
 			deref(o.ReasonCode) != c.reason || deref(o.ResultDigest) != c.result ||
 			(o.DurationUS != nil) != c.duration || (c.duration && *o.DurationUS != 7) {
 			t.Errorf("%s: after terminal: %+v", c.name, o)
 		}
-		second := terminal("c"+opID, "r2", 2, opID, chain.OperationCancelledPayload{DurationUS: 1})
+		second := fixture.Terminal("c"+opID, "r2", 2, opID, chain.OperationCancelledPayload{DurationUS: 1})
 		var ce *executor.StateConflictError
 		if err := s.ApplyProjection(context.Background(), name, 1, []executor.ProjectedRecord{second}, "3"); !errors.As(err, &ce) || ce.Key != "operation "+opID {
 			t.Fatalf("%s: second terminal: err = %v, want StateConflictError", c.name, err)
@@ -286,7 +234,7 @@ func operationStatuses(t *testing.T, sub Subject) {
 		if cur, _ := s.ProjectionCursor(context.Background(), name); cur != "2" {
 			t.Errorf("%s: cursor = %q after a refused batch, want 2", c.name, cur)
 		}
-		mustApply(t, s, name, []executor.ProjectedRecord{terminal("c"+opID, "r1", 1, opID, c.terminal)}, "2")
+		fixture.MustApply(t, s, name, []executor.ProjectedRecord{fixture.Terminal("c"+opID, "r1", 1, opID, c.terminal)}, "2")
 	}
 }
 
@@ -294,12 +242,12 @@ func applyIdempotent(t *testing.T, sub Subject) {
 	ctx := context.Background()
 	s, _ := sub.Open(t)
 	batch := []executor.ProjectedRecord{
-		started("c", "r0", 0, "op"),
-		terminal("c", "r1", 1, "op", chain.CallableCompletedPayload{DurationUS: 3, ResultDigest: digest}),
+		fixture.Started("c", "r0", 0, "op"),
+		fixture.Terminal("c", "r1", 1, "op", chain.CallableCompletedPayload{DurationUS: 3, ResultDigest: fixture.Digest}),
 	}
-	mustApply(t, s, "p", batch, "2")
-	mustApply(t, s, "p", batch, "2")
-	mustApply(t, s, "p", append(batch, batch...), "2")
+	fixture.MustApply(t, s, "p", batch, "2")
+	fixture.MustApply(t, s, "p", batch, "2")
+	fixture.MustApply(t, s, "p", append(batch, batch...), "2")
 	if o := op(t, s, "op"); o.Status != statestore.StatusSucceeded {
 		t.Errorf("status %s", o.Status)
 	}
@@ -314,14 +262,14 @@ func applyIdempotent(t *testing.T, sub Subject) {
 func applyConflict(t *testing.T, sub Subject) {
 	ctx := context.Background()
 	s, _ := sub.Open(t)
-	r0 := started("c", "r0", 0, "op")
-	mustApply(t, s, "p", []executor.ProjectedRecord{r0}, "1")
+	r0 := fixture.Started("c", "r0", 0, "op")
+	fixture.MustApply(t, s, "p", []executor.ProjectedRecord{r0}, "1")
 	tampered := r0
 	tampered.ChainHash = strings.Repeat("0", 64)
 	batch := []executor.ProjectedRecord{
-		started("c2", "n0", 0, "op2"),
+		fixture.Started("c2", "n0", 0, "op2"),
 		tampered,
-		terminal("c", "r1", 1, "op", chain.OperationTimedOutPayload{DurationUS: 1}),
+		fixture.Terminal("c", "r1", 1, "op", chain.OperationTimedOutPayload{DurationUS: 1}),
 	}
 	var pe *executor.ProjectionConflictError
 	if err := s.ApplyProjection(ctx, "p", 1, batch, "9"); !errors.As(err, &pe) || pe.RecordID != "r0" || pe.Projected != r0.ChainHash || pe.Got != tampered.ChainHash {
@@ -345,8 +293,8 @@ func applyConflict(t *testing.T, sub Subject) {
 func applyInvalid(t *testing.T, sub Subject) {
 	ctx := context.Background()
 	s, _ := sub.Open(t)
-	good := started("c", "r0", 0, "op")
-	orphan := terminal("c", "r5", 5, "never-started", chain.OperationCancelledPayload{DurationUS: 1})
+	good := fixture.Started("c", "r0", 0, "op")
+	orphan := fixture.Terminal("c", "r5", 5, "never-started", chain.OperationCancelledPayload{DurationUS: 1})
 	badPayload := good
 	badPayload.RecordID, badPayload.PayloadJSON = "r9", `{"tool_id":"x"}`
 	noOp := good
@@ -382,12 +330,12 @@ func applyInvalid(t *testing.T, sub Subject) {
 func operationConflicts(t *testing.T, sub Subject) {
 	ctx := context.Background()
 	s, _ := sub.Open(t)
-	mustApply(t, s, "p", []executor.ProjectedRecord{started("c", "r0", 0, "op")}, "1")
+	fixture.MustApply(t, s, "p", []executor.ProjectedRecord{fixture.Started("c", "r0", 0, "op")}, "1")
 	var ce *executor.StateConflictError
-	if err := s.ApplyProjection(ctx, "p", 1, []executor.ProjectedRecord{started("c", "r1", 1, "op")}, "2"); !errors.As(err, &ce) {
+	if err := s.ApplyProjection(ctx, "p", 1, []executor.ProjectedRecord{fixture.Started("c", "r1", 1, "op")}, "2"); !errors.As(err, &ce) {
 		t.Errorf("second start: %v", err)
 	}
-	other := terminal("c-other", "x1", 1, "op", chain.OperationCancelledPayload{DurationUS: 1})
+	other := fixture.Terminal("c-other", "x1", 1, "op", chain.OperationCancelledPayload{DurationUS: 1})
 	if err := s.ApplyProjection(ctx, "p", 1, []executor.ProjectedRecord{other}, "2"); !errors.As(err, &ce) {
 		t.Errorf("terminal from another chain: %v", err)
 	}
@@ -399,7 +347,7 @@ func operationConflicts(t *testing.T, sub Subject) {
 func projectorVersion(t *testing.T, sub Subject) {
 	ctx := context.Background()
 	s, _ := sub.Open(t)
-	mustApply(t, s, "p", []executor.ProjectedRecord{started("c", "r0", 0, "op")}, "1")
+	fixture.MustApply(t, s, "p", []executor.ProjectedRecord{fixture.Started("c", "r0", 0, "op")}, "1")
 	var ce *executor.StateConflictError
 	if err := s.ApplyProjection(ctx, "p", 2, nil, "5"); !errors.As(err, &ce) || ce.Key != "projector p" {
 		t.Fatalf("another version under a name: %v", err)
@@ -461,6 +409,10 @@ func budgetAccounts(t *testing.T, sub Subject) {
 	if u, _ := s.Usage(ctx, budgetKey, hour, bt0.Add(time.Hour)); u != (normalize.Usage{Calls: 1, CostMicrounits: 5}) {
 		t.Errorf("after a charge: %+v", u)
 	}
+	// A clock stepped back into the ended window counts in the later one.
+	if _, before, err := s.Reserve(ctx, budgetKey, hour, bt0); err != nil || before != (normalize.Usage{Calls: 1, CostMicrounits: 5}) {
+		t.Errorf("reserve with the clock stepped back: %v, usage %+v; want the later window's", err, before)
+	}
 	var ie *statestore.InputError
 	if err := s.Settle(ctx, r3, normalize.Usage{Tokens: -1}); !errors.As(err, &ie) {
 		t.Errorf("negative settlement: %v, want InputError", err)
@@ -508,10 +460,10 @@ func approvalAcrossHandles(t *testing.T, sub Subject) {
 func commitAcrossHandles(t *testing.T, sub Subject) {
 	s, other := sub.Open(t)
 	ctx := context.Background()
-	mustCommit(t, s, attempt("run", "a", "m"))
+	fixture.MustCommit(t, s, fixture.Attempt("run", "a", "m"))
 	o := other()
 	var ce *executor.StateConflictError
-	if err := o.CommitAttempt(ctx, attempt("run", "a", "m2")); !errors.As(err, &ce) {
+	if err := o.CommitAttempt(ctx, fixture.Attempt("run", "a", "m2")); !errors.As(err, &ce) {
 		t.Fatalf("another handle committing the same attempt: %v", err)
 	}
 	if a, ok, err := o.Attempt(ctx, "a"); err != nil || !ok || len(a.Outbox) != 1 {
@@ -521,12 +473,12 @@ func commitAcrossHandles(t *testing.T, sub Subject) {
 
 func operationAcrossHandles(t *testing.T, sub Subject) {
 	s, other := sub.Open(t)
-	mustApply(t, s, "p", []executor.ProjectedRecord{started("c", "r0", 0, "op")}, "1")
+	fixture.MustApply(t, s, "p", []executor.ProjectedRecord{fixture.Started("c", "r0", 0, "op")}, "1")
 	o := other()
 	if cur, err := o.ProjectionCursor(context.Background(), "p"); cur != "1" || err != nil {
 		t.Fatalf("cursor seen by another handle: %q %v", cur, err)
 	}
-	mustApply(t, o, "p", []executor.ProjectedRecord{terminal("c", "r1", 1, "op", chain.OperationCancelledPayload{DurationUS: 1})}, "2")
+	fixture.MustApply(t, o, "p", []executor.ProjectedRecord{fixture.Terminal("c", "r1", 1, "op", chain.OperationCancelledPayload{DurationUS: 1})}, "2")
 	if got := op(t, s, "op"); got.Status != statestore.StatusCancelled {
 		t.Errorf("status %s", got.Status)
 	}
@@ -544,7 +496,7 @@ func concurrentCommits(t *testing.T, sub Subject) {
 			run := fmt.Sprintf("run-%d", i%runs)
 			id := fmt.Sprintf("a-%02d", i)
 			h := handles[i%2]
-			errs[i] = h.CommitAttempt(ctx, attempt(run, id, id+"-m0", id+"-m1"))
+			errs[i] = h.CommitAttempt(ctx, fixture.Attempt(run, id, id+"-m0", id+"-m1"))
 			if errs[i] == nil {
 				_, _, errs[i] = h.Attempt(ctx, id)
 			}
@@ -564,6 +516,12 @@ func concurrentCommits(t *testing.T, sub Subject) {
 		out, err := s.Outbox(ctx, fmt.Sprintf("run-%d", r))
 		if err != nil || len(out) != 2*n/runs {
 			t.Errorf("run-%d: %d messages err=%v", r, len(out), err)
+		}
+	}
+	for i := range n {
+		a, ok, err := s.Attempt(ctx, fmt.Sprintf("a-%02d", i))
+		if err != nil || !ok || len(a.Outbox) != 2 {
+			t.Errorf("attempt %d: ok=%v err=%v outbox=%d", i, ok, err, len(a.Outbox))
 		}
 	}
 }
