@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"polc.dev/polc/chain"
 	"polc.dev/polc/chain/storetest"
 	"polc.dev/polc/internal/pgtest"
@@ -113,5 +115,46 @@ func TestAttack5RedactLeaks(t *testing.T) {
 		if got := pgstore.Redact(dsn); strings.Contains(got, "s3cret") {
 			t.Errorf("Redact(%q) leaks the secret: %s", dsn, got)
 		}
+	}
+}
+
+// TestAttack5DurabilityOnlyCheckedAtConnect: fsync and synchronous_commit
+// are checked when a connection is made (AfterConnect), but both are
+// reloadable server settings: after ALTER SYSTEM ... ; SELECT
+// pg_reload_conf() the pool's open connections commit without waiting for
+// the WAL flush, and the store still acknowledges records as durable.
+func TestAttack5DurabilityOnlyCheckedAtConnect(t *testing.T) {
+	dsn, _ := pgtest.Private(t)
+	ctx := context.Background()
+	s := openEvidenceAt(t, dsn, pgstore.EvidenceOptions{MaxInFlight: 1, MaxConns: 2})
+	ids := storetest.NewIDs("000000a6")
+	c := ids.Next()
+	storetest.AppendN(t, s, ids, c, 1) // the pool's connections are open and checked
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "ALTER SYSTEM SET synchronous_commit = off"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // backends apply the reload at their next command
+	tip, _, err := s.Head(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tip.Hash
+	op := ids.Next()
+	r, err := chain.Seal(storetest.Draft(ids, c, &op, storetest.Bound()), tip.Sequence+1, &h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, r); err == nil {
+		var sc string
+		admin.QueryRow(ctx, "SHOW synchronous_commit").Scan(&sc)
+		t.Fatalf("a record was acknowledged as durable with the server's synchronous_commit now %q", sc)
 	}
 }
