@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -496,34 +495,70 @@ func (s *Evidence) insertGroup(group []*pending) ([]bool, error) {
 	}
 }
 
-// tryGroup is one attempt of insertGroup. again: an earlier attempt lost
-// its connection, possibly after its COMMIT reached the server; a record
-// it refuses that is already in its chain, with its chain hash (which
-// covers every byte of it), was committed by that attempt.
-func (s *Evidence) tryGroup(group []*pending, again bool) ([]bool, error) {
+// tryGroup is one attempt of insertGroup, in one round trip: BEGIN, the
+// durability check (durableBegin), the append lock, the conditional
+// inserts and COMMIT are sent as one pipeline (a pgx batch, one Sync).
+// The server runs them in order; the first that fails aborts the
+// transaction and the server skips the rest, COMMIT included, up to the
+// Sync: the results are read in order, the first error ends the attempt,
+// and the connection, left in the aborted transaction, is rolled back.
+// Nothing of a failed attempt commits. again: an earlier attempt lost its
+// connection, possibly after its COMMIT reached the server; a record it
+// refuses that is already in its chain, with its chain hash (which covers
+// every byte of it), was committed by that attempt (read in the same
+// pipeline, after the inserts).
+func (s *Evidence) tryGroup(group []*pending, again bool) (inserted []bool, err error) {
 	ctx := s.life
-	tx, err := s.db.begin(ctx, durableTx)
+	conn, err := s.db.pool.Acquire(ctx)
 	if err != nil {
-		return nil, durabilityErr(err)
+		return nil, err
 	}
-	defer tx.tx.Rollback(ctx)
+	defer func() {
+		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+			// Aborted or never committed: roll back, or the pool
+			// closes the connection when it sees it in a transaction.
+			conn.Exec(ctx, "ROLLBACK")
+		}
+		conn.Release()
+	}()
+	// The hook (tests) holds the group between its inserts and COMMIT,
+	// which it then sends on its own.
+	commit := s.beforeCommit == nil
 	b := &pgx.Batch{}
+	b.Queue(durableBeginStmt)
+	b.Queue(durableCheckStmt)
 	// Held until the commit: Scan waits for this group (see Scan).
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1, $2)", int32(appendLock), s.key)
+	insert := s.db.q.sql(insertRecord)
 	for _, p := range group {
 		var prev []byte
 		if p.r.PreviousChainHash != nil {
 			h, _ := chain.ParseHash(*p.r.PreviousChainHash)
 			prev = h[:]
 		}
-		b.Queue(s.db.q.sql(insertRecord), p.r.ChainID, p.r.Sequence, p.r.RecordID, p.hash[:], string(p.r.RecordType), p.line, prev)
+		b.Queue(insert, p.r.ChainID, p.r.Sequence, p.r.RecordID, p.hash[:], string(p.r.RecordType), p.line, prev)
 	}
-	br := tx.tx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, err
+	if again {
+		have := s.db.q.sql("SELECT EXISTS (SELECT 1 FROM polc_records WHERE chain_id = $1 AND sequence = $2 AND chain_hash = $3)")
+		for _, p := range group {
+			b.Queue(have, p.r.ChainID, p.r.Sequence, p.hash[:])
+		}
 	}
-	inserted := make([]bool, len(group))
+	if commit {
+		b.Queue("COMMIT")
+	}
+	br := conn.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			inserted, err = nil, cerr
+		}
+	}()
+	for range 3 {
+		if _, err := br.Exec(); err != nil {
+			return nil, durabilityErr(err)
+		}
+	}
+	inserted = make([]bool, len(group))
 	for i := range group {
 		var pos int64
 		switch err := br.QueryRow().Scan(&pos); {
@@ -531,31 +566,36 @@ func (s *Evidence) tryGroup(group []*pending, again bool) ([]bool, error) {
 			inserted[i] = true
 		case errors.Is(err, pgx.ErrNoRows):
 		default:
-			br.Close()
 			return nil, err
 		}
 	}
-	if err := br.Close(); err != nil {
-		return nil, err
-	}
 	if again {
-		for i, p := range group {
-			if inserted[i] {
-				continue
-			}
-			var have []byte
-			err := tx.QueryRow(ctx, "SELECT chain_hash FROM polc_records WHERE chain_id = $1 AND sequence = $2", p.r.ChainID, p.r.Sequence).Scan(&have)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		for i := range group {
+			var committed bool
+			if err := br.QueryRow().Scan(&committed); err != nil {
 				return nil, err
 			}
-			inserted[i] = bytes.Equal(have, p.hash[:])
+			inserted[i] = inserted[i] || committed
 		}
 	}
-	if s.beforeCommit != nil {
+	if !commit {
+		if err := br.Close(); err != nil {
+			return nil, err
+		}
 		s.beforeCommit(len(group))
+		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+			return nil, err
+		}
+		return inserted, nil
 	}
-	if err := tx.tx.Commit(ctx); err != nil {
+	// COMMIT of an aborted transaction answers ROLLBACK without an
+	// error: only the tag COMMIT is a commit.
+	tag, err := br.Exec()
+	if err != nil {
 		return nil, err
+	}
+	if tag.String() != "COMMIT" {
+		return nil, fmt.Errorf("pgstore: the group's COMMIT answered %q", tag.String())
 	}
 	return inserted, nil
 }

@@ -293,12 +293,22 @@ const (
 // transaction outranks the configuration file, and a commit waits as the
 // setting in effect when it commits says, so a reload between this check
 // and the COMMIT cannot turn it off.
-const durableBegin = `BEGIN ISOLATION LEVEL READ COMMITTED;
-SELECT (CASE
+const durableBegin = "BEGIN ISOLATION LEVEL READ COMMITTED;\n" + durableCheck
+
+// durableCheck is durableBegin's check.
+const durableCheck = `SELECT (CASE
 	WHEN pg_catalog.current_setting('fsync') <> 'on' THEN '` + durabilityMark + `fsync'
 	WHEN pg_catalog.current_setting('synchronous_commit') = 'off' THEN '` + durabilityMark + `synchronous_commit'
 	ELSE (pg_catalog.set_config('synchronous_commit', pg_catalog.current_setting('synchronous_commit'), true) IS NOT NULL)::text
 	END)::boolean`
+
+// durableBeginStmt and durableCheckStmt are durableBegin's statements one
+// by one, for a pipeline (Evidence.tryGroup) that sends the transaction's
+// statements and its COMMIT at once.
+const (
+	durableBeginStmt = "BEGIN ISOLATION LEVEL READ COMMITTED"
+	durableCheckStmt = durableCheck
+)
 
 // durabilityMark begins the text of durableBegin's refusal, followed by
 // the setting that is off.
