@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"polc.dev/polc/chain"
 )
@@ -36,14 +34,14 @@ import (
 // queued, for every chain, in one transaction, then the next group while
 // appends arrive. An append is acknowledged (its wait returns nil) only
 // after its group's COMMIT returned, with fsync on and synchronous_commit
-// not off (checked on every connection). A group that loses its connection
-// (a server restart) is retried for EvidenceOptions.RetryFor on a new one;
-// a record the lost attempt did commit is recognized by its chain hash.
+// not off (checked in every transaction, see durableBegin). A group that
+// loses its connection (a server restart) is retried for
+// EvidenceOptions.RetryFor on a new one; a record the lost attempt did commit is recognized by its chain hash.
 // When a group fails, the records of its chains queued after it fail too
 // (they were built on records that are not in the chain), and the next
 // append reads the chain's head from the database again.
 type Evidence struct {
-	pool *pgxpool.Pool
+	db   *db
 	gen  string
 	key  int32  // the schema's advisory lock key
 	name string // the redacted DSN
@@ -132,11 +130,11 @@ func OpenEvidence(ctx context.Context, dsn string, opts EvidenceOptions) (*Evide
 		// A connection per group in flight, and some for reads.
 		opts.MaxConns = int32(opts.MaxInFlight) + 4
 	}
-	pool, gen, key, err := connect(ctx, dsn, opts.MaxConns)
+	o, err := connect(ctx, dsn, opts.MaxConns)
 	if err != nil {
 		return nil, err
 	}
-	s := &Evidence{pool: pool, gen: gen, key: key, name: Redact(dsn), opts: opts, chains: make(map[string]*pchain),
+	s := &Evidence{db: o.db, gen: o.gen, key: o.key, name: Redact(dsn), opts: opts, chains: make(map[string]*pchain),
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.life, s.abort = context.WithCancel(context.Background())
 	go s.run()
@@ -179,7 +177,7 @@ func (s *Evidence) CloseContext(ctx context.Context) error {
 	}
 	s.abort()
 	if first {
-		s.pool.Close()
+		s.db.pool.Close()
 	}
 	return err
 }
@@ -497,34 +495,70 @@ func (s *Evidence) insertGroup(group []*pending) ([]bool, error) {
 	}
 }
 
-// tryGroup is one attempt of insertGroup. again: an earlier attempt lost
-// its connection, possibly after its COMMIT reached the server; a record
-// it refuses that is already in its chain, with its chain hash (which
-// covers every byte of it), was committed by that attempt.
-func (s *Evidence) tryGroup(group []*pending, again bool) ([]bool, error) {
+// tryGroup is one attempt of insertGroup, in one round trip: BEGIN, the
+// durability check (durableBegin), the append lock, the conditional
+// inserts and COMMIT are sent as one pipeline (a pgx batch, one Sync).
+// The server runs them in order; the first that fails aborts the
+// transaction and the server skips the rest, COMMIT included, up to the
+// Sync: the results are read in order, the first error ends the attempt,
+// and the connection, left in the aborted transaction, is rolled back.
+// Nothing of a failed attempt commits. again: an earlier attempt lost its
+// connection, possibly after its COMMIT reached the server; a record it
+// refuses that is already in its chain, with its chain hash (which covers
+// every byte of it), was committed by that attempt (read in the same
+// pipeline, after the inserts).
+func (s *Evidence) tryGroup(group []*pending, again bool) (inserted []bool, err error) {
 	ctx := s.life
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	conn, err := s.db.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback(ctx)
+	defer func() {
+		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+			// Aborted or never committed: roll back, or the pool
+			// closes the connection when it sees it in a transaction.
+			conn.Exec(ctx, "ROLLBACK")
+		}
+		conn.Release()
+	}()
+	// The hook (tests) holds the group between its inserts and COMMIT,
+	// which it then sends on its own.
+	commit := s.beforeCommit == nil
 	b := &pgx.Batch{}
+	b.Queue(durableBeginStmt)
+	b.Queue(durableCheckStmt)
 	// Held until the commit: Scan waits for this group (see Scan).
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1, $2)", int32(appendLock), s.key)
+	insert := s.db.q.sql(insertRecord)
 	for _, p := range group {
 		var prev []byte
 		if p.r.PreviousChainHash != nil {
 			h, _ := chain.ParseHash(*p.r.PreviousChainHash)
 			prev = h[:]
 		}
-		b.Queue(insertRecord, p.r.ChainID, p.r.Sequence, p.r.RecordID, p.hash[:], string(p.r.RecordType), p.line, prev)
+		b.Queue(insert, p.r.ChainID, p.r.Sequence, p.r.RecordID, p.hash[:], string(p.r.RecordType), p.line, prev)
 	}
-	br := tx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, err
+	if again {
+		have := s.db.q.sql("SELECT EXISTS (SELECT 1 FROM polc_records WHERE chain_id = $1 AND sequence = $2 AND chain_hash = $3)")
+		for _, p := range group {
+			b.Queue(have, p.r.ChainID, p.r.Sequence, p.hash[:])
+		}
 	}
-	inserted := make([]bool, len(group))
+	if commit {
+		b.Queue("COMMIT")
+	}
+	br := conn.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			inserted, err = nil, cerr
+		}
+	}()
+	for range 3 {
+		if _, err := br.Exec(); err != nil {
+			return nil, durabilityErr(err)
+		}
+	}
+	inserted = make([]bool, len(group))
 	for i := range group {
 		var pos int64
 		switch err := br.QueryRow().Scan(&pos); {
@@ -532,31 +566,36 @@ func (s *Evidence) tryGroup(group []*pending, again bool) ([]bool, error) {
 			inserted[i] = true
 		case errors.Is(err, pgx.ErrNoRows):
 		default:
-			br.Close()
 			return nil, err
 		}
 	}
-	if err := br.Close(); err != nil {
-		return nil, err
-	}
 	if again {
-		for i, p := range group {
-			if inserted[i] {
-				continue
-			}
-			var have []byte
-			err := tx.QueryRow(ctx, "SELECT chain_hash FROM polc_records WHERE chain_id = $1 AND sequence = $2", p.r.ChainID, p.r.Sequence).Scan(&have)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		for i := range group {
+			var committed bool
+			if err := br.QueryRow().Scan(&committed); err != nil {
 				return nil, err
 			}
-			inserted[i] = bytes.Equal(have, p.hash[:])
+			inserted[i] = inserted[i] || committed
 		}
 	}
-	if s.beforeCommit != nil {
+	if !commit {
+		if err := br.Close(); err != nil {
+			return nil, err
+		}
 		s.beforeCommit(len(group))
+		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+			return nil, err
+		}
+		return inserted, nil
 	}
-	if err := tx.Commit(ctx); err != nil {
+	// COMMIT of an aborted transaction answers ROLLBACK without an
+	// error: only the tag COMMIT is a commit.
+	tag, err := br.Exec()
+	if err != nil {
 		return nil, err
+	}
+	if tag.String() != "COMMIT" {
+		return nil, fmt.Errorf("pgstore: the group's COMMIT answered %q", tag.String())
 	}
 	return inserted, nil
 }
@@ -568,7 +607,7 @@ func (s *Evidence) diagnose(p *pending) error {
 	tip, has, err := s.dbHead(ctx, p.r.ChainID)
 	if err == nil {
 		var dup bool
-		err = s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM polc_records WHERE chain_id = $1 AND record_id = $2)", p.r.ChainID, p.r.RecordID).Scan(&dup)
+		err = s.db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM polc_records WHERE chain_id = $1 AND record_id = $2)", p.r.ChainID, p.r.RecordID).Scan(&dup)
 		if err == nil {
 			if cerr := checkLink(tip, has, p.r, func() bool { return dup }); cerr != nil {
 				return cerr
@@ -597,7 +636,7 @@ func (s *Evidence) dbHead(ctx context.Context, chainID string) (chain.Tip, bool,
 	var hash []byte
 	var typ string
 	err := s.retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, "SELECT sequence, chain_hash, record_type FROM polc_records WHERE chain_id = $1 ORDER BY sequence DESC LIMIT 1", chainID).Scan(&seq, &hash, &typ)
+		return s.db.QueryRow(ctx, "SELECT sequence, chain_hash, record_type FROM polc_records WHERE chain_id = $1 ORDER BY sequence DESC LIMIT 1", chainID).Scan(&seq, &hash, &typ)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return chain.Tip{}, false, nil
@@ -678,7 +717,7 @@ func (s *Evidence) lines(ctx context.Context, chainID string, after int64, f fun
 	started := false
 	err := s.retry(ctx, func() error {
 		var err error
-		rows, err = s.pool.Query(ctx, "SELECT sequence, line FROM polc_records WHERE chain_id = $1 AND sequence > $2 ORDER BY sequence", chainID, after)
+		rows, err = s.db.Query(ctx, "SELECT sequence, line FROM polc_records WHERE chain_id = $1 AND sequence > $2 ORDER BY sequence", chainID, after)
 		if err != nil {
 			return err
 		}
@@ -745,7 +784,7 @@ func (s *Evidence) Verify(ctx context.Context, chainID string, expectedHead chai
 func (s *Evidence) Chains(ctx context.Context) ([]string, error) {
 	var ids []string
 	err := s.retry(ctx, func() error {
-		rows, err := s.pool.Query(ctx, "SELECT chain_id::text FROM polc_records WHERE sequence = 0 ORDER BY chain_id::text")
+		rows, err := s.db.Query(ctx, "SELECT chain_id::text FROM polc_records WHERE sequence = 0 ORDER BY chain_id::text")
 		if err != nil {
 			return err
 		}
@@ -780,7 +819,7 @@ func (s *Evidence) Scan(ctx context.Context, after string, limit int) (chain.Pro
 	}
 	var horizon int64
 	err := s.retry(ctx, func() error {
-		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		return s.db.txFunc(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx *qtx) error {
 			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(appendLock), s.key); err != nil {
 				return err
 			}
@@ -795,7 +834,7 @@ func (s *Evidence) Scan(ctx context.Context, after string, limit int) (chain.Pro
 		l := int64(limit)
 		lim = &l
 	}
-	rows, err := s.pool.Query(ctx, `SELECT pos, chain_id::text, sequence, record_id::text, chain_hash FROM polc_records
+	rows, err := s.db.Query(ctx, `SELECT pos, chain_id::text, sequence, record_id::text, chain_hash FROM polc_records
 		WHERE pos > $1 AND pos <= $2 ORDER BY pos LIMIT $3`, from, horizon, lim)
 	if err != nil {
 		return chain.ProjectionPage{}, err

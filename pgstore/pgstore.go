@@ -8,8 +8,10 @@
 // libpq URL form; parameters the driver does not know, such as search_path
 // or statement_timeout, are session settings). They share one versioned
 // schema, created or migrated when either opens, in the first schema of the
-// connection's search_path: a database newer than this package is refused
-// (*SchemaVersionError).
+// connection's search_path that exists, whose name qualifies every table
+// a store names afterwards: a database newer than this package is refused
+// (*SchemaVersionError), and so is a search_path that reaches polc's tables
+// in another schema.
 //
 // The driver is github.com/jackc/pgx/v5. This package is never imported by
 // certverify: verifying a chain needs only its exported JSONL.
@@ -43,28 +45,82 @@ func IsDSN(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
-// Redact returns dsn with any password replaced by "xxxxx", for messages.
+// Redact returns dsn for messages, with every secret it carries replaced
+// by "xxxxx": the userinfo's password and the value of every query
+// parameter whose name (percent-decoded, as the driver decodes it) is a
+// secret the driver takes (password, sslpassword) or contains "password".
+// It reads the DSN as the driver does, not as net/url does: the userinfo
+// ends at the first '@' before any '/', and parameters are separated by
+// '&' only, so a value holding ';' or '#' is redacted whole. A string the
+// driver would refuse to parse (a pair with no or two '=', a bad percent
+// escape) prints none of itself, and neither does a keyword/value
+// connection string ("host=… password=…"), which IsDSN does not accept.
 func Redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "postgres://(unparsable DSN)"
+	rest, ok := strings.CutPrefix(dsn, "postgresql://")
+	scheme := "postgresql://"
+	if !ok {
+		rest, ok = strings.CutPrefix(dsn, "postgres://")
+		scheme = "postgres://"
 	}
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	if !ok {
+		if strings.ContainsAny(dsn, "= \t\n'") {
+			return "(a connection string that is not a postgres:// URL, not shown)"
+		}
+		return dsn
+	}
+	const unparsable = "postgres://(unparsable DSN)"
+	var b strings.Builder
+	b.WriteString(scheme)
+	if i := strings.IndexAny(rest, "@/"); i >= 0 && rest[i] == '@' {
+		user, _, hasPassword := strings.Cut(rest[:i], ":")
+		if strings.ContainsAny(user, "?&=;#") {
+			// Not a user name a person writes: perhaps a query the
+			// '@' of a password cut short.
+			user = "xxxxx"
+		}
+		b.WriteString(user)
+		if hasPassword {
+			b.WriteString(":xxxxx")
+		}
+		b.WriteByte('@')
+		rest = rest[i+1:]
+	}
+	base, query, hasQuery := strings.Cut(rest, "?")
+	b.WriteString(base)
+	if !hasQuery {
+		return b.String()
+	}
+	b.WriteByte('?')
+	for i, pair := range strings.Split(query, "&") {
+		key, _, found := strings.Cut(pair, "=")
+		name, err := url.PathUnescape(key)
+		if !found || strings.Count(pair, "=") != 1 || err != nil {
+			return unparsable
+		}
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		if secretParam(name) {
+			b.WriteString(key + "=xxxxx")
+		} else {
+			b.WriteString(pair)
 		}
 	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
+	return b.String()
+}
+
+// secretParam reports whether a DSN parameter's value is a secret: the
+// ones the driver takes (password, sslpassword), and any other whose
+// name says it is one (a server setting the DSN passes through).
+func secretParam(name string) bool {
+	name = strings.ToLower(strings.TrimSpace(name))
+	return name == "password" || name == "sslpassword" || strings.Contains(name, "password") || strings.Contains(name, "secret")
 }
 
 // SchemaVersionError refuses a database this package cannot use safely:
 // one whose polc schema is newer than SchemaVersion (written by a newer
-// polc), or whose version table is damaged.
+// polc), whose version table is damaged, or whose tables the search_path
+// makes ambiguous.
 type SchemaVersionError struct {
 	DSN       string // redacted
 	Found     int
@@ -224,18 +280,75 @@ const (
 	appendLock = 0x706f6c64
 )
 
+// durableBegin begins every transaction that writes what a store
+// acknowledges, in the one round trip of its BEGIN (pgx sends a BEGIN
+// query of its own with the simple protocol, several statements at once).
+// The server's fsync and synchronous_commit are reloadable: a connection
+// checked when it was made may meet them changed since. So each such
+// transaction checks them again, as checkDurable does at connect, and
+// refuses to begin when fsync is off or synchronous_commit is off (the
+// cast fails with the refusal's text, the transaction is aborted and
+// nothing in it can commit). It then sets synchronous_commit for itself
+// to the value it checked (as SET LOCAL does): a setting made in the
+// transaction outranks the configuration file, and a commit waits as the
+// setting in effect when it commits says, so a reload between this check
+// and the COMMIT cannot turn it off.
+const durableBegin = "BEGIN ISOLATION LEVEL READ COMMITTED;\n" + durableCheck
+
+// durableCheck is durableBegin's check.
+const durableCheck = `SELECT (CASE
+	WHEN pg_catalog.current_setting('fsync') <> 'on' THEN '` + durabilityMark + `fsync'
+	WHEN pg_catalog.current_setting('synchronous_commit') = 'off' THEN '` + durabilityMark + `synchronous_commit'
+	ELSE (pg_catalog.set_config('synchronous_commit', pg_catalog.current_setting('synchronous_commit'), true) IS NOT NULL)::text
+	END)::boolean`
+
+// durableBeginStmt and durableCheckStmt are durableBegin's statements one
+// by one, for a pipeline (Evidence.tryGroup) that sends the transaction's
+// statements and its COMMIT at once.
+const (
+	durableBeginStmt = "BEGIN ISOLATION LEVEL READ COMMITTED"
+	durableCheckStmt = durableCheck
+)
+
+// durabilityMark begins the text of durableBegin's refusal, followed by
+// the setting that is off.
+const durabilityMark = "polc refuses to commit: off: "
+
+// durableTx are the options of a transaction that writes: see durableBegin.
+var durableTx = pgx.TxOptions{IsoLevel: pgx.ReadCommitted, BeginQuery: durableBegin}
+
+// durabilityErr returns a *DurabilityError for a transaction durableBegin
+// refused, else err.
+func durabilityErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "22P02" {
+		if _, setting, ok := strings.Cut(pe.Message, durabilityMark); ok {
+			return &DurabilityError{Setting: strings.TrimRight(setting, `"`), Value: "off"}
+		}
+	}
+	return err
+}
+
+// opened is what connect returns: the pool, whose statements name the
+// tables of the schema the store opened in; the store's generation (a
+// random id made when the schema was created, which projection cursors
+// carry); and the schema's advisory lock key.
+type opened struct {
+	db  *db
+	gen string
+	key int32
+}
+
 // connect opens a pool on dsn whose connections are checked for durable
-// commits, and creates or migrates the schema. It returns the store's
-// generation (a random id made when the schema was created, which
-// projection cursors carry) and the schema's advisory lock key.
-func connect(ctx context.Context, dsn string, maxConns int32) (*pgxpool.Pool, string, int32, error) {
+// commits, and creates or migrates the schema.
+func connect(ctx context.Context, dsn string, maxConns int32) (opened, error) {
 	if !IsDSN(dsn) {
-		return nil, "", 0, fmt.Errorf("pgstore: %q is not a postgres:// DSN", Redact(dsn))
+		return opened{}, fmt.Errorf("pgstore: %q is not a postgres:// DSN", Redact(dsn))
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's message can quote the DSN, password included.
-		return nil, "", 0, fmt.Errorf("pgstore: %s: invalid DSN", Redact(dsn))
+		return opened{}, fmt.Errorf("pgstore: %s: invalid DSN", Redact(dsn))
 	}
 	if maxConns > 0 && !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = maxConns
@@ -243,14 +356,14 @@ func connect(ctx context.Context, dsn string, maxConns int32) (*pgxpool.Pool, st
 	cfg.AfterConnect = checkDurable
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, "", 0, fmt.Errorf("pgstore: %s: %w", Redact(dsn), err)
+		return opened{}, fmt.Errorf("pgstore: %s: %w", Redact(dsn), err)
 	}
-	gen, key, err := migrate(ctx, pool, Redact(dsn))
+	o, err := migrate(ctx, pool, Redact(dsn))
 	if err != nil {
 		pool.Close()
-		return nil, "", 0, err
+		return opened{}, err
 	}
-	return pool, gen, key, nil
+	return o, nil
 }
 
 // checkDurable refuses a connection on which a commit could return before
@@ -271,24 +384,48 @@ func checkDurable(ctx context.Context, c *pgx.Conn) error {
 
 // migrate creates the schema in a database that has none, migrates an
 // older one and refuses a newer one, in one transaction under an advisory
-// lock (per schema); it returns the generation and the schema's lock key.
-func migrate(ctx context.Context, pool *pgxpool.Pool, name string) (gen string, key int32, err error) {
+// lock (per schema). The schema is the connection's current_schema() (the
+// first schema of its search_path that exists); every statement the store
+// runs afterwards names its tables in that schema. A search_path through
+// which a polc table name resolves to another schema (a store kept further
+// down the path, behind a schema added ahead of it) is refused: which
+// store was meant is not known, and two stores reaching one set of tables
+// under two schemas' lock keys would not exclude each other.
+func migrate(ctx context.Context, pool *pgxpool.Pool, name string) (o opened, err error) {
+	var schema string
 	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		var schema *string
-		if err := tx.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		var cur *string
+		if err := tx.QueryRow(ctx, "SELECT current_schema()").Scan(&cur); err != nil {
 			return err
 		}
-		if schema == nil {
+		if cur == nil {
 			return &SchemaVersionError{DSN: name, Problem: "no schema to create the tables in (the search_path names none that exists)"}
 		}
-		if err := tx.QueryRow(ctx, "SELECT hashtext($1)", *schema).Scan(&key); err != nil {
+		schema = *cur
+		var table, other string
+		switch err := tx.QueryRow(ctx, `SELECT t, n.nspname FROM unnest($1::text[]) WITH ORDINALITY AS u(t, i)
+			JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(pg_catalog.quote_ident(t))
+			JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname <> $2 ORDER BY i LIMIT 1`, tableNames, schema).Scan(&table, &other); {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			return &SchemaVersionError{DSN: name, Problem: fmt.Sprintf("the search_path's first schema is %s, but its %s resolves to the table of schema %s: name one schema (search_path=%[3]s) to use that store, or take %[3]s out of the search_path",
+				pgx.Identifier{schema}.Sanitize(), table, pgx.Identifier{other}.Sanitize())}
+		}
+		// The tables are created and looked for in that schema only.
+		if _, err := tx.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1, true)", pgx.Identifier{schema}.Sanitize()); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(migrationLock), key); err != nil {
+		if err := tx.QueryRow(ctx, "SELECT hashtext($1)", schema).Scan(&o.key); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(migrationLock), o.key); err != nil {
 			return err
 		}
 		var exists bool
-		if err := tx.QueryRow(ctx, "SELECT to_regclass('polc_schema') IS NOT NULL").Scan(&exists); err != nil {
+		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, "polc_schema"}.Sanitize()).Scan(&exists); err != nil {
 			return err
 		}
 		version := 0
@@ -300,7 +437,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, name string) (gen string, 
 			var versions []int
 			for rows.Next() {
 				var v int
-				if err := rows.Scan(&v, &gen); err != nil {
+				if err := rows.Scan(&v, &o.gen); err != nil {
 					rows.Close()
 					return err
 				}
@@ -309,7 +446,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, name string) (gen string, 
 			if err := rows.Err(); err != nil {
 				return err
 			}
-			if len(versions) != 1 || versions[0] < 1 || len(gen) != 32 {
+			if len(versions) != 1 || versions[0] < 1 || len(o.gen) != 32 {
 				return &SchemaVersionError{DSN: name, Supported: SchemaVersion, Problem: fmt.Sprintf("polc_schema must hold exactly one row with a version >= 1 and a generation (found %d rows)", len(versions))}
 			}
 			version = versions[0]
@@ -327,8 +464,8 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, name string) (gen string, 
 			if _, err := rand.Read(b[:]); err != nil {
 				return err
 			}
-			gen = hex.EncodeToString(b[:])
-			if _, err := tx.Exec(ctx, "INSERT INTO polc_schema(version, generation) VALUES (0, $1)", gen); err != nil {
+			o.gen = hex.EncodeToString(b[:])
+			if _, err := tx.Exec(ctx, "INSERT INTO polc_schema(version, generation) VALUES (0, $1)", o.gen); err != nil {
 				return err
 			}
 		}
@@ -346,11 +483,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, name string) (gen string, 
 	if err != nil {
 		var se *SchemaVersionError
 		if errors.As(err, &se) {
-			return "", 0, err
+			return opened{}, err
 		}
-		return "", 0, fmt.Errorf("pgstore: %s: schema: %w", name, err)
+		return opened{}, fmt.Errorf("pgstore: %s: schema: %w", name, err)
 	}
-	return gen, key, nil
+	o.db = &db{pool: pool, q: newQualifier(schema)}
+	return o, nil
 }
 
 // retryable reports whether err lost the connection or met a server that

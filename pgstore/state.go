@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"polc.dev/polc/chain"
 	"polc.dev/polc/executor"
@@ -28,7 +27,7 @@ type State struct {
 	// BudgetLedger is the budget ledger on this database.
 	statestore.BudgetLedger
 
-	pool *pgxpool.Pool
+	db   *db
 	name string
 }
 
@@ -42,18 +41,18 @@ var (
 // OpenState connects to the database dsn names and creates or migrates
 // the schema. The caller must Close it.
 func OpenState(ctx context.Context, dsn string) (*State, error) {
-	pool, _, _, err := connect(ctx, dsn, 0)
+	o, err := connect(ctx, dsn, 0)
 	if err != nil {
 		return nil, err
 	}
-	s := &State{pool: pool, name: Redact(dsn)}
+	s := &State{db: o.db, name: Redact(dsn)}
 	s.BudgetLedger = statestore.NewBudgetLedger("pgstore", pgBudget{s})
 	return s, nil
 }
 
 // Close closes the connections.
 func (s *State) Close() error {
-	s.pool.Close()
+	s.db.pool.Close()
 	return nil
 }
 
@@ -61,9 +60,11 @@ func (s *State) Close() error {
 func (s *State) Name() string { return s.name }
 
 // tx runs fn in a READ COMMITTED transaction and commits it when fn
-// returns nil.
-func (s *State) tx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+// returns nil. The transaction commits durably or not at all, whatever the
+// server's configuration became since the connection was made (see
+// durableBegin).
+func (s *State) tx(ctx context.Context, fn func(*qtx) error) error {
+	return durabilityErr(s.db.txFunc(ctx, durableTx, fn))
 }
 
 // uniqueViolation reports whether err is a unique key violation on the
@@ -86,7 +87,7 @@ func (s *State) CommitAttempt(ctx context.Context, a executor.AttemptRecord) err
 			return &statestore.InputError{What: "attempt " + a.AttemptID, Reason: fmt.Sprintf("outbox[%d]: a NUL byte", i)}
 		}
 	}
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	return s.tx(ctx, func(tx *qtx) error {
 		if _, err := tx.Exec(ctx, "INSERT INTO polc_runs(run_id, created_at) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING",
 			a.RunID, statestore.FormatTime(a.StartedAt)); err != nil {
 			return err
@@ -122,7 +123,7 @@ func (s *State) CommitAttempt(ctx context.Context, a executor.AttemptRecord) err
 // order; ok is false when no such attempt was committed.
 func (s *State) Attempt(ctx context.Context, attemptID string) (a executor.AttemptRecord, ok bool, err error) {
 	var profile, started, finished string
-	err = s.pool.QueryRow(ctx, `SELECT run_id, attempt_id, owner_attempt_id, request_id, operation_id, action_id,
+	err = s.db.QueryRow(ctx, `SELECT run_id, attempt_id, owner_attempt_id, request_id, operation_id, action_id,
 		request_digest, outcome, reason_code, result_digest, call_executed, profile, started_at, finished_at
 		FROM polc_attempts WHERE attempt_id = $1`, attemptID).Scan(
 		&a.RunID, &a.AttemptID, &a.OwnerAttemptID, &a.RequestID, &a.OperationID, &a.ActionID,
@@ -140,7 +141,7 @@ func (s *State) Attempt(ctx context.Context, attemptID string) (a executor.Attem
 	if a.FinishedAt, err = statestore.ParseTime(finished); err != nil {
 		return executor.AttemptRecord{}, false, err
 	}
-	rows, err := s.pool.Query(ctx, "SELECT message_id, topic, payload_json FROM polc_outbox WHERE attempt_id = $1 ORDER BY position", attemptID)
+	rows, err := s.db.Query(ctx, "SELECT message_id, topic, payload_json FROM polc_outbox WHERE attempt_id = $1 ORDER BY position", attemptID)
 	if err != nil {
 		return executor.AttemptRecord{}, false, err
 	}
@@ -159,7 +160,7 @@ func (s *State) Attempt(ctx context.Context, attemptID string) (a executor.Attem
 
 // Outbox returns every committed outbox message of the run in commit order.
 func (s *State) Outbox(ctx context.Context, runID string) ([]statestore.OutboxEntry, error) {
-	rows, err := s.pool.Query(ctx, `SELECT seq, run_id, attempt_id, message_id, topic, payload_json
+	rows, err := s.db.Query(ctx, `SELECT seq, run_id, attempt_id, message_id, topic, payload_json
 		FROM polc_outbox WHERE run_id = $1 ORDER BY seq`, runID)
 	if err != nil {
 		return nil, err
@@ -173,7 +174,7 @@ func (s *State) Outbox(ctx context.Context, runID string) ([]statestore.OutboxEn
 // Run returns the run's committed attempts (in commit order) and projected
 // operations; ok is false when neither names the run.
 func (s *State) Run(ctx context.Context, runID string) (r statestore.Run, ok bool, err error) {
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = s.db.txFunc(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx *qtx) error {
 		var created string
 		switch err := tx.QueryRow(ctx, "SELECT created_at FROM polc_runs WHERE run_id = $1", runID).Scan(&created); {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -203,7 +204,7 @@ func (s *State) Run(ctx context.Context, runID string) (r statestore.Run, ok boo
 	return r, true, nil
 }
 
-func queryStrings(ctx context.Context, tx pgx.Tx, query string, args ...any) ([]string, error) {
+func queryStrings(ctx context.Context, tx *qtx, query string, args ...any) ([]string, error) {
 	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -223,7 +224,7 @@ func (s *State) ApplyProjection(ctx context.Context, projector string, version i
 	if err := statestore.CheckProjection(projector, version, records); err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	return s.tx(ctx, func(tx *qtx) error {
 		// The projector's row is locked for the transaction: two
 		// projectors of one name apply one after the other.
 		var committed int
@@ -275,7 +276,7 @@ func (s *State) ApplyProjection(ctx context.Context, projector string, version i
 }
 
 // projected reports whether r is already applied under version.
-func projected(ctx context.Context, tx pgx.Tx, r *executor.ProjectedRecord, version int) (bool, error) {
+func projected(ctx context.Context, tx *qtx, r *executor.ProjectedRecord, version int) (bool, error) {
 	rows, err := tx.Query(ctx, `SELECT projection_version, chain_hash FROM polc_projected_records
 		WHERE chain_id = $1 AND record_id = $2`, r.ChainID, r.RecordID)
 	if err != nil {
@@ -288,7 +289,7 @@ func projected(ctx context.Context, tx pgx.Tx, r *executor.ProjectedRecord, vers
 // applyOperation derives operation state from one newly applied record,
 // as statestore.SQLite does; the operation's row is locked while it is
 // read and changed.
-func applyOperation(ctx context.Context, tx pgx.Tx, r *executor.ProjectedRecord) error {
+func applyOperation(ctx context.Context, tx *qtx, r *executor.ProjectedRecord) error {
 	c, ok, err := statestore.OperationChangeOf(r)
 	if !ok || err != nil {
 		return err
@@ -326,7 +327,7 @@ func applyOperation(ctx context.Context, tx pgx.Tx, r *executor.ProjectedRecord)
 // ProjectionCursor implements executor.ProjectionStore.
 func (s *State) ProjectionCursor(ctx context.Context, projector string) (string, error) {
 	var c string
-	err := s.pool.QueryRow(ctx, "SELECT cursor FROM polc_projection_cursors WHERE projector = $1", projector).Scan(&c)
+	err := s.db.QueryRow(ctx, "SELECT cursor FROM polc_projection_cursors WHERE projector = $1", projector).Scan(&c)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -336,7 +337,7 @@ func (s *State) ProjectionCursor(ctx context.Context, projector string) (string,
 // Operation returns the projected operation; ok is false when no
 // operation_started for it has been projected.
 func (s *State) Operation(ctx context.Context, operationID string) (op statestore.Operation, ok bool, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT operation_id, chain_id, run_id, attempt_id, tool_id, request_digest, status,
+	err = s.db.QueryRow(ctx, `SELECT operation_id, chain_id, run_id, attempt_id, tool_id, request_digest, status,
 		started_record_id, terminal_record_id, terminal_type, reason_code, result_digest, duration_us
 		FROM polc_operations WHERE operation_id = $1`, operationID).Scan(
 		&op.OperationID, &op.ChainID, &op.RunID, &op.AttemptID, &op.ToolID, &op.RequestDigest, &op.Status,
@@ -354,12 +355,17 @@ func (s *State) Operation(ctx context.Context, operationID string) (op statestor
 // recorded once, whichever process records it first; a second use is
 // executor.ErrApprovalReplayed.
 func (s *State) UseApprovalNonce(ctx context.Context, nonce, approvalID string, at time.Time) error {
-	tag, err := s.pool.Exec(ctx, "INSERT INTO polc_approval_nonces(nonce, approval_id, used_at_us) VALUES ($1, $2, $3) ON CONFLICT (nonce) DO NOTHING",
-		nonce, approvalID, at.UnixMicro())
+	used := false
+	err := s.tx(ctx, func(tx *qtx) error {
+		tag, err := tx.Exec(ctx, "INSERT INTO polc_approval_nonces(nonce, approval_id, used_at_us) VALUES ($1, $2, $3) ON CONFLICT (nonce) DO NOTHING",
+			nonce, approvalID, at.UnixMicro())
+		used = err == nil && tag.RowsAffected() == 0
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: recording approval nonce: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if used {
 		return executor.ErrApprovalReplayed
 	}
 	return nil
@@ -377,7 +383,7 @@ type pgBudget struct{ s *State }
 // WriteBudget implements statestore.BudgetStore: f runs under the lock of
 // the key's account row.
 func (b pgBudget) WriteBudget(ctx context.Context, key executor.BudgetKey, f func(statestore.BudgetRows) error) error {
-	return b.s.tx(ctx, func(tx pgx.Tx) error {
+	return b.s.tx(ctx, func(tx *qtx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO polc_budget_accounts(tenant, principal, policy_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
 			key.Tenant, key.Principal, key.PolicyID); err != nil {
 			return err
@@ -393,7 +399,7 @@ func (b pgBudget) WriteBudget(ctx context.Context, key executor.BudgetKey, f fun
 // ReadBudget implements statestore.BudgetStore: one statement reads an
 // account, so it needs no transaction.
 func (b pgBudget) ReadBudget(ctx context.Context, f func(statestore.BudgetRows) error) error {
-	return f(pgBudgetRows{b.s.pool})
+	return f(pgBudgetRows{b.s.db})
 }
 
 // pgBudgetRows is polc_budget_usage through q: a transaction, or the pool

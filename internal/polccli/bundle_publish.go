@@ -30,6 +30,7 @@ type bundlePublishParams struct {
 	verificationKey string
 	signingAlg      string
 	unsigned        bool
+	replaceSigned   bool
 }
 
 func newBundlePublishCmd(e *env) *cobra.Command {
@@ -59,6 +60,10 @@ that name; HS256, HS384 and HS512 take a secret file). A bundle that does
 not verify (unsigned, changed after signing, signed by another key) is
 refused and nothing is written. --unsigned publishes for a fleet that
 verifies nothing; a signed bundle is refused then, as such an OPA refuses it.
+--unsigned over a DIR whose current bundle is signed is refused too: a
+fleet that verifies signatures would refuse the unsigned bundle and keep
+running the old one. --replace-signed publishes it anyway, once the fleet
+no longer verifies.
 
 Prints "<revision> <etag>": the ETag polc bundle serve sends for it.
 Exit 0 when published, 2 when refused or on bad input.`,
@@ -71,6 +76,7 @@ Exit 0 when published, 2 when refused or on bad input.`,
 	c.Flags().StringVar(&p.verificationKey, "verification-key", "", "the public key (PEM) the fleet verifies bundles with")
 	c.Flags().StringVar(&p.signingAlg, "signing-alg", "", "the signature algorithm the fleet verifies (default: the key's, RS256 for RSA)")
 	c.Flags().BoolVar(&p.unsigned, "unsigned", false, "publish for a fleet that verifies no signature (the bundle must be unsigned)")
+	c.Flags().BoolVar(&p.replaceSigned, "replace-signed", false, "with --unsigned: publish even though DIR's current bundle is signed (the fleet no longer verifies)")
 	return c
 }
 
@@ -83,6 +89,8 @@ func runBundlePublish(_ context.Context, e *env, p *bundlePublishParams) error {
 		return usagef("bundle publish needs --verification-key KEY (the fleet's public key) or --unsigned")
 	case p.verificationKey != "" && p.unsigned:
 		return usagef("--verification-key and --unsigned exclude each other")
+	case p.replaceSigned && !p.unsigned:
+		return usagef("--replace-signed is for --unsigned")
 	}
 	var vc *bundle.VerificationConfig
 	if p.verificationKey != "" {
@@ -111,6 +119,17 @@ func runBundlePublish(_ context.Context, e *env, p *bundlePublishParams) error {
 			"bundle revision %q cannot name a file: want 1 to 128 letters, digits, '.', '_' or '-', not beginning with '.', '_' or '-'", rev)
 	}
 	dir := e.abs(p.dir)
+	if p.unsigned && !p.replaceSigned {
+		// A fleet that verifies signatures refuses an unsigned bundle
+		// and keeps the old one: the switch must be said.
+		cur := filepath.Join(dir, bundlesDir, bundleName+bundleExt)
+		if old, err := readBounded(cur, maxPublishedBundle); err == nil && !unsignedBundle(old) {
+			return reportOne(e, diag.Pos{File: diag.Rel(e.dir, cur)}, diag.CodeInvalidInput,
+				"the current bundle is signed (or unreadable): a fleet that verifies signatures would refuse an unsigned one and keep running this; publish with --verification-key, or add --replace-signed once the fleet verifies no signature")
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return reportOne(e, diag.Pos{File: diag.Rel(e.dir, cur)}, diag.CodeIO, "cannot read the current bundle: %v", err)
+		}
+	}
 	current, err := publishRevision(dir, rev, data, vc)
 	if err != nil {
 		var c *revisionConflict
@@ -226,6 +245,13 @@ func verifyBundle(data []byte, vc *bundle.VerificationConfig) (string, error) {
 		return "", err
 	}
 	return b.Manifest.Revision, nil
+}
+
+// unsignedBundle reports whether data reads as an unsigned bundle (as an
+// OPA configured without keys reads it: a signed one is refused).
+func unsignedBundle(data []byte) bool {
+	_, err := verifyBundle(data, nil)
+	return err == nil
 }
 
 // readBounded reads a file of at most max bytes.

@@ -264,3 +264,31 @@ func TestBundlePublishKeyTypes(t *testing.T) {
 	pe.ok("bundle", "publish", "o-rsa/bundle.tar.gz", "srv-rsa1", "--verification-key", "keys/rsa1.pub.pem")
 	pe.refused("failed to verify", "bundle", "publish", "o-rsa/bundle.tar.gz", "srv-ps", "--verification-key", "keys/rsa.pub.pem", "--signing-alg", "PS256")
 }
+
+// TestBundlePublishUnsignedOverSigned: --unsigned over a directory whose
+// current bundle is signed is refused (exit 2, at the current bundle,
+// nothing written): a fleet that verifies signatures would refuse the
+// unsigned bundle and go on running the old one without a word.
+// --replace-signed says the fleet no longer verifies; unsigned over
+// unsigned needs nothing.
+func TestBundlePublishUnsignedOverSigned(t *testing.T) {
+	pe := newPublishEnv(t)
+	signed := pe.compile(1, "o1", "a")
+	pe.compile(2, "o2u", "")
+	os.MkdirAll(filepath.Join(pe.dir, "o3u"), 0o755)
+	os.WriteFile(filepath.Join(pe.dir, "o3u", "bundle.tar.gz"), testBundle(t, "r3", nil), 0o644)
+	pe.ok("bundle", "publish", "o1/bundle.tar.gz", "srv", "--verification-key", "keys/a.pub.pem")
+	pe.refused("srv/bundles/polc.tar.gz: invalid_input: the current bundle is signed", "bundle", "publish", "o2u/bundle.tar.gz", "srv", "--unsigned")
+	if !bytes.Equal(pe.current(), signed) {
+		t.Fatal("a refused publish changed the current bundle")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(pe.dir, "srv", "revisions")); len(entries) != 1 {
+		t.Fatalf("a refused publish wrote a revision: %v", entries)
+	}
+	pe.refused("--replace-signed is for --unsigned", "bundle", "publish", "o2u/bundle.tar.gz", "srv", "--replace-signed", "--verification-key", "keys/a.pub.pem")
+	pe.ok("bundle", "publish", "o2u/bundle.tar.gz", "srv", "--unsigned", "--replace-signed")
+	pe.ok("bundle", "publish", "o3u/bundle.tar.gz", "srv", "--unsigned")
+	if !bytes.Equal(pe.current(), pe.read("o3u/bundle.tar.gz")) {
+		t.Fatal("unsigned over unsigned was not published")
+	}
+}

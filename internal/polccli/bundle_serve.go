@@ -319,10 +319,17 @@ func etagListed(header, etag string) bool {
 	return false
 }
 
-// etag is the ETag of the open file f: remembered by the file's identity
-// (device, inode, size, times) where the system gives one, computed from
-// f's bytes otherwise. Publishing renames a new file into place, so a new
-// bundle is a new identity; f is left at its start.
+// etag is the ETag of the open file f: computed from f's bytes, and
+// remembered by the file's identity (device, inode, size, modification and
+// status change times) where the system gives one. Publishing renames a
+// new file into place, so a new bundle is a new identity; a file rewritten
+// in place gets a new ctime. No identity short of the bytes is exact (two
+// rewrites within one tick of the filesystem's clock, or one while f is
+// read, can leave a ctime unchanged), so a tag is remembered only for a
+// file whose identity was the same before and after it was read and whose
+// ctime is racyWindow older than the read: any later change has a later
+// ctime. A file changed lately is hashed on every request. f is left at
+// its start.
 func (bs *bundleServer) etag(f *os.File, fi os.FileInfo) (string, error) {
 	key, keyed := identity(fi)
 	if keyed {
@@ -333,6 +340,7 @@ func (bs *bundleServer) etag(f *os.File, fi os.FileInfo) (string, error) {
 			return tag, nil
 		}
 	}
+	start := time.Now()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", err
@@ -341,16 +349,26 @@ func (bs *bundleServer) etag(f *os.File, fi os.FileInfo) (string, error) {
 		return "", err
 	}
 	tag := `"` + hex.EncodeToString(h.Sum(nil)) + `"`
-	if keyed {
-		bs.mu.Lock()
-		if len(bs.etags) >= maxETags {
-			clear(bs.etags)
+	if keyed && key.changedAt() < start.Add(-racyWindow).UnixNano() {
+		if after, err := f.Stat(); err == nil {
+			if again, ok := identity(after); ok && again == key {
+				bs.mu.Lock()
+				if len(bs.etags) >= maxETags {
+					clear(bs.etags)
+				}
+				bs.etags[key] = tag
+				bs.mu.Unlock()
+			}
 		}
-		bs.etags[key] = tag
-		bs.mu.Unlock()
 	}
 	return tag, nil
 }
+
+// racyWindow is how old a file's ctime must be before its tag is
+// remembered: more than the coarsest timestamp granularity of the
+// filesystems a layout lives on (nanoseconds on ext4, xfs, btrfs and
+// tmpfs, ticked by a clock of a few milliseconds; whole seconds on some).
+const racyWindow = 2 * time.Second
 
 // maxLongPolls bounds the long polls held at once.
 const maxLongPolls = 4096

@@ -1,0 +1,7 @@
+//go:build linux || openbsd || dragonfly || solaris || illumos
+
+package polccli
+
+import "syscall"
+
+func ctimeOf(st *syscall.Stat_t) int64 { return st.Ctim.Nano() }
