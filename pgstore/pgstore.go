@@ -51,10 +51,12 @@ func IsDSN(s string) bool {
 // secret the driver takes (password, sslpassword) or contains "password".
 // It reads the DSN as the driver does, not as net/url does: the userinfo
 // ends at the first '@' before any '/', and parameters are separated by
-// '&' only, so a value holding ';' or '#' is redacted whole. A string the
-// driver would refuse to parse (a pair with no or two '=', a bad percent
-// escape) prints none of itself, and neither does a keyword/value
-// connection string ("host=… password=…"), which IsDSN does not accept.
+// '&' only, so a value holding ';' or '#' is redacted whole. A string
+// with an '@' outside the userinfo (what precedes it may be a password
+// holding a '/'), or one the driver would refuse to parse (a pair with no
+// or two '=', a bad percent escape), prints none of itself, and neither
+// does a keyword/value connection string ("host=… password=…"), which
+// IsDSN does not accept.
 func Redact(dsn string) string {
 	rest, ok := strings.CutPrefix(dsn, "postgresql://")
 	scheme := "postgresql://"
@@ -84,6 +86,14 @@ func Redact(dsn string) string {
 		}
 		b.WriteByte('@')
 		rest = rest[i+1:]
+	}
+	if strings.Contains(rest, "@") {
+		// An '@' the driver's rule left out of the userinfo (it follows
+		// a '/', as in a password holding an unescaped '/'): what
+		// precedes it may be a password, so none of the DSN is shown
+		// (the driver refuses most such DSNs; an '@' in a parameter's
+		// value is shown as unparsable too, on the safe side).
+		return unparsable
 	}
 	base, query, hasQuery := strings.Cut(rest, "?")
 	b.WriteString(base)

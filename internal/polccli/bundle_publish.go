@@ -119,6 +119,17 @@ func runBundlePublish(_ context.Context, e *env, p *bundlePublishParams) error {
 			"bundle revision %q cannot name a file: want 1 to 128 letters, digits, '.', '_' or '-', not beginning with '.', '_' or '-'", rev)
 	}
 	dir := e.abs(p.dir)
+	// One publish at a time per directory, from its check of the current
+	// bundle to its write: two at once could each pass the check and the
+	// later write an unsigned bundle over a signed one.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return reportOne(e, diag.Pos{File: diag.Rel(e.dir, dir)}, diag.CodeIO, "cannot publish: %v", err)
+	}
+	unlock, err := lockPublish(filepath.Join(dir, publishLock))
+	if err != nil {
+		return reportOne(e, diag.Pos{File: diag.Rel(e.dir, dir)}, diag.CodeIO, "cannot lock the directory for publishing: %v", err)
+	}
+	defer unlock()
 	if p.unsigned && !p.replaceSigned {
 		// A fleet that verifies signatures refuses an unsigned bundle
 		// and keeps the old one: the switch must be said.
@@ -129,6 +140,9 @@ func runBundlePublish(_ context.Context, e *env, p *bundlePublishParams) error {
 		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return reportOne(e, diag.Pos{File: diag.Rel(e.dir, cur)}, diag.CodeIO, "cannot read the current bundle: %v", err)
 		}
+	}
+	if publishChecked != nil {
+		publishChecked(p)
 	}
 	current, err := publishRevision(dir, rev, data, vc)
 	if err != nil {
@@ -141,6 +155,14 @@ func runBundlePublish(_ context.Context, e *env, p *bundlePublishParams) error {
 	fmt.Fprintf(e.stdout, "%s %s\n", rev, bundleETag(current))
 	return nil
 }
+
+// publishLock is the file in DIR whose lock a publish holds; bundle serve
+// never serves it (its name begins with '.').
+const publishLock = ".publish.lock"
+
+// publishChecked, when set (tests), runs between a publish's check of the
+// current bundle and its write.
+var publishChecked func(*bundlePublishParams)
 
 // revisionConflict: the revision is published with other files.
 type revisionConflict struct{ rev, file string }

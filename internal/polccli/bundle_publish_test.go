@@ -292,3 +292,47 @@ func TestBundlePublishUnsignedOverSigned(t *testing.T) {
 		t.Fatal("unsigned over unsigned was not published")
 	}
 }
+
+// TestBundlePublishSerialized: a publish holds DIR's lock from its check of
+// the current bundle to its write. An --unsigned publish that found no
+// signed bundle, paused there, makes a signed publish of the same DIR wait;
+// without the lock the signed one lands first and the unsigned one then
+// replaces it, leaving the fleet's verified bundle unsigned.
+func TestBundlePublishSerialized(t *testing.T) {
+	pe := newPublishEnv(t)
+	signed := pe.compile(1, "o1", "a")
+	pe.compile(2, "o2u", "")
+	paused, resume := make(chan struct{}), make(chan struct{})
+	publishChecked = func(p *bundlePublishParams) {
+		if p.unsigned {
+			close(paused)
+			<-resume
+		}
+	}
+	t.Cleanup(func() { publishChecked = nil })
+	run := func(args ...string) chan int {
+		done := make(chan int, 1)
+		e := &env{stdin: strings.NewReader(""), stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, dir: pe.dir}
+		go func() { done <- Run(context.Background(), args, e) }()
+		return done
+	}
+	unsigned := run("bundle", "publish", "o2u/bundle.tar.gz", "srv", "--unsigned")
+	<-paused
+	signedDone := run("bundle", "publish", "o1/bundle.tar.gz", "srv", "--verification-key", "keys/a.pub.pem")
+	select {
+	case code := <-signedDone:
+		signedDone <- code
+		t.Log("the signed publish did not wait for the unsigned one")
+	case <-time.After(500 * time.Millisecond):
+	}
+	close(resume)
+	if code := <-unsigned; code != 0 {
+		t.Fatalf("unsigned publish: exit %d", code)
+	}
+	if code := <-signedDone; code != 0 {
+		t.Fatalf("signed publish: exit %d", code)
+	}
+	if !bytes.Equal(pe.current(), signed) {
+		t.Fatal("the current bundle is the unsigned one, published over the signed one without --replace-signed")
+	}
+}

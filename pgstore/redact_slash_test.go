@@ -8,12 +8,12 @@ import (
 	"polc.dev/polc/pgstore"
 )
 
-// TestAttack6RedactPasswordWithSlash: a password holding an unescaped '/'
-// (or '?') makes the driver refuse the DSN (it reads the text before '/'
-// as host:port), and OpenEvidence then prints Redact(dsn), which shows
-// the userinfo's password in clear: the '@' that ends it lies after the
-// '/', so Redact sees no userinfo at all.
-func TestAttack6RedactPasswordWithSlash(t *testing.T) {
+// TestRedactPasswordWithSlash: a password holding an unescaped '/' makes
+// the driver refuse the DSN (it reads the text before '/' as host:port),
+// and OpenEvidence then prints Redact(dsn). The '@' that ends the password
+// lies after the '/', so the driver's rule finds no userinfo: Redact must
+// print none of such a DSN.
+func TestRedactPasswordWithSlash(t *testing.T) {
 	for _, dsn := range []string{
 		"postgres://u:s3cret/x@h/db",
 		"postgres://u:s3/cret@h:5432/db",
