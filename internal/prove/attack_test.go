@@ -109,3 +109,36 @@ func TestAttackProveShellOnlyBeyondAndVet(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackProveRedundantGrantSetsFacetGate: a facet's "not allowed"
+// belongs to the strictest gate holding one of its grants. A grant covered
+// by an advisory one is the only hard one of its facet: vet calls it
+// redundant, yet removing it moves path_read to the advisory gate, and a
+// read of /etc/passwd goes from deny to allow.
+func TestAttackProveRedundantGrantSetsFacetGate(t *testing.T) {
+	pol := func(reads ...string) map[string]any {
+		return base(map[string]any{
+			"actions":    map[string]any{"allow": []string{"read_file"}},
+			"filesystem": map[string]any{"read": reads},
+			"gates":      []any{map[string]any{"id": "adv", "level": "advisory", "rules": []string{"filesystem.read:/a/??"}}},
+		})
+	}
+	snaps := compileDecls(t, map[string]any{"with": pol("/a/**", "/a/b/**"), "without": pol("/a/**")})
+	req := normalize.ActionRequest{Action: "read_file", Principal: "agent:x", Tenant: "acme", Workspace: "/ws",
+		Arguments: map[string]any{"path": "/etc/passwd"}}
+	dw := decideNative(t, snapNamed(t, snaps, "with"), nil, req)
+	dwo := decideNative(t, snapNamed(t, snaps, "without"), nil, req)
+	if dw == dwo {
+		t.Fatalf("premise: removing the grant changes nothing (%s)", dw)
+	}
+	pr := prover(t, snaps)
+	fs, err := pr.Lint(pr.Policies["with"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if f.RuleID == "filesystem.read:/a/b/**" && f.Code == CodeRedundant {
+			t.Errorf("vet: %s — but removing it turns read_file /etc/passwd from %s into %s", f.Message, dw, dwo)
+		}
+	}
+}
