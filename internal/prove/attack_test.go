@@ -1,6 +1,7 @@
 package prove_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -139,6 +140,62 @@ func TestAttackProveRedundantGrantSetsFacetGate(t *testing.T) {
 	for _, f := range fs {
 		if f.RuleID == "filesystem.read:/a/b/**" && f.Code == CodeRedundant {
 			t.Errorf("vet: %s — but removing it turns read_file /etc/passwd from %s into %s", f.Message, dw, dwo)
+		}
+	}
+}
+
+// TestAttackProveRedundantMutual: two denies of different spelling and
+// one meaning (a clean path has no empty segment, so "/x/*" and "/x/?*"
+// match the same paths). vet reports each redundant, each naming the
+// other: an author who follows both warnings removes the deny. Of two
+// rules of one pattern only the second is reported (docs/prove.md); two
+// of one language should be treated alike.
+func TestAttackProveRedundantMutual(t *testing.T) {
+	pol := func(denies ...string) map[string]any {
+		return base(map[string]any{
+			"actions":    map[string]any{"allow": []string{"write_file"}},
+			"filesystem": map[string]any{"write": []string{"/**"}, "deny": denies},
+		})
+	}
+	snaps := compileDecls(t, map[string]any{"p": pol("/x/*", "/x/?*"), "none": pol()})
+	req := normalize.ActionRequest{Action: "write_file", Principal: "agent:x", Tenant: "acme", Workspace: "/ws",
+		Arguments: map[string]any{"path": "/x/a"}}
+	if a, b := decideNative(t, snapNamed(t, snaps, "p"), nil, req), decideNative(t, snapNamed(t, snaps, "none"), nil, req); a == b {
+		t.Fatalf("premise: both decide %s", a)
+	}
+	pr := prover(t, snaps)
+	fs, err := pr.Lint(pr.Policies["p"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var red []string
+	for _, f := range fs {
+		if f.Code == CodeRedundant {
+			red = append(red, f.Message)
+		}
+	}
+	if len(red) > 1 {
+		t.Errorf("every deny reported redundant, removing them all widens write_file /x/a: %q", red)
+	}
+}
+
+// TestAttackProveRedundantNamesNonCovers: the message says "every value
+// it matches is matched by A, B, C", but names the first rules that
+// overlap, which need not cover: /x/a is matched by none of the three
+// named, only by /x/** (not named).
+func TestAttackProveRedundantNamesNonCovers(t *testing.T) {
+	snaps := compileDecls(t, map[string]any{"p": base(map[string]any{
+		"actions":    map[string]any{"allow": []string{"write_file"}},
+		"filesystem": map[string]any{"write": []string{"/**"}, "deny": []string{"/x/*", "/x/!*", "/x/#*", "/x/%*", "/x/**"}},
+	})})
+	pr := prover(t, snaps)
+	fs, err := pr.Lint(pr.Policies["p"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if f.RuleID == "filesystem.deny:/x/*" && f.Code == CodeRedundant && !strings.Contains(f.Message, "filesystem.deny:/x/**") {
+			t.Errorf("message names rules whose union does not cover /x/a: %s", f.Message)
 		}
 	}
 }
