@@ -157,7 +157,7 @@ func TestAttackProveRedundantMutual(t *testing.T) {
 			"filesystem": map[string]any{"write": []string{"/**"}, "deny": denies},
 		})
 	}
-	snaps := compileDecls(t, map[string]any{"p": pol("/x/*", "/x/?*"), "none": pol()})
+	snaps := compileDecls(t, map[string]any{"p": pol("/x/*", "/x/?*"), "none": pol("/y")})
 	req := normalize.ActionRequest{Action: "write_file", Principal: "agent:x", Tenant: "acme", Workspace: "/ws",
 		Arguments: map[string]any{"path": "/x/a"}}
 	if a, b := decideNative(t, snapNamed(t, snaps, "p"), nil, req), decideNative(t, snapNamed(t, snaps, "none"), nil, req); a == b {
