@@ -199,3 +199,36 @@ func TestAttackProveRedundantNamesNonCovers(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackProveNeverEffectiveGrantSetsFacetGate: the same root as
+// TestAttackProveRedundantGrantSetsFacetGate for rule_never_effective: a
+// grant two denies cover together is "never effective", yet it is the
+// only hard grant of path_read, and removing it makes path_read advisory:
+// read_file /etc/passwd goes from deny to allow.
+func TestAttackProveNeverEffectiveGrantSetsFacetGate(t *testing.T) {
+	pol := func(reads ...string) map[string]any {
+		return base(map[string]any{
+			"actions":    map[string]any{"allow": []string{"read_file"}},
+			"filesystem": map[string]any{"read": reads, "deny": []string{"/a", "/a/*/**"}},
+			"gates":      []any{map[string]any{"id": "adv", "level": "advisory", "rules": []string{"filesystem.read:/b/*"}}},
+		})
+	}
+	snaps := compileDecls(t, map[string]any{"with": pol("/a/**", "/b/**"), "without": pol("/b/**")})
+	req := normalize.ActionRequest{Action: "read_file", Principal: "agent:x", Tenant: "acme", Workspace: "/ws",
+		Arguments: map[string]any{"path": "/etc/passwd"}}
+	dw := decideNative(t, snapNamed(t, snaps, "with"), nil, req)
+	dwo := decideNative(t, snapNamed(t, snaps, "without"), nil, req)
+	if dw == dwo {
+		t.Fatalf("premise: removing the grant changes nothing (%s)", dw)
+	}
+	pr := prover(t, snaps)
+	fs, err := pr.Lint(pr.Policies["with"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if f.RuleID == "filesystem.read:/a/**" && f.Code == CodeNeverEffective {
+			t.Errorf("vet: %s — but removing it turns read_file /etc/passwd from %s into %s", f.Message, dw, dwo)
+		}
+	}
+}
