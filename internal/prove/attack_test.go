@@ -249,7 +249,8 @@ var blowupDenies = []string{"/**/*a*ie*/**", "/**/*a*ok*/**", "/**/*b*bb*/**", "
 // minutes and 10 GB before being killed), where docs/prove.md promises a
 // few seconds for 2,000 rules and a bounded search that answers
 // "undecided" rather than running away. The lint runs in a child
-// process so that a run past the limit is killed, not leaked.
+// process so that a run past the limit is killed, not leaked, and checks
+// its peak memory there.
 func TestAttackProveLintBlowup(t *testing.T) {
 	snaps := compileDecls(t, map[string]any{"p": base(map[string]any{
 		"actions":    map[string]any{"allow": []string{"write_file"}},
@@ -259,6 +260,9 @@ func TestAttackProveLintBlowup(t *testing.T) {
 		pr := prover(t, snaps)
 		if _, err := pr.Lint(pr.Policies["p"], nil); err != nil {
 			t.Fatal(err)
+		}
+		if rss := peakRSS(t); rss > maxRSS {
+			t.Fatalf("peak RSS %d MB, over %d MB", rss>>20, maxRSS>>20)
 		}
 		return
 	}
