@@ -170,7 +170,7 @@ func runProve(ctx context.Context, e *env, p *provePropsParams) error {
 			diags.Add(pd.Pos, diag.CodePropertyUndecided, "%s: %s is undecided: %s", pd.Label(), pd.Property, r.Reason)
 		}
 	}
-	dead, err := deadRules(pr, props, res.Snapshots)
+	dead, err := deadRules(ctx, pr, props, res.Snapshots)
 	if err != nil {
 		return err
 	}
@@ -218,7 +218,7 @@ type ruleReport struct {
 	Unanalysed string `json:"unanalysed,omitempty"`
 }
 
-func deadRules(pr *prove.Prover, props []*compiler.PropertyDecl, compiled []*snapshot.Snapshot) ([]ruleReport, error) {
+func deadRules(ctx context.Context, pr *prove.Prover, props []*compiler.PropertyDecl, compiled []*snapshot.Snapshot) ([]ruleReport, error) {
 	asked := map[string]bool{}
 	for _, pd := range props {
 		asked[pd.Property.Policy] = true
@@ -228,7 +228,7 @@ func deadRules(pr *prove.Prover, props []*compiler.PropertyDecl, compiled []*sna
 		if !asked[s.Name] {
 			continue
 		}
-		found, err := pr.Lint(pr.Policies[s.Name], nil)
+		found, err := pr.LintContext(ctx, pr.Policies[s.Name], nil)
 		if err != nil {
 			return nil, err
 		}
