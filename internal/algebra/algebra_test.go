@@ -359,65 +359,85 @@ func adversarial(r *rand.Rand) string {
 func TestUnionInclusionAgreesWithEnumeration(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 17))
 	uni := universe("ab/", 6)
-	var included, counter, undecided int
+	counts := map[string]int{}
 	for range 300 {
-		var pats []string
-		for len(pats) < 2+r.IntN(9) {
-			if p := adversarial(r); pattern.Validate(pattern.Path, p) == nil {
-				pats = append(pats, p)
-			}
-		}
-		sub, sups := Of(pattern.Path, pats[0]), make([]*NFA, len(pats)-1)
-		fold := r.IntN(2) == 0 // denies read the lowercased path
-		for i, p := range pats[1:] {
-			sups[i] = Of(pattern.Path, p)
-			if fold {
-				sups[i] = sups[i].Fold()
-			}
-		}
-		in := func(s string) bool { return pattern.Match(pattern.Path, pats[0], s) }
-		out := func(s string) bool {
-			for _, p := range pats[1:] {
-				if pattern.Match(pattern.Path, p, s) {
-					return true
-				}
-			}
-			return false
-		}
-		units := int64(50 + r.IntN(2000))
-		b := NewBudget(nil, units)
-		w, found, err := Query{Require: [][]*NFA{{sub}}, Forbid: sups, Budget: b}.Solve()
-		switch {
-		case err == ErrTooLarge:
-			undecided++
-			if !b.Exhausted() {
-				t.Fatalf("%q ⊆ ∪%q: ErrTooLarge with %d of %d units spent", pats[0], pats[1:], b.Spent(), units)
-			}
-		case err != nil:
-			t.Fatal(err)
-		case found:
-			counter++
-			if !in(w) || out(w) {
-				t.Fatalf("%q ⊆ ∪%q: counterexample %q is not one", pats[0], pats[1:], w)
-			}
-			for _, s := range uni {
-				if len(s) < len(w) && in(s) && !out(s) {
-					t.Fatalf("%q ⊆ ∪%q: counterexample %q, but %q is shorter", pats[0], pats[1:], w, s)
-				}
-			}
-		default:
-			included++
-			for _, s := range uni {
-				if in(s) && !out(s) {
-					t.Fatalf("%q ⊆ ∪%q reported, but %q is only in the first", pats[0], pats[1:], s)
-				}
-			}
+		pats, fold, units := unionQuery(r)
+		counts[checkUnionInclusion(t, uni, pats, fold, units)]++
+	}
+	t.Logf("answers: %v", counts)
+	if counts["included"] == 0 || counts["counterexample"] == 0 || counts["undecided"] == 0 {
+		t.Errorf("a class of answers was never exercised: %v", counts)
+	}
+}
+
+// FuzzUnionInclusion is TestUnionInclusionAgreesWithEnumeration on
+// queries drawn from fuzzed seeds.
+func FuzzUnionInclusion(f *testing.F) {
+	f.Add(uint64(1), uint64(2))
+	f.Add(uint64(13), uint64(17))
+	uni := universe("ab/", 5)
+	f.Fuzz(func(t *testing.T, a, b uint64) {
+		pats, fold, units := unionQuery(rand.New(rand.NewPCG(a, b)))
+		checkUnionInclusion(t, uni, pats, fold, units)
+	})
+}
+
+// unionQuery draws 2 to 10 adversarial patterns (the first the subset),
+// whether the others are folded as denies are, and a budget.
+func unionQuery(r *rand.Rand) ([]string, bool, int64) {
+	var pats []string
+	for n := 2 + r.IntN(9); len(pats) < n; {
+		if p := adversarial(r); pattern.Validate(pattern.Path, p) == nil {
+			pats = append(pats, p)
 		}
 	}
-	t.Logf("%d included, %d counterexamples, %d undecided", included, counter, undecided)
-	if included == 0 || counter == 0 || undecided == 0 {
-		t.Errorf("a class of answers was never exercised")
+	return pats, r.IntN(2) == 0, int64(50 + r.IntN(2000))
+}
+
+// checkUnionInclusion decides L(pats[0]) ⊆ L(pats[1]) ∪ … with the
+// budget given and checks the answer against every string of uni: a
+// counterexample must be one and be shortest, "included" must hold of
+// every string, and ErrTooLarge must mean the budget was spent. It
+// returns which answer it was.
+func checkUnionInclusion(t *testing.T, uni, pats []string, fold bool, units int64) string {
+	t.Helper()
+	sub, sups := Of(pattern.Path, pats[0]), make([]*NFA, len(pats)-1)
+	for i, p := range pats[1:] {
+		if sups[i] = Of(pattern.Path, p); fold {
+			sups[i] = sups[i].Fold() // the alphabet has no capitals: the same language
+		}
 	}
+	in := func(s string) bool { return pattern.Match(pattern.Path, pats[0], s) }
+	out := func(s string) bool {
+		return slices.ContainsFunc(pats[1:], func(p string) bool { return pattern.Match(pattern.Path, p, s) })
+	}
+	b := NewBudget(nil, units)
+	w, found, err := Query{Require: [][]*NFA{{sub}}, Forbid: sups, Budget: b}.Solve()
+	switch {
+	case err == ErrTooLarge:
+		if !b.Exhausted() {
+			t.Fatalf("%q ⊆ ∪%q: ErrTooLarge with %d of %d units spent", pats[0], pats[1:], b.Spent(), units)
+		}
+		return "undecided"
+	case err != nil:
+		t.Fatal(err)
+	case found:
+		if !in(w) || out(w) {
+			t.Fatalf("%q ⊆ ∪%q: counterexample %q is not one", pats[0], pats[1:], w)
+		}
+		for _, s := range uni {
+			if len(s) < len(w) && in(s) && !out(s) {
+				t.Fatalf("%q ⊆ ∪%q: counterexample %q, but %q is shorter", pats[0], pats[1:], w, s)
+			}
+		}
+		return "counterexample"
+	}
+	for _, s := range uni {
+		if in(s) && !out(s) {
+			t.Fatalf("%q ⊆ ∪%q reported, but %q is only in the first", pats[0], pats[1:], s)
+		}
+	}
+	return "included"
 }
 
 // TestBudgetBoundsBlowup: a deny of "/**/*x*y*/**" against the union of

@@ -55,13 +55,27 @@ func (pr *Prover) Lint(p, parent *Policy) ([]Finding, error) {
 	return pr.LintContext(context.Background(), p, parent)
 }
 
+// lintQuestions bounds the work of one Lint: as many questions' budgets,
+// so that a policy of thousands of rules each near its bound is not
+// judged for hours (docs/prove.md, "Budget").
+const lintQuestions = 50
+
 // LintContext is Lint, stopped by ctx. Each rule is one question with its
-// own budget (Prover.Budget): a rule whose questions need more is left
-// out, never judged on a partial search, and a last finding of code
-// CodeUnanalysed says which rules were.
+// own budget (Prover.Budget), and the policy has lintQuestions of them: a
+// rule whose questions need more than is left is not judged on a partial
+// search but left out, and a last finding of code CodeUnanalysed says
+// which rules were.
 func (pr *Prover) LintContext(ctx context.Context, p, parent *Policy) ([]Finding, error) {
 	c := &pr.cache
 	defer func() { c.budget = nil }()
+	left := lintQuestions * pr.units()
+	// ask starts the next question, within what the policy has left.
+	ask := func() {
+		if c.budget != nil {
+			left -= c.budget.Spent()
+		}
+		pr.question(ctx, min(pr.units(), max(left, 0)))
+	}
 	var out []Finding
 	var unanalysed []string
 	// bounded reports whether err is the budget's: the rule is left out.
@@ -75,7 +89,7 @@ func (pr *Prover) LintContext(ctx context.Context, p, parent *Policy) ([]Finding
 		return true
 	}
 	own := ownRules(p.Snap)
-	pr.question(ctx)
+	ask()
 	viable, err := pr.viableShapes(p)
 	if err != nil && !errors.Is(err, algebra.ErrTooLarge) {
 		return nil, err
@@ -85,7 +99,7 @@ func (pr *Prover) LintContext(ctx context.Context, p, parent *Policy) ([]Finding
 		if !own[r.id] || r.facet == decision.FacetShell {
 			continue
 		}
-		pr.question(ctx)
+		ask()
 		if r.onAction {
 			f, err := pr.lintAction(p, r)
 			if bounded(err, r.id) {
@@ -162,7 +176,7 @@ func (pr *Prover) LintContext(ctx context.Context, p, parent *Policy) ([]Finding
 		}
 	}
 	if parent != nil {
-		f, err := pr.emptied(ctx, p, parent, &unanalysed)
+		f, err := pr.emptied(ask, p, parent, &unanalysed)
 		if err != nil {
 			return nil, err
 		}
@@ -174,12 +188,8 @@ func (pr *Prover) LintContext(ctx context.Context, p, parent *Policy) ([]Finding
 		if len(unanalysed) > maxNamed {
 			more = fmt.Sprintf(", and %d more", len(unanalysed)-maxNamed)
 		}
-		units := pr.Budget
-		if units <= 0 {
-			units = DefaultBudget
-		}
-		out = append(out, Finding{Code: CodeUnanalysed, Message: fmt.Sprintf("%d of its rules were not analysed (%s%s): their questions need more than the search's work bound of %d units (docs/prove.md, \"Budget\"), so no finding is reported for them",
-			len(unanalysed), strings.Join(named, ", "), more, units)})
+		out = append(out, Finding{Code: CodeUnanalysed, Message: fmt.Sprintf("%d of its rules were not analysed (%s%s): their questions need more than the search's work bound of %d units a question, %d a policy (docs/prove.md, \"Budget\"), so no finding is reported for them",
+			len(unanalysed), strings.Join(named, ", "), more, pr.units(), lintQuestions*pr.units())})
 	}
 	return out, nil
 }
@@ -378,10 +388,10 @@ var emptiable = []int{decision.FacetPathRead, decision.FacetPathWrite, decision.
 // emptied lists the facets of which the parent allows some value and the
 // child none (granted and not blocked, for some viable shape). Each facet
 // is a question; one past the budget is added to unanalysed.
-func (pr *Prover) emptied(ctx context.Context, child, parent *Policy, unanalysed *[]string) ([]Finding, error) {
+func (pr *Prover) emptied(ask func(), child, parent *Policy, unanalysed *[]string) ([]Finding, error) {
 	var out []Finding
 	for _, f := range emptiable {
-		pr.question(ctx)
+		ask()
 		pv, _, err := pr.facetAllows(parent, f)
 		emptied := false
 		if err == nil && pv {

@@ -121,15 +121,19 @@ type Prover struct {
 // most a few hundred megabytes of product states.
 const DefaultBudget = 20_000_000
 
-// question starts a question: every search until the next one charges
-// its budget, and ctx stops them. A Prover answers one question at a time.
-func (pr *Prover) question(ctx context.Context) *algebra.Budget {
-	units := pr.Budget
-	if units <= 0 {
-		units = DefaultBudget
+// units is the budget of one question.
+func (pr *Prover) units() int64 {
+	if pr.Budget <= 0 {
+		return DefaultBudget
 	}
+	return pr.Budget
+}
+
+// question starts a question of the given units: every search until the
+// next question charges them, and ctx stops them. A Prover answers one
+// question at a time.
+func (pr *Prover) question(ctx context.Context, units int64) {
 	pr.cache.budget = algebra.NewBudget(ctx, units)
-	return pr.cache.budget
 }
 
 // Check answers one property.
@@ -160,7 +164,7 @@ func (pr *Prover) Beyond(ctx context.Context, this, other *Policy) (Result, erro
 }
 
 func (pr *Prover) check(ctx context.Context, kind string, pattern RequestPattern, this, other *Policy) (Result, error) {
-	pr.question(ctx)
+	pr.question(ctx, pr.units())
 	defer func() { pr.cache.budget = nil }()
 	undecided := ""
 	policies := []*Policy{this}
