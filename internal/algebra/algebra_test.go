@@ -1,7 +1,10 @@
 package algebra
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -265,7 +268,7 @@ func TestSearchBound(t *testing.T) {
 	for _, p := range []string{"*a*b*", "*b*a*", "*a*a*", "*b*b*", "*ab*"} {
 		ns = append(ns, Of(pattern.Action, p))
 	}
-	_, _, err := Query{Require: [][]*NFA{{ns[0]}}, Forbid: ns[1:], MaxStates: 3}.Solve()
+	_, _, err := Query{Require: [][]*NFA{{ns[0]}}, Forbid: ns[1:], Budget: NewBudget(nil, 3)}.Solve()
 	if err != ErrTooLarge {
 		t.Fatalf("err = %v, want ErrTooLarge", err)
 	}
@@ -324,5 +327,157 @@ func TestAfterAndJoined(t *testing.T) {
 				t.Fatalf("%q joined on %q: %v, want %v", p, s, got, want)
 			}
 		}
+	}
+}
+
+// adversarial is a path pattern of the shapes that make products large:
+// "**" segments and segments of several '*' between short literals
+// ("/**/*ab*b*/**"), over the alphabet {a, b}.
+func adversarial(r *rand.Rand) string {
+	var segs []string
+	for range 1 + r.IntN(3) {
+		if r.IntN(3) == 0 {
+			segs = append(segs, "**")
+			continue
+		}
+		var g strings.Builder
+		for range 1 + r.IntN(3) {
+			g.WriteString(pick(r, "*", "a", "b", "ab", "?"))
+		}
+		segs = append(segs, g.String())
+	}
+	return "/" + strings.Join(segs, "/")
+}
+
+// TestUnionInclusionAgreesWithEnumeration: L(sub) ⊆ L(sup1) ∪ … ∪
+// L(supN) for many adversarial patterns at once, the question whose
+// product the antichain keeps small, checked against every string of a
+// universe: a counterexample must be one and be shortest, and "included"
+// must hold of every string. Each query has a budget; one that runs out
+// is undecided (ErrTooLarge), and then its budget is spent, never more
+// than a few units over.
+func TestUnionInclusionAgreesWithEnumeration(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 17))
+	uni := universe("ab/", 6)
+	counts := map[string]int{}
+	for range 300 {
+		pats, fold, units := unionQuery(r)
+		counts[checkUnionInclusion(t, uni, pats, fold, units)]++
+	}
+	t.Logf("answers: %v", counts)
+	if counts["included"] == 0 || counts["counterexample"] == 0 || counts["undecided"] == 0 {
+		t.Errorf("a class of answers was never exercised: %v", counts)
+	}
+}
+
+// FuzzUnionInclusion is TestUnionInclusionAgreesWithEnumeration on
+// queries drawn from fuzzed seeds.
+func FuzzUnionInclusion(f *testing.F) {
+	f.Add(uint64(1), uint64(2))
+	f.Add(uint64(13), uint64(17))
+	uni := universe("ab/", 5)
+	f.Fuzz(func(t *testing.T, a, b uint64) {
+		pats, fold, units := unionQuery(rand.New(rand.NewPCG(a, b)))
+		checkUnionInclusion(t, uni, pats, fold, units)
+	})
+}
+
+// unionQuery draws 2 to 10 adversarial patterns (the first the subset),
+// whether the others are folded as denies are, and a budget.
+func unionQuery(r *rand.Rand) ([]string, bool, int64) {
+	var pats []string
+	for n := 2 + r.IntN(9); len(pats) < n; {
+		if p := adversarial(r); pattern.Validate(pattern.Path, p) == nil {
+			pats = append(pats, p)
+		}
+	}
+	return pats, r.IntN(2) == 0, int64(50 + r.IntN(2000))
+}
+
+// checkUnionInclusion decides L(pats[0]) ⊆ L(pats[1]) ∪ … with the
+// budget given and checks the answer against every string of uni: a
+// counterexample must be one and be shortest, "included" must hold of
+// every string, and ErrTooLarge must mean the budget was spent. It
+// returns which answer it was.
+func checkUnionInclusion(t *testing.T, uni, pats []string, fold bool, units int64) string {
+	t.Helper()
+	sub, sups := Of(pattern.Path, pats[0]), make([]*NFA, len(pats)-1)
+	for i, p := range pats[1:] {
+		if sups[i] = Of(pattern.Path, p); fold {
+			sups[i] = sups[i].Fold() // the alphabet has no capitals: the same language
+		}
+	}
+	in := func(s string) bool { return pattern.Match(pattern.Path, pats[0], s) }
+	out := func(s string) bool {
+		return slices.ContainsFunc(pats[1:], func(p string) bool { return pattern.Match(pattern.Path, p, s) })
+	}
+	b := NewBudget(nil, units)
+	w, found, err := Query{Require: [][]*NFA{{sub}}, Forbid: sups, Budget: b}.Solve()
+	switch {
+	case err == ErrTooLarge:
+		if !b.Exhausted() {
+			t.Fatalf("%q ⊆ ∪%q: ErrTooLarge with %d of %d units spent", pats[0], pats[1:], b.Spent(), units)
+		}
+		return "undecided"
+	case err != nil:
+		t.Fatal(err)
+	case found:
+		if !in(w) || out(w) {
+			t.Fatalf("%q ⊆ ∪%q: counterexample %q is not one", pats[0], pats[1:], w)
+		}
+		for _, s := range uni {
+			if len(s) < len(w) && in(s) && !out(s) {
+				t.Fatalf("%q ⊆ ∪%q: counterexample %q, but %q is shorter", pats[0], pats[1:], w, s)
+			}
+		}
+		return "counterexample"
+	}
+	for _, s := range uni {
+		if in(s) && !out(s) {
+			t.Fatalf("%q ⊆ ∪%q reported, but %q is only in the first", pats[0], pats[1:], s)
+		}
+	}
+	return "included"
+}
+
+// TestBudgetBoundsBlowup: a deny of "/**/*x*y*/**" against the union of
+// sixty others is the product that took gigabytes; the antichain
+// decides it in a small part of the default budget, and a budget too
+// small, or a context already cancelled, stops it.
+func TestBudgetBoundsBlowup(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	word := func() string {
+		b := make([]byte, 1+r.IntN(3))
+		for i := range b {
+			b[i] = byte('a' + r.IntN(16))
+		}
+		return string(b)
+	}
+	var ns []*NFA
+	for range 60 {
+		ns = append(ns, Of(pattern.Path, "/**/*"+word()+"*"+word()+"*/**").Fold())
+	}
+	worst := int64(0)
+	for i := range ns {
+		b := NewBudget(nil, DefaultBudget)
+		if _, _, err := (Query{Require: [][]*NFA{{ns[i]}}, Forbid: append(slices.Clone(ns[:i]), ns[i+1:]...), Budget: b}).Solve(); err != nil {
+			t.Fatalf("deny %d: %v", i, err)
+		}
+		worst = max(worst, b.Spent())
+	}
+	t.Logf("most units one question spent: %d of %d", worst, DefaultBudget)
+	if worst > DefaultBudget/4 {
+		t.Errorf("a question spent %d units, over a quarter of the default budget", worst)
+	}
+	q := Query{Require: [][]*NFA{{ns[0]}}, Forbid: ns[1:]}
+	q.Budget = NewBudget(nil, 1000)
+	if _, _, err := q.Solve(); err != ErrTooLarge {
+		t.Errorf("1000 units: err = %v, want ErrTooLarge", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	q.Budget = NewBudget(ctx, DefaultBudget)
+	if _, _, err := q.Solve(); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: err = %v, want context.Canceled", err)
 	}
 }

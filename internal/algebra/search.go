@@ -2,7 +2,6 @@ package algebra
 
 import (
 	"encoding/binary"
-	"errors"
 	"slices"
 	"strconv"
 )
@@ -16,18 +15,12 @@ import (
 type Query struct {
 	Require [][]*NFA
 	Forbid  []*NFA
-	// MaxStates bounds the states of the product explored (default
-	// DefaultMaxStates); beyond it Solve fails with ErrTooLarge rather
-	// than answer without having looked everywhere.
-	MaxStates int
+	// Budget bounds the work of the search (nil: a budget of
+	// DefaultBudget units for this query alone); when it is spent, Solve
+	// fails with ErrTooLarge rather than answer without having looked
+	// everywhere. Queries that share a Budget share its units.
+	Budget *Budget
 }
-
-// DefaultMaxStates is the default bound of Query.MaxStates.
-const DefaultMaxStates = 1 << 20
-
-// ErrTooLarge is Solve's error when the product is larger than the bound:
-// the question is left undecided, never answered by a guess.
-var ErrTooLarge = errors.New("algebra: the product of the automata exceeds the state bound; the question is undecided")
 
 // prefer are the runes a witness uses, in this order, for a position where
 // any rune no class names will do.
@@ -37,44 +30,59 @@ const prefer = "xyzabcdefghijklmnopqrstuvw0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_-
 // runes tried: runes the automata name, in order, then one rune for all
 // the others), or found=false when there is none. The exploration is a
 // breadth-first search of the product of the automata, built lazily from
-// the start; it visits each reachable combination of states once, and
-// drops a combination as soon as it can lead nowhere: when a group of
-// Require has no automaton left that can still accept, or when an
-// automaton of Forbid accepts every continuation.
+// the start, that stops at the first witness. It drops a combination of
+// states as soon as it can lead nowhere: when a group of Require has no
+// automaton left that can still accept, or when an automaton of Forbid
+// accepts every continuation. And it keeps only an antichain of the
+// combinations (De Wulf, Doyen, Henzinger and Raskin's inclusion check):
+// a combination whose required states are those of one already reached,
+// and whose forbidding states include that one's, is dropped — every
+// continuation that would make a witness of it makes one of the other,
+// no longer — so that the strings that only advance forbidding automata
+// (the runes of a hundred denies the required pattern does not name)
+// are not each explored.
 func (q Query) Solve() (witness string, found bool, err error) {
-	limit := q.MaxStates
-	if limit <= 0 {
-		limit = DefaultMaxStates
+	b := q.Budget
+	if b == nil {
+		b = NewBudget(nil, DefaultBudget)
+	}
+	if err := b.spend(1); err != nil {
+		return "", false, err
 	}
 	// Required automata get the low indexes, so that a set's entries for
-	// them come first and a step can stop before the forbidden ones.
+	// them come first and a step can stop before the forbidden ones. An
+	// automaton both required and forbidden gets an index for each role:
+	// the antichain needs every index to be one or the other.
 	var autos []*NFA
 	index := map[*NFA]int{}
-	idx := func(n *NFA) int {
-		if i, ok := index[n]; ok {
-			return i
+	for _, ns := range q.Require {
+		for _, n := range ns {
+			if _, ok := index[n]; !ok {
+				index[n] = len(autos)
+				autos = append(autos, n.ready())
+			}
 		}
-		index[n] = len(autos)
-		autos = append(autos, n.ready())
-		return len(autos) - 1
 	}
+	nreq := len(autos)
 	groups := make([][]int, len(q.Require))
 	for g, ns := range q.Require {
 		for _, n := range ns {
-			groups[g] = append(groups[g], idx(n))
+			groups[g] = append(groups[g], index[n])
 		}
 		if len(groups[g]) == 0 {
 			return "", false, nil // a group no automaton can satisfy
 		}
 	}
-	nreq := len(autos)
-	forbid := make([]bool, 0, len(autos)+len(q.Forbid))
+	findex := map[*NFA]int{}
 	for _, n := range q.Forbid {
-		idx(n)
+		if _, ok := findex[n]; !ok {
+			findex[n] = len(autos)
+			autos = append(autos, n.ready())
+		}
 	}
-	forbid = forbid[:len(autos)]
-	for _, n := range q.Forbid {
-		forbid[index[n]] = true
+	forbid := make([]bool, len(autos))
+	for a := nreq; a < len(autos); a++ {
+		forbid[a] = true
 	}
 	groupOf := make([][]int, len(autos))
 	for g, as := range groups {
@@ -86,13 +94,6 @@ func (q Query) Solve() (witness string, found bool, err error) {
 		set    []uint64 // sorted (automaton<<32 | state), live states only
 		parent int
 		r      rune
-	}
-	key := func(set []uint64) string {
-		b := make([]byte, 8*len(set))
-		for i, v := range set {
-			binary.LittleEndian.PutUint64(b[8*i:], v)
-		}
-		return string(b)
 	}
 	add := func(set []uint64, a int, s int32) []uint64 {
 		n := autos[a]
@@ -145,7 +146,7 @@ func (q Query) Solve() (witness string, found bool, err error) {
 	}
 	universal := map[string]bool{}
 	// doomed: an automaton of Forbid accepts every continuation.
-	doomed := func(set []uint64) bool {
+	doomed := func(set []uint64) (bool, error) {
 		for i := 0; i < len(set); {
 			a := int(set[i] >> 32)
 			j := i
@@ -155,31 +156,72 @@ func (q Query) Solve() (witness string, found bool, err error) {
 				j++
 			}
 			if forbid[a] && acc {
-				k := key(set[i:j])
+				k := setKey(set[i:j])
 				u, ok := universal[k]
 				if !ok {
 					states := make([]int32, j-i)
 					for x := i; x < j; x++ {
 						states[x-i] = int32(uint32(set[x]))
 					}
-					u = autos[a].universalFrom(states)
+					var err error
+					if u, err = autos[a].universalFrom(states, b); err != nil {
+						return false, err
+					}
 					universal[k] = u
 				}
 				if u {
-					return true
+					return true, nil
 				}
 			}
 			i = j
 		}
-		return false
+		return false, nil
+	}
+	// chains[key of the required entries] is the antichain of the
+	// forbidding entries reached with them: no member includes another.
+	chains := map[string][][]uint64{}
+	// subsumed reports whether a combination is no better than one
+	// reached already, and else records it.
+	subsumed := func(set []uint64, req int) (bool, error) {
+		k := setKey(set[:req])
+		f := set[req:]
+		chain := chains[k]
+		kept := chain[:0]
+		drop := false
+		for i, g := range chain {
+			if err := b.spend(int64(min(len(g), len(f))) + 1); err != nil {
+				return false, err
+			}
+			if subset(g, f) {
+				drop = true
+				kept = append(kept, chain[i:]...)
+				break
+			}
+			if !subset(f, g) {
+				kept = append(kept, g)
+			}
+		}
+		clear(chain[len(kept):]) // members dropped for f: let them go
+		if !drop {
+			kept = append(kept, f)
+		}
+		chains[k] = kept
+		return drop, nil
+	}
+	if _, err := subsumed(start, reqLen(start, nreq)); err != nil {
+		return "", false, err
 	}
 
 	nodes := []node{{set: start, parent: -1}}
-	seen := map[string]bool{key(start): true}
 	var runes []rune
 	for i := 0; i < len(nodes); i++ {
 		cur := nodes[i].set
-		if !possible(cur) || doomed(cur) {
+		if !possible(cur) {
+			continue
+		}
+		if d, err := doomed(cur); err != nil {
+			return "", false, err
+		} else if d {
 			continue
 		}
 		if accepts(cur) {
@@ -218,6 +260,10 @@ func (q Query) Solve() (witness string, found bool, err error) {
 				}
 			}
 			slices.Sort(next)
+			next = slices.Compact(next)
+			if err := b.spend(int64(len(next)) + 1); err != nil {
+				return "", false, err
+			}
 			if !possible(next) {
 				continue
 			}
@@ -232,18 +278,59 @@ func (q Query) Solve() (witness string, found bool, err error) {
 			}
 			slices.Sort(next[req:])
 			next = slices.Compact(next)
-			k2 := key(next)
-			if seen[k2] {
+			if err := b.spend(int64(len(next) - req)); err != nil {
+				return "", false, err
+			}
+			if drop, err := subsumed(next, req); err != nil {
+				return "", false, err
+			} else if drop {
 				continue
 			}
-			seen[k2] = true
-			if len(nodes) >= limit {
-				return "", false, ErrTooLarge
+			if err := b.spend(nodeUnits); err != nil {
+				return "", false, err
 			}
 			nodes = append(nodes, node{set: next, parent: i, r: r})
 		}
+		nodes[i].set = nil // its successors are made; the chains keep what is compared
 	}
 	return "", false, nil
+}
+
+// nodeUnits is what keeping a combination costs beyond its entries: its
+// node and its place in a chain, in units of an entry's 8 bytes.
+const nodeUnits = 8
+
+// reqLen is the number of entries of a sorted set that belong to
+// required automata (indexes below nreq).
+func reqLen(set []uint64, nreq int) int {
+	n, _ := slices.BinarySearch(set, uint64(nreq)<<32)
+	return n
+}
+
+// subset reports whether the sorted set a is included in the sorted set b.
+func subset(a, b []uint64) bool {
+	if len(a) > len(b) {
+		return false
+	}
+	j := 0
+	for _, x := range a {
+		for j < len(b) && b[j] < x {
+			j++
+		}
+		if j == len(b) || b[j] != x {
+			return false
+		}
+		j++
+	}
+	return true
+}
+
+func setKey(set []uint64) string {
+	b := make([]byte, 8*len(set))
+	for i, v := range set {
+		binary.LittleEndian.PutUint64(b[8*i:], v)
+	}
+	return string(b)
 }
 
 // universalBound bounds the subsets universalFrom explores.
@@ -251,8 +338,9 @@ const universalBound = 64
 
 // universalFrom reports whether n accepts every string from the states
 // given (an ε-closed set): every subset reachable from them accepts. Past
-// universalBound subsets it answers false, which only costs pruning.
-func (n *NFA) universalFrom(states []int32) bool {
+// universalBound subsets it answers false, which only costs pruning. Its
+// work is charged to b.
+func (n *NFA) universalFrom(states []int32, b *Budget) (bool, error) {
 	seen := map[string]bool{}
 	k := func(ss []int32) string {
 		b := make([]byte, 4*len(ss))
@@ -268,7 +356,7 @@ func (n *NFA) universalFrom(states []int32) bool {
 		cur := queue[0]
 		queue = queue[1:]
 		if !slices.ContainsFunc(cur, func(s int32) bool { return n.states[s].accept }) {
-			return false
+			return false, nil
 		}
 		runes = runes[:0]
 		for _, s := range cur {
@@ -289,18 +377,21 @@ func (n *NFA) universalFrom(states []int32) bool {
 			}
 			slices.Sort(next)
 			next = slices.Compact(next)
+			if err := b.spend(int64(len(next)) + 1); err != nil {
+				return false, err
+			}
 			kk := k(next)
 			if seen[kk] {
 				continue
 			}
 			if len(seen) >= universalBound {
-				return false
+				return false, nil
 			}
 			seen[kk] = true
 			queue = append(queue, next)
 		}
 	}
-	return true
+	return true, nil
 }
 
 // representative is a rune outside named (sorted), preferring readable

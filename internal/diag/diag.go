@@ -312,6 +312,9 @@ const (
 	// CodeFacetEmptied: polc vet: a child allows no value of a facet its
 	// parent allows some of.
 	CodeFacetEmptied = "facet_emptied"
+	// CodeRulesUnanalysed: polc vet: rules whose questions need more
+	// work than the search's bound, for which no finding is reported.
+	CodeRulesUnanalysed = "rules_unanalysed"
 	// CodeNoProperties: polc prove found no property to decide.
 	CodeNoProperties = "no_properties"
 	// CodePropertyFailed: a property fails; the message holds the

@@ -170,7 +170,7 @@ func runProve(ctx context.Context, e *env, p *provePropsParams) error {
 			diags.Add(pd.Pos, diag.CodePropertyUndecided, "%s: %s is undecided: %s", pd.Label(), pd.Property, r.Reason)
 		}
 	}
-	dead, err := deadRules(pr, props, res.Snapshots)
+	dead, err := deadRules(ctx, pr, props, res.Snapshots)
 	if err != nil {
 		return err
 	}
@@ -186,8 +186,13 @@ func runProve(ctx context.Context, e *env, p *provePropsParams) error {
 	case !f.Document():
 		printProveText(e.stdout, results)
 		for _, d := range dead {
+			if d.Unanalysed != "" {
+				fmt.Fprintf(e.stdout, "%-9s %s: %s\n", "rules", d.Policy, d.Unanalysed)
+			}
 			if len(d.Never) == 0 {
-				fmt.Fprintf(e.stdout, "%-9s %s: every rule it declares (%d) can take effect\n", "rules", d.Policy, d.Own)
+				if d.Unanalysed == "" {
+					fmt.Fprintf(e.stdout, "%-9s %s: every rule it declares (%d) can take effect\n", "rules", d.Policy, d.Own)
+				}
 				continue
 			}
 			fmt.Fprintf(e.stdout, "%-9s %s: %d of the rules it declares (%d) can never take effect:\n", "rules", d.Policy, len(d.Never), d.Own)
@@ -208,9 +213,12 @@ type ruleReport struct {
 	// Own is the number of rules the policy declares itself.
 	Own   int      `json:"own_rules"`
 	Never []string `json:"never_effective"`
+	// Unanalysed says which rules were left out for the search's work
+	// bound (docs/prove.md, "Budget"): they may be never effective too.
+	Unanalysed string `json:"unanalysed,omitempty"`
 }
 
-func deadRules(pr *prove.Prover, props []*compiler.PropertyDecl, compiled []*snapshot.Snapshot) ([]ruleReport, error) {
+func deadRules(ctx context.Context, pr *prove.Prover, props []*compiler.PropertyDecl, compiled []*snapshot.Snapshot) ([]ruleReport, error) {
 	asked := map[string]bool{}
 	for _, pd := range props {
 		asked[pd.Property.Policy] = true
@@ -220,7 +228,7 @@ func deadRules(pr *prove.Prover, props []*compiler.PropertyDecl, compiled []*sna
 		if !asked[s.Name] {
 			continue
 		}
-		found, err := pr.Lint(pr.Policies[s.Name], nil)
+		found, err := pr.LintContext(ctx, pr.Policies[s.Name], nil)
 		if err != nil {
 			return nil, err
 		}
@@ -236,6 +244,9 @@ func deadRules(pr *prove.Prover, props []*compiler.PropertyDecl, compiled []*sna
 		for _, f := range found {
 			if f.Code == prove.CodeNeverEffective || f.Code == prove.CodeUnmatchable {
 				r.Never = append(r.Never, f.Message)
+			}
+			if f.Code == prove.CodeUnanalysed {
+				r.Unanalysed = f.Message
 			}
 		}
 		out = append(out, r)

@@ -41,7 +41,7 @@ findings, 2 when an input cannot be read.`,
 	return c
 }
 
-func runVet(_ context.Context, e *env, p *vetParams) error {
+func runVet(ctx context.Context, e *env, p *vetParams) error {
 	f, err := diagFormat(p.format)
 	if err != nil {
 		return err
@@ -59,7 +59,7 @@ func runVet(_ context.Context, e *env, p *vetParams) error {
 	diags = append(append(diags, res.Diagnostics...), checkHarnesses(e, res)...)
 	if !diags.HasErrors() {
 		prog.setStage("rules")
-		found, err := lintRules(res, parents, diags)
+		found, err := lintRules(ctx, res, parents, diags)
 		if err != nil {
 			prog.stop()
 			return err
@@ -73,7 +73,7 @@ func runVet(_ context.Context, e *env, p *vetParams) error {
 // lintRules reports, as warnings, what the pattern algebra decides about
 // each policy's own rules: never effective, unmatchable or redundant, and
 // facets a child empties (docs/prove.md, "polc vet").
-func lintRules(res *compiler.Result, parents []*snapshot.Snapshot, already diag.List) (diag.List, error) {
+func lintRules(ctx context.Context, res *compiler.Result, parents []*snapshot.Snapshot, already diag.List) (diag.List, error) {
 	// A host pattern the compiler already reports as never requested
 	// (host_never_requested, with the spelling to use) is not reported
 	// again as unmatchable.
@@ -113,7 +113,7 @@ func lintRules(res *compiler.Result, parents []*snapshot.Snapshot, already diag.
 				}
 			}
 		}
-		found, err := pr.Lint(p, parent)
+		found, err := pr.LintContext(ctx, p, parent)
 		if err != nil {
 			return nil, err
 		}

@@ -280,7 +280,7 @@ func solveOnce(c *cache, ix *coverIndex, dom domain, pt part, exclude []string) 
 		}
 		return false
 	}
-	q := algebra.Query{}
+	q := algebra.Query{Budget: c.budget}
 	for _, d := range dom.require {
 		q.Require = append(q.Require, []*algebra.NFA{d})
 	}

@@ -1,6 +1,8 @@
 package prove
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,6 +27,10 @@ const (
 	// CodeFacetEmptied: a child allows no value of a facet its parent
 	// allows some of.
 	CodeFacetEmptied = diag.CodeFacetEmptied
+	// CodeUnanalysed: rules (or facets) whose questions needed more work
+	// than the Prover's budget allows: no finding is reported for them,
+	// and one finding of this code names them.
+	CodeUnanalysed = diag.CodeRulesUnanalysed
 )
 
 // Finding is one result of Lint, about a rule (RuleID) or a facet.
@@ -46,16 +52,59 @@ const maxNamed = 3
 // which are redundant, and, given the parent, which facets the policy
 // empties. Each finding names the rules that cause it.
 func (pr *Prover) Lint(p, parent *Policy) ([]Finding, error) {
+	return pr.LintContext(context.Background(), p, parent)
+}
+
+// lintQuestions bounds the work of one Lint: as many questions' budgets,
+// so that a policy of thousands of rules each near its bound is not
+// judged for hours (docs/prove.md, "Budget").
+const lintQuestions = 50
+
+// LintContext is Lint, stopped by ctx. Each rule is one question with its
+// own budget (Prover.Budget), and the policy has lintQuestions of them: a
+// rule whose questions need more than is left is not judged on a partial
+// search but left out, and a last finding of code CodeUnanalysed says
+// which rules were.
+func (pr *Prover) LintContext(ctx context.Context, p, parent *Policy) ([]Finding, error) {
 	c := &pr.cache
+	defer func() { c.budget = nil }()
+	left := lintQuestions * pr.units()
+	// ask starts the next question, within what the policy has left.
+	ask := func() {
+		if c.budget != nil {
+			left -= c.budget.Spent()
+		}
+		pr.question(ctx, min(pr.units(), max(left, 0)))
+	}
 	var out []Finding
+	var unanalysed []string
+	// bounded reports whether err is the budget's: the rule is left out.
+	bounded := func(err error, id string) bool {
+		if !errors.Is(err, algebra.ErrTooLarge) {
+			return false
+		}
+		if !slices.Contains(unanalysed, id) {
+			unanalysed = append(unanalysed, id)
+		}
+		return true
+	}
 	own := ownRules(p.Snap)
-	viable := pr.viableShapes(p)
+	ask()
+	viable, err := pr.viableShapes(p)
+	if err != nil && !errors.Is(err, algebra.ErrTooLarge) {
+		return nil, err
+	}
+	viableKnown := err == nil
 	for _, r := range p.rules {
 		if !own[r.id] || r.facet == decision.FacetShell {
 			continue
 		}
+		ask()
 		if r.onAction {
 			f, err := pr.lintAction(p, r)
+			if bounded(err, r.id) {
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -70,6 +119,10 @@ func (pr *Prover) Lint(p, parent *Policy) ([]Finding, error) {
 					continue
 				}
 				_, ok, err := solvePart(c, s.valueDomain(i, false), part{require: [][]term{{mt(r.m)}}}, nil)
+				if bounded(err, r.id) {
+					matchable = true // not known: no finding
+					break
+				}
 				if err != nil {
 					return nil, err
 				}
@@ -79,13 +132,23 @@ func (pr *Prover) Lint(p, parent *Policy) ([]Finding, error) {
 				break
 			}
 		}
+		if slices.Contains(unanalysed, r.id) {
+			continue
+		}
 		if !matchable {
 			out = append(out, Finding{Code: CodeUnmatchable, RuleID: r.id, Message: fmt.Sprintf("%s matches no value a request can carry (docs/prove.md): it never applies", r.id)})
 			continue
 		}
 		switch r.role {
 		case roleGrant, roleEscalate:
+			if !viableKnown {
+				bounded(algebra.ErrTooLarge, r.id)
+				continue
+			}
 			eff, by, err := pr.effective(p, r, viable)
+			if bounded(err, r.id) {
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -101,6 +164,9 @@ func (pr *Prover) Lint(p, parent *Policy) ([]Finding, error) {
 		}
 		if r.role == roleGrant || r.role == roleBlock {
 			red, by, err := pr.redundant(p, r)
+			if bounded(err, r.id) {
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -110,11 +176,20 @@ func (pr *Prover) Lint(p, parent *Policy) ([]Finding, error) {
 		}
 	}
 	if parent != nil {
-		f, err := pr.emptied(p, parent)
+		f, err := pr.emptied(ask, p, parent, &unanalysed)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, f...)
+	}
+	if len(unanalysed) > 0 {
+		named := unanalysed[:min(len(unanalysed), maxNamed)]
+		more := ""
+		if len(unanalysed) > maxNamed {
+			more = fmt.Sprintf(", and %d more", len(unanalysed)-maxNamed)
+		}
+		out = append(out, Finding{Code: CodeUnanalysed, Message: fmt.Sprintf("%d of its rules were not analysed (%s%s): their questions need more than the search's work bound of %d units a question, %d a policy (docs/prove.md, \"Budget\"), so no finding is reported for them",
+			len(unanalysed), strings.Join(named, ", "), more, pr.units(), lintQuestions*pr.units())})
 	}
 	return out, nil
 }
@@ -140,19 +215,25 @@ func ownRules(s *snapshot.Snapshot) map[string]bool {
 }
 
 // viableShapes are the shapes whose action part the policy can allow or
-// escalate: some action id of the shape granted and not blocked.
-func (pr *Prover) viableShapes(p *Policy) []shape {
+// escalate: some action id of the shape granted and not blocked. An
+// error (the budget's) leaves them unknown: judging by a subset of them
+// could report a rule or a facet that some other shape makes effective.
+func (pr *Prover) viableShapes(p *Policy) ([]shape, error) {
 	var out []shape
 	for _, s := range shapes() {
 		ok := p.ok(s)
 		if ok.dead {
 			continue
 		}
-		if _, found, err := solvePart(&pr.cache, s.actionDomain(), ok.action, nil); err == nil && found {
+		_, found, err := solvePart(&pr.cache, s.actionDomain(), ok.action, nil)
+		if err != nil {
+			return nil, err
+		}
+		if found {
 			out = append(out, s)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // effective reports whether some request of a viable shape is not denied
@@ -305,22 +386,27 @@ var emptiable = []int{decision.FacetPathRead, decision.FacetPathWrite, decision.
 	decision.FacetHost, decision.FacetEnv, decision.FacetMCPTool, decision.FacetMCPResource}
 
 // emptied lists the facets of which the parent allows some value and the
-// child none (granted and not blocked, for some viable shape).
-func (pr *Prover) emptied(child, parent *Policy) ([]Finding, error) {
+// child none (granted and not blocked, for some viable shape). Each facet
+// is a question; one past the budget is added to unanalysed.
+func (pr *Prover) emptied(ask func(), child, parent *Policy, unanalysed *[]string) ([]Finding, error) {
 	var out []Finding
 	for _, f := range emptiable {
+		ask()
 		pv, _, err := pr.facetAllows(parent, f)
-		if err != nil {
-			return nil, err
+		emptied := false
+		if err == nil && pv {
+			var cv, presented bool
+			cv, presented, err = pr.facetAllows(child, f)
+			emptied = !cv && presented
 		}
-		if !pv {
+		if errors.Is(err, algebra.ErrTooLarge) {
+			*unanalysed = append(*unanalysed, "facet "+decision.FacetNames[f])
 			continue
 		}
-		cv, presented, err := pr.facetAllows(child, f)
 		if err != nil {
 			return nil, err
 		}
-		if !cv && presented {
+		if emptied {
 			out = append(out, Finding{Code: CodeFacetEmptied, Facet: decision.FacetNames[f],
 				Message: fmt.Sprintf("allows no %s value, which its parent %q allows some of: its narrowing (or a deny) emptied the facet", decision.FacetNames[f], parent.Name())})
 		}
@@ -336,7 +422,11 @@ func (pr *Prover) facetAllows(p *Policy, f int) (allows, presented bool, err err
 	if !p.need[f] {
 		return true, true, nil // not checked: every value passes
 	}
-	for _, s := range pr.viableShapes(p) {
+	viable, err := pr.viableShapes(p)
+	if err != nil {
+		return false, false, err
+	}
+	for _, s := range viable {
 		ok := p.ok(s)
 		for i := range s.atoms {
 			if !slices.Contains(s.facets(i), f) {

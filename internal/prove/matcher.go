@@ -32,8 +32,13 @@ type matcher struct {
 
 // cache holds the automaton of every matcher a prover used: policies
 // share patterns (a child inherits its parent's denies), and one automaton
-// serves them all, in every question.
-type cache struct{ m sync.Map } // matcher → *algebra.NFA
+// serves them all, in every question. budget is the work bound of the
+// question being answered, which every search of it charges (nil: each
+// search its own algebra.DefaultBudget).
+type cache struct {
+	m      sync.Map // matcher → *algebra.NFA
+	budget *algebra.Budget
+}
 
 func (c *cache) nfa(m matcher) *algebra.NFA {
 	if n, ok := c.m.Load(m); ok {

@@ -107,8 +107,33 @@ type Prover struct {
 	// Retries bounds how many witnesses of one case are tried when one
 	// is not confirmed (default 3).
 	Retries int
+	// Budget bounds the work of each question, in algebra.Budget units
+	// (default DefaultBudget): a property, and each rule Lint judges. A
+	// question that needs more is undecided (docs/prove.md, "Budget").
+	Budget int64
 
 	cache cache
+}
+
+// DefaultBudget is the work a Prover may spend on one question, in
+// algebra.Budget units: about fifty times what the largest question of a
+// policy of 2,000 rules takes (BenchmarkProve, BenchmarkLint), and at
+// most a few hundred megabytes of product states.
+const DefaultBudget = 20_000_000
+
+// units is the budget of one question.
+func (pr *Prover) units() int64 {
+	if pr.Budget <= 0 {
+		return DefaultBudget
+	}
+	return pr.Budget
+}
+
+// question starts a question of the given units: every search until the
+// next question charges them, and ctx stops them. A Prover answers one
+// question at a time.
+func (pr *Prover) question(ctx context.Context, units int64) {
+	pr.cache.budget = algebra.NewBudget(ctx, units)
 }
 
 // Check answers one property.
@@ -139,6 +164,8 @@ func (pr *Prover) Beyond(ctx context.Context, this, other *Policy) (Result, erro
 }
 
 func (pr *Prover) check(ctx context.Context, kind string, pattern RequestPattern, this, other *Policy) (Result, error) {
+	pr.question(ctx, pr.units())
+	defer func() { pr.cache.budget = nil }()
 	undecided := ""
 	policies := []*Policy{this}
 	if other != nil {
@@ -216,7 +243,7 @@ func (pr *Prover) counterexample(ctx context.Context, s shape, c cond, policies 
 		case errors.Is(err, errUndecided):
 			return nil, fmt.Sprintf("%s: a value outside what a witness can be made of (%q) would violate it", s.describe(), strings.Join(w.values, " ")), nil
 		case errors.Is(err, algebra.ErrTooLarge):
-			return nil, fmt.Sprintf("%s: the search exceeded its bound", s.describe()), nil
+			return nil, fmt.Sprintf("%s: the search exceeded its work bound of %d units (docs/prove.md, \"Budget\")", s.describe(), pr.cache.budget.Total()), nil
 		case err != nil:
 			return nil, "", err
 		case !found:
