@@ -53,12 +53,14 @@ func bashReq(cmd string) normalize.ActionRequest {
 		Arguments: map[string]any{"command": cmd}}
 }
 
-// TestAttackProveShellOnlyBash: a bash command that runs no program and
+// TestShellControlOnlyBash: a bash command that runs no program and
 // opens no file ("> /dev/null", "2>&1") has shell control and no other
 // facet. Under a policy with any shell-allowing subprocess grant, it is
-// allowed (even under actions.deny "bash:*", which reads argvs), yet no
-// shape of prove models it: `never: bash` is reported as holding.
-func TestAttackProveShellOnlyBash(t *testing.T) {
+// allowed (even under actions.deny "bash:*", which reads argvs), so
+// `never: bash` and `always_escalates: bash` fail: the prover models such
+// requests as a shape of their own (shell control and no value), which
+// it once lacked and answered both as holding.
+func TestShellControlOnlyBash(t *testing.T) {
 	snaps := compileDecls(t, map[string]any{"p": base(map[string]any{
 		"actions":    map[string]any{"allow": []string{"bash"}, "deny": []string{"bash:*"}},
 		"subprocess": map[string]any{"mode": "allowlist", "allow": []string{"true"}, "shell": "allow"},
