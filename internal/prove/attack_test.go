@@ -80,12 +80,13 @@ func TestShellControlOnlyBash(t *testing.T) {
 	}
 }
 
-// TestAttackProveShellOnlyBeyondAndVet: the same gap in the two-policy
-// question and in vet. With the shell-allowing grant, "> /dev/null" is
+// TestShellControlOnlyBeyondAndVet: shell control alone in the
+// two-policy question and in vet. With the shell-allowing grant, "> /dev/null" is
 // allowed; without it, denied (not_allowed:shell). So the grant decides a
-// request (vet must not call it never effective), and the policy with it
-// allows beyond the one without it.
-func TestAttackProveShellOnlyBeyondAndVet(t *testing.T) {
+// request (vet must not call it never effective, though every argv it
+// allows is denied), and the policy with it allows beyond the one
+// without it.
+func TestShellControlOnlyBeyondAndVet(t *testing.T) {
 	with := base(map[string]any{
 		"actions":    map[string]any{"allow": []string{"bash"}, "deny": []string{"bash:*"}},
 		"subprocess": map[string]any{"mode": "allowlist", "allow": []string{"true"}, "shell": "allow"},
@@ -116,12 +117,12 @@ func TestAttackProveShellOnlyBeyondAndVet(t *testing.T) {
 	}
 }
 
-// TestAttackProveRedundantGrantSetsFacetGate: a facet's "not allowed"
-// belongs to the strictest gate holding one of its grants. A grant covered
-// by an advisory one is the only hard one of its facet: vet calls it
-// redundant, yet removing it moves path_read to the advisory gate, and a
-// read of /etc/passwd goes from deny to allow.
-func TestAttackProveRedundantGrantSetsFacetGate(t *testing.T) {
+// TestLintRedundantGrantSetsFacetGate: a facet's "not allowed" belongs
+// to the strictest gate holding one of its grants. A grant covered by an
+// advisory one is the only hard one of its facet: removing it moves
+// path_read to the advisory gate, and a read of /etc/passwd goes from
+// deny to allow, so vet must not call it redundant (it once did).
+func TestLintRedundantGrantSetsFacetGate(t *testing.T) {
 	pol := func(reads ...string) map[string]any {
 		return base(map[string]any{
 			"actions":    map[string]any{"allow": []string{"read_file"}},
@@ -149,13 +150,12 @@ func TestAttackProveRedundantGrantSetsFacetGate(t *testing.T) {
 	}
 }
 
-// TestAttackProveRedundantMutual: two denies of different spelling and
-// one meaning (a clean path has no empty segment, so "/x/*" and "/x/?*"
-// match the same paths). vet reports each redundant, each naming the
-// other: an author who follows both warnings removes the deny. Of two
-// rules of one pattern only the second is reported (docs/prove.md); two
-// of one language should be treated alike.
-func TestAttackProveRedundantMutual(t *testing.T) {
+// TestLintRedundantMutual: two denies of different spelling and one
+// meaning (a clean path has no empty segment, so "/x/*" and "/x/?*" match
+// the same paths). vet once reported each redundant, each naming the
+// other: an author who followed both warnings removed the deny. At most
+// one of them may be reported, as of two rules of one pattern.
+func TestLintRedundantMutual(t *testing.T) {
 	pol := func(denies ...string) map[string]any {
 		return base(map[string]any{
 			"actions":    map[string]any{"allow": []string{"write_file"}},
@@ -184,11 +184,11 @@ func TestAttackProveRedundantMutual(t *testing.T) {
 	}
 }
 
-// TestAttackProveRedundantNamesNonCovers: the message says "every value
-// it matches is matched by A, B, C", but names the first rules that
-// overlap, which need not cover: /x/a is matched by none of the three
-// named, only by /x/** (not named).
-func TestAttackProveRedundantNamesNonCovers(t *testing.T) {
+// TestLintRedundantNamesCovers: the message says "every value it matches
+// is matched by A, B, C": the rules named must cover. It once named the
+// first rules that overlap, which need not: /x/a is matched by none of
+// /x/!*, /x/#* and /x/%*, only by /x/**.
+func TestLintRedundantNamesCovers(t *testing.T) {
 	snaps := compileDecls(t, map[string]any{"p": base(map[string]any{
 		"actions":    map[string]any{"allow": []string{"write_file"}},
 		"filesystem": map[string]any{"write": []string{"/**"}, "deny": []string{"/x/*", "/x/!*", "/x/#*", "/x/%*", "/x/**"}},
@@ -205,12 +205,13 @@ func TestAttackProveRedundantNamesNonCovers(t *testing.T) {
 	}
 }
 
-// TestAttackProveNeverEffectiveGrantSetsFacetGate: the same root as
-// TestAttackProveRedundantGrantSetsFacetGate for rule_never_effective: a
-// grant two denies cover together is "never effective", yet it is the
-// only hard grant of path_read, and removing it makes path_read advisory:
-// read_file /etc/passwd goes from deny to allow.
-func TestAttackProveNeverEffectiveGrantSetsFacetGate(t *testing.T) {
+// TestLintNeverEffectiveGrantSetsFacetGate: the same root as
+// TestLintRedundantGrantSetsFacetGate for rule_never_effective: a grant
+// two denies cover together can allow nothing, yet it is the only hard
+// grant of path_read, and removing it makes path_read advisory:
+// read_file /etc/passwd goes from deny to allow, so vet must not report
+// it.
+func TestLintNeverEffectiveGrantSetsFacetGate(t *testing.T) {
 	pol := func(reads ...string) map[string]any {
 		return base(map[string]any{
 			"actions":    map[string]any{"allow": []string{"read_file"}},

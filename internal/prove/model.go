@@ -72,7 +72,12 @@ type Policy struct {
 	// Engine, when set, is the OPA engine that decides this policy in
 	// confirmation (a bundle of its own version); else the Prover's.
 	Engine Engine
-	dec    *decision.Policy
+	// Declared ranks the rules the policy declares by where they are
+	// written (rule id → rank): of rules that make each other redundant,
+	// Lint keeps the first declared. Rules without a rank come after the
+	// ranked ones, by id; nil ranks none.
+	Declared map[string]int
+	dec      *decision.Policy
 
 	rules []*rule
 	// need[f]: a value of facet f that no grant allows denies (its gate is
