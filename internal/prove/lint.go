@@ -203,7 +203,7 @@ func (pr *Prover) removable(p *Policy, cands []candidate) ([]Finding, error) {
 		if err != nil {
 			return nil, err
 		}
-		same, err := pr.sameDecisions(cur, q)
+		same, err := pr.sameDecisions(cur, q, cands[i].r.id)
 		if err != nil {
 			return nil, err
 		}
@@ -251,13 +251,20 @@ func (p *Policy) without(id string) (*Policy, error) {
 	return q, nil
 }
 
-// sameDecisions reports whether p and q decide every request alike: no
-// request of any shape is treated more permissively by one than by the
-// other. A case left undecided, or whose search exceeded its bound,
-// counts as a difference.
-func (pr *Prover) sameDecisions(p, q *Policy) (bool, error) {
-	for _, pair := range [2][2]*Policy{{p, q}, {q, p}} {
-		for _, s := range shapes() {
+// sameDecisions reports whether p and q, p without the rule id, decide
+// every request alike: no request of any shape is treated more
+// permissively by one than by the other. A case left undecided, or whose
+// search exceeded its bound, counts as a difference. A shape whose
+// requests the rule does not read is decided alike by both when the
+// facets' gates and the shell grant did not change with it: every
+// condition on it is built from the same rules.
+func (pr *Prover) sameDecisions(p, q *Policy, id string) (bool, error) {
+	same := p.need == q.need && p.hasShellAllow == q.hasShellAllow
+	for _, s := range shapes() {
+		if same && !p.sets(s).reads(id) {
+			continue
+		}
+		for _, pair := range [2][2]*Policy{{p, q}, {q, p}} {
 			for _, c := range beyondCases(pair[0], pair[1], s) {
 				_, found, err := solve(&pr.cache, s, c, pr.Now, nil)
 				switch {

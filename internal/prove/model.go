@@ -303,6 +303,25 @@ type sets struct {
 	shellDenied bool
 }
 
+// reads reports whether a rule of id is among the sets.
+func (st *sets) reads(id string) bool {
+	has := func(rs []*rule) bool { return slices.ContainsFunc(rs, func(r *rule) bool { return r.id == id }) }
+	if has(st.actionGrants) || has(st.actionBlocks) || has(st.actionEsc) {
+		return true
+	}
+	for _, v := range st.values {
+		if has(v.blocks) || has(v.esc) {
+			return true
+		}
+		for _, g := range v.grants {
+			if has(g) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // valueSets is what a policy's rules do to one value of a shape.
 type valueSets struct {
 	grants      map[int][]*rule // by facet
