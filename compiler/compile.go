@@ -340,6 +340,7 @@ func (s *state) lower() diag.List {
 			diags.Add(p.Pos, diag.CodeInvalidValue, "policy %q: %v", p.Name, err)
 			continue
 		}
+		diags = append(diags, shadowedWarnings(p.Name, r, l)...)
 		for _, g := range l.snap.GateBindings {
 			if len(g.RuleIDs) == 0 && g.GateID != defaultGate {
 				diags.Warn(gateRulesPos(p, g.GateID), diag.CodeGateUnknownRule, "policy %q: gate %q selects no rule (selectors %s)", p.Name, g.GateID, strings.Join(g.Selectors, ", "))

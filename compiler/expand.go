@@ -33,6 +33,24 @@ func newCoverIndex(k pattern.Kind, s set) *coverIndex {
 	return ix
 }
 
+// coveringAll returns every pattern of the set that covers child, sorted.
+func (ix *coverIndex) coveringAll(child string) []string {
+	var out []string
+	if _, ok := ix.set[child]; ok {
+		out = append(out, child)
+	}
+	lp := pattern.LiteralPrefix(ix.kind, child)
+	for i := 0; i <= len(lp); i++ {
+		for _, p := range ix.byPrefix[lp[:i]] {
+			if p != child && pattern.Covers(ix.kind, p, child) {
+				out = append(out, p)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // coveredBy returns a pattern of the set that covers child.
 func (ix *coverIndex) coveredBy(child string) (string, bool) {
 	if _, ok := ix.set[child]; ok {

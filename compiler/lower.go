@@ -19,12 +19,13 @@ const (
 type lowered struct {
 	snap      *snapshot.Snapshot
 	positions map[string]diag.Pos // rule id → declaring position
+	ids       map[*entry]string   // a resolved entry → its rule's id
 }
 
 // lower turns a resolved policy into its sealed snapshot. parent is the
 // parent's snapshot (nil for a root) and supplies the lineage.
 func lower(r *resolved, parent *snapshot.Snapshot) (*lowered, error) {
-	out := &lowered{positions: map[string]diag.Pos{}}
+	out := &lowered{positions: map[string]diag.Pos{}, ids: map[*entry]string{}}
 	// Never nil: a policy without rules is "compiled_rules":[], which Parse
 	// accepts; a nil Rules would encode as null.
 	rules := snapshot.Rules{}
@@ -32,6 +33,7 @@ func lower(r *resolved, parent *snapshot.Snapshot) (*lowered, error) {
 		b := rule.Base()
 		b.RuleID = snapshot.ExpectedRuleID(rule)
 		b.Provenance = slices.Clone(e.origins)
+		out.ids[e] = b.RuleID
 		rules = append(rules, rule)
 		if e.pos.File != "" {
 			out.positions[b.RuleID] = e.pos

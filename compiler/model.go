@@ -217,6 +217,19 @@ type resolved struct {
 
 	expansions []snapshot.Expansion
 	lineage    []snapshot.Ancestor
+
+	// shadowed are the allows the policy declares that a deny covers
+	// (resolver.shadowed), judged once lowered (shadowedWarnings).
+	shadowed []shadowedAllow
+}
+
+// shadowedAllow is an allow of a policy's own that deny patterns cover.
+type shadowedAllow struct {
+	facet        facet
+	pattern      string
+	allow        *entry
+	denies       []*entry // the covering denies' entries, by pattern
+	denyPatterns []string
 }
 
 // rootDefaults returns the most restrictive policy: what an unset field of

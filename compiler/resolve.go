@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"polc.dev/polc/decision"
 	"polc.dev/polc/internal/diag"
 	"polc.dev/polc/internal/pattern"
 	"polc.dev/polc/normalize"
@@ -726,8 +727,11 @@ func (r *resolver) gates() {
 	r.out.gates, r.out.gatesSet = out, true
 }
 
-// shadowed warns about allows this policy declares that a deny covers.
+// shadowed finds the allows this policy declares that a deny covers: the
+// candidates for allow_shadowed, which lowering judges with the rules'
+// gates (shadowedWarnings).
 func (r *resolver) shadowed() {
+	r.out.shadowed = nil
 	for f := range numFacets {
 		spec := facets[f]
 		if spec.deny || spec.shadowedBy < 0 {
@@ -740,11 +744,104 @@ func (r *resolver) shadowed() {
 			if !slices.ContainsFunc(e.origins, func(o snapshot.Origin) bool { return o.Policy == r.p.Name }) {
 				continue
 			}
-			if d, ok := idx.coveredBy(strings.ToLower(p)); ok {
-				r.diags.Warn(e.pos, diag.CodeAllowShadowed, "policy %q: %s %q is denied by %s %q (deny dominates)", r.p.Name, spec.path, p, facets[spec.shadowedBy].path, d)
+			ds := idx.coveringAll(strings.ToLower(p))
+			if len(ds) == 0 {
+				continue
 			}
+			c := shadowedAllow{facet: f, pattern: p, allow: e}
+			for _, d := range ds {
+				c.denies = append(c.denies, r.out.sets[spec.shadowedBy][d])
+				c.denyPatterns = append(c.denyPatterns, d)
+			}
+			r.out.shadowed = append(r.out.shadowed, c)
 		}
 	}
+}
+
+// shadowedWarnings warns (allow_shadowed) about each allow of
+// r.shadowed the policy can do without, as its snapshot l decides: a deny
+// covering it is bound to a gate that blocks (a deny at an advisory gate
+// denies nothing), removing it moves no facet's "not allowed" check
+// between a blocking and an advisory gate (the check takes the strictest
+// gate holding one of the facet's allow rules), and it is not the last
+// subprocess grant allowing shell control (each lets a command of shell
+// control alone, "> /dev/null", through). Otherwise the allow, though
+// every value it allows is denied, changes decisions.
+func shadowedWarnings(name string, r *resolved, l *lowered) diag.List {
+	var out diag.List
+	if len(r.shadowed) == 0 {
+		return out
+	}
+	s := l.snap
+	ruleGate := make([]int, len(s.CompiledRules))
+	gateOf := map[string]int{}
+	defaultIdx := -1
+	for gi, g := range s.GateBindings {
+		if g.GateID == defaultGate {
+			defaultIdx = gi
+		}
+		for _, id := range g.RuleIDs {
+			gateOf[id] = gi
+		}
+	}
+	byID := map[string]int{}
+	var byFacet [len(decision.FacetNames)][]int32
+	for i, rule := range s.CompiledRules {
+		id := rule.Base().RuleID
+		byID[id], ruleGate[i] = i, gateOf[id]
+		for _, f := range decision.FacetsOf(rule) {
+			byFacet[f] = append(byFacet[f], int32(i))
+		}
+	}
+	blocking := func(gi int) bool { return s.GateBindings[gi].Level != snapshot.LevelAdvisory }
+	for _, c := range r.shadowed {
+		i, ok := byID[l.ids[c.allow]]
+		if !ok {
+			continue
+		}
+		deny := ""
+		for k, d := range c.denies {
+			if j, ok := byID[l.ids[d]]; ok && blocking(ruleGate[j]) {
+				deny = c.denyPatterns[k]
+				break
+			}
+		}
+		if deny == "" {
+			continue
+		}
+		rule := s.CompiledRules[i]
+		gateMoves := false
+		for _, f := range decision.FacetsOf(rule) {
+			rest := slices.DeleteFunc(slices.Clone(byFacet[f]), func(x int32) bool { return int(x) == i })
+			before := decision.FacetGate(s.GateBindings, defaultIdx, byFacet[f], ruleGate)
+			after := decision.FacetGate(s.GateBindings, defaultIdx, rest, ruleGate)
+			gateMoves = gateMoves || blocking(before) != blocking(after)
+		}
+		if gateMoves || lastShellGrant(s, i) {
+			continue
+		}
+		spec := facets[c.facet]
+		out.Warn(c.allow.pos, diag.CodeAllowShadowed, "policy %q: %s %q is denied by %s %q (deny dominates)", name, spec.path, c.pattern, facets[spec.shadowedBy].path, deny)
+	}
+	return out
+}
+
+// lastShellGrant reports whether rule i of s is a subprocess grant
+// allowing shell control that no other grant of s allows.
+func lastShellGrant(s *snapshot.Snapshot, i int) bool {
+	shell := func(rule snapshot.Rule) bool {
+		sr, ok := rule.(*snapshot.SubprocessRule)
+		return ok && sr.Effect == snapshot.EffectAllow && sr.Shell != nil && *sr.Shell == "allow"
+	}
+	if !shell(s.CompiledRules[i]) {
+		return false
+	}
+	for j, rule := range s.CompiledRules {
+		if j != i && shell(rule) {
+			return false
+		}
+	}
+	return true
 }
 
 func orNone(list []string) string {

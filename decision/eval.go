@@ -391,6 +391,11 @@ func levelRank(level string) int {
 	return 0
 }
 
+// FacetsOf lists the facets whose "not allowed" check takes its gate from
+// r's (FacetGate): the facets an allow rule grants, budget for a budget
+// rule, none for other rules.
+func FacetsOf(r snapshot.Rule) []int { return facetsOf(r) }
+
 // facetsOf lists the facets an allow rule grants (none for other rules).
 func facetsOf(r snapshot.Rule) []int {
 	if _, ok := r.(*snapshot.BudgetRule); ok {

@@ -141,6 +141,9 @@ func runProve(ctx context.Context, e *env, p *provePropsParams) error {
 		if err != nil {
 			return err
 		}
+		if sm := res.SourceMaps[s.Name]; sm != nil {
+			pol.Declared = prove.DeclaredOrder(sm.Rules)
+		}
 		pr.Policies[s.Name] = pol
 	}
 	var results []proveResult

@@ -105,6 +105,9 @@ func lintRules(ctx context.Context, res *compiler.Result, parents []*snapshot.Sn
 		if err != nil {
 			return nil, err
 		}
+		if sm := res.SourceMaps[s.Name]; sm != nil {
+			p.Declared = prove.DeclaredOrder(sm.Rules)
+		}
 		var parent *prove.Policy
 		if n := len(s.Lineage); n > 0 {
 			if ps := byName[s.Lineage[n-1].Name]; ps != nil {

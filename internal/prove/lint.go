@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -51,6 +52,19 @@ const maxNamed = 3
 // provenance), which can never take effect, which match nothing, and
 // which are redundant, and, given the parent, which facets the policy
 // empties. Each finding names the rules that cause it.
+//
+// A finding about a rule says it can go, so each is reported only when
+// the policy without it decides every request as the policy does (its
+// disposition: deny, escalate or allow), which the algebra decides
+// exactly, both ways, as never_allows_beyond does. That counts what the
+// searches above do not see: a grant covered by other grants may be the
+// one that puts its facet's "not allowed" in a blocking gate, and a
+// subprocess grant every argv of which is denied may be the one that
+// allows shell control alone. Of rules each of which would make another
+// removable (two denies of one meaning), only the later ones in
+// declaration order are reported: they are removed one after another,
+// last declared first, each checked against what the previous ones left,
+// so following every finding changes no decision.
 func (pr *Prover) Lint(p, parent *Policy) ([]Finding, error) {
 	return pr.LintContext(context.Background(), p, parent)
 }
@@ -76,7 +90,7 @@ func (pr *Prover) LintContext(ctx context.Context, p, parent *Policy) ([]Finding
 		}
 		pr.question(ctx, min(pr.units(), max(left, 0)))
 	}
-	var out []Finding
+	var cands []candidate
 	var unanalysed []string
 	// bounded reports whether err is the budget's: the rule is left out.
 	bounded := func(err error, id string) bool {
@@ -108,7 +122,9 @@ func (pr *Prover) LintContext(ctx context.Context, p, parent *Policy) ([]Finding
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, f...)
+			for _, x := range f {
+				cands = append(cands, candidate{r: r, f: x})
+			}
 			continue
 		}
 		// Unmatchable: no shape the rule reads has a value it matches.
@@ -136,7 +152,7 @@ func (pr *Prover) LintContext(ctx context.Context, p, parent *Policy) ([]Finding
 			continue
 		}
 		if !matchable {
-			out = append(out, Finding{Code: CodeUnmatchable, RuleID: r.id, Message: fmt.Sprintf("%s matches no value a request can carry (docs/prove.md): it never applies", r.id)})
+			cands = append(cands, candidate{r: r, f: Finding{Code: CodeUnmatchable, RuleID: r.id, Message: fmt.Sprintf("%s matches no value a request can carry (docs/prove.md): it never applies", r.id)}})
 			continue
 		}
 		switch r.role {
@@ -157,13 +173,14 @@ func (pr *Prover) LintContext(ctx context.Context, p, parent *Policy) ([]Finding
 				if r.role == roleEscalate {
 					what = "every request it matches is denied before it could escalate"
 				}
-				out = append(out, Finding{Code: CodeNeverEffective, RuleID: r.id, Message: fmt.Sprintf("%s can never take effect: %s%s", r.id, what, byRules(by)),
-					Shadowed: r.role == roleGrant && p.shadowedByOne(r)})
+				cands = append(cands, candidate{r: r, f: Finding{Code: CodeNeverEffective, RuleID: r.id, Message: fmt.Sprintf("%s can never take effect: %s%s", r.id, what, byRules(by)),
+					Shadowed: r.role == roleGrant && p.shadowedByOne(r)}})
 				continue
 			}
 		}
 		if r.role == roleGrant || r.role == roleBlock {
-			red, by, err := pr.redundant(p, r)
+			others := p.sameKind(r)
+			red, err := pr.covered(r, others)
 			if bounded(err, r.id) {
 				continue
 			}
@@ -171,9 +188,13 @@ func (pr *Prover) LintContext(ctx context.Context, p, parent *Policy) ([]Finding
 				return nil, err
 			}
 			if red {
-				out = append(out, Finding{Code: CodeRedundant, RuleID: r.id, Message: fmt.Sprintf("%s is redundant: every value it matches is matched by %s", r.id, strings.Join(by, ", "))})
+				cands = append(cands, candidate{r: r, f: Finding{Code: CodeRedundant, RuleID: r.id}, others: others})
 			}
 		}
+	}
+	out, err := pr.removable(p, cands, ask, bounded)
+	if err != nil {
+		return nil, err
 	}
 	if parent != nil {
 		f, err := pr.emptied(ask, p, parent, &unanalysed)
@@ -192,6 +213,156 @@ func (pr *Prover) LintContext(ctx context.Context, p, parent *Policy) ([]Finding
 			len(unanalysed), strings.Join(named, ", "), more, pr.units(), lintQuestions*pr.units())})
 	}
 	return out, nil
+}
+
+// DeclaredOrder ranks rule ids by the positions that declared them (a
+// source map's rules), for Policy.Declared.
+func DeclaredOrder(pos map[string]diag.Pos) map[string]int {
+	ids := slices.Collect(maps.Keys(pos))
+	slices.SortFunc(ids, func(a, b string) int {
+		if c := pos[a].Compare(pos[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	out := make(map[string]int, len(ids))
+	for i, id := range ids {
+		out[id] = i
+	}
+	return out
+}
+
+// candidate is a finding the searches made about a rule, before it is
+// checked that the rule can go.
+type candidate struct {
+	r *rule
+	f Finding
+	// others: for a redundant rule, the rules of its kind that may cover
+	// it.
+	others []*rule
+}
+
+// removable keeps the candidates whose rules can be removed, one after
+// another, last declared first, without changing a disposition (Lint),
+// and writes the redundant ones' messages with the rules left.
+//
+// Each check is a question of its own (ask starts it); a check that
+// exceeds its bound keeps the rule and reports it to bounded, which lists
+// it as not analysed.
+func (pr *Prover) removable(p *Policy, cands []candidate, ask func(), bounded func(error, string) bool) ([]Finding, error) {
+	order := make([]int, len(cands))
+	for i := range order {
+		order[i] = i
+	}
+	rank := func(id string) (int, bool) {
+		r, ok := p.Declared[id]
+		return r, ok
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		x, y := cands[a].r.id, cands[b].r.id
+		rx, okx := rank(x)
+		ry, oky := rank(y)
+		switch {
+		case okx && oky && rx != ry:
+			return ry - rx
+		case okx != oky:
+			if okx {
+				return 1 // declared ones are kept before the others
+			}
+			return -1
+		}
+		return strings.Compare(y, x)
+	})
+	cur := p
+	removed := map[*rule]bool{}
+	keep := make([]bool, len(cands))
+	for _, i := range order {
+		q, err := cur.without(cands[i].r.id)
+		if err != nil {
+			return nil, err
+		}
+		ask()
+		same, err := pr.sameDecisions(cur, q, cands[i].r.id)
+		if bounded(err, cands[i].r.id) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if same {
+			keep[i], cur, removed[cands[i].r] = true, q, true
+		}
+	}
+	var out []Finding
+	for i, cd := range cands {
+		if !keep[i] {
+			continue
+		}
+		if cd.f.Code == CodeRedundant {
+			var left []*rule
+			for _, o := range cd.others {
+				if !removed[o] {
+					left = append(left, o)
+				}
+			}
+			msg, err := pr.redundantMessage(cd.r, left)
+			if err != nil {
+				return nil, err
+			}
+			cd.f.Message = msg
+		}
+		out = append(out, cd.f)
+	}
+	return out, nil
+}
+
+// without is the policy with the rule id removed: the rule and its gate
+// binding, the facets' gates computed again as the engines do.
+func (p *Policy) without(id string) (*Policy, error) {
+	s := *p.Snap
+	s.CompiledRules = slices.DeleteFunc(slices.Clone(s.CompiledRules), func(r snapshot.Rule) bool { return r.Base().RuleID == id })
+	s.GateBindings = slices.Clone(s.GateBindings)
+	for i := range s.GateBindings {
+		s.GateBindings[i].RuleIDs = slices.DeleteFunc(slices.Clone(s.GateBindings[i].RuleIDs), func(x string) bool { return x == id })
+	}
+	q, err := NewPolicy(&s)
+	if err != nil {
+		return nil, err
+	}
+	q.Engine, q.Declared = p.Engine, p.Declared
+	return q, nil
+}
+
+// sameDecisions reports whether p and q, p without the rule id, decide
+// every request alike: no request of any shape is treated more
+// permissively by one than by the other. A case left undecided counts as
+// a difference; one whose search exceeded its bound is algebra.ErrTooLarge. A shape whose
+// requests the rule does not read is decided alike by both when the
+// facets' gates and the shell grant did not change with it: every
+// condition on it is built from the same rules.
+func (pr *Prover) sameDecisions(p, q *Policy, id string) (bool, error) {
+	same := p.need == q.need && p.hasShellAllow == q.hasShellAllow
+	for _, s := range shapes() {
+		if same && !p.sets(s).reads(id) {
+			continue
+		}
+		for _, pair := range [2][2]*Policy{{p, q}, {q, p}} {
+			for _, c := range beyondCases(pair[0], pair[1], s) {
+				_, found, err := solve(&pr.cache, s, c, pr.Now, nil)
+				switch {
+				case errors.Is(err, algebra.ErrTooLarge):
+					// Not known: the rule stays, listed as not
+					// analysed (Lint).
+					return false, err
+				case found, errors.Is(err, errUndecided):
+					return false, nil
+				case err != nil:
+					return false, err
+				}
+			}
+		}
+	}
+	return true, nil
 }
 
 func byRules(ids []string) string {
@@ -302,9 +473,10 @@ func (p *Policy) shadowedByOne(r *rule) bool {
 	return false
 }
 
-// redundant reports whether every value r matches is matched by other
-// rules of its role that apply wherever r does, and names them.
-func (pr *Prover) redundant(p *Policy, r *rule) (bool, []string, error) {
+// sameKind are the rules that may make r redundant: of its role, facet
+// and target, that apply wherever r does. Of two rules of one pattern,
+// the one with the larger id is left out (the other is kept).
+func (p *Policy) sameKind(r *rule) []*rule {
 	var others []*rule
 	for _, o := range p.rules {
 		if o == r || o.role != r.role || o.onAction || o.target != r.target || o.facet != r.facet {
@@ -316,13 +488,18 @@ func (pr *Prover) redundant(p *Policy, r *rule) (bool, []string, error) {
 			continue
 		}
 		if o.m == r.m && o.id > r.id {
-			continue // two rules of one pattern: the first by id is kept
+			continue
 		}
 		others = append(others, o)
 	}
-	if len(others) == 0 {
-		return false, nil, nil
-	}
+	return others
+}
+
+// coverDomains are the domains in which "others cover r" is decided: an
+// absolute path pattern matches by the path alone, and so does every
+// other absolute one; a relative one only adds matches where there is a
+// workspace, so outside it decides.
+func coverDomains(r *rule) []domain {
 	var doms []domain
 	for _, s := range shapes() {
 		for i, a := range s.atoms {
@@ -332,18 +509,74 @@ func (pr *Prover) redundant(p *Policy, r *rule) (bool, []string, error) {
 		}
 	}
 	if r.target == atomPath && strings.HasPrefix(r.m.pattern, "/") {
-		// An absolute pattern matches by the path alone, and so does
-		// every other absolute one; a relative one only adds matches
-		// where there is a workspace: outside it decides.
 		doms = doms[:1]
 	}
-	for _, dom := range doms {
+	return doms
+}
+
+// covered reports whether every value r matches is matched by one of
+// others.
+func (pr *Prover) covered(r *rule, others []*rule) (bool, error) {
+	if len(others) == 0 {
+		return false, nil
+	}
+	for _, dom := range coverDomains(r) {
 		_, found, err := solvePart(&pr.cache, dom, part{require: [][]term{{mt(r.m)}}, forbid: terms(others)}, nil)
 		if err != nil || found {
-			return false, nil, err
+			return false, err
 		}
 	}
-	return true, overlapping(&pr.cache, r, others), nil
+	return true, nil
+}
+
+// maxMinimize bounds the rules a cover is made minimal among, one search
+// each; past it the message names some and counts the rest.
+const maxMinimize = 8
+
+// redundantMessage says which rules match every value r matches: one
+// rule that does alone, else a minimal set of those overlapping it (no
+// member can be left out), else, among many, the first few and how many
+// more. A rule whose remaining cover is gone (the rules that covered it
+// were reported themselves) is redundant for a reason the searches do
+// not name, and the message says only that.
+func (pr *Prover) redundantMessage(r *rule, others []*rule) (string, error) {
+	c := &pr.cache
+	plain := fmt.Sprintf("%s is redundant: the policy decides every request alike without it", r.id)
+	for _, o := range others {
+		if covers(o.m, r.m) {
+			return fmt.Sprintf("%s is redundant: every value it matches is matched by %s", r.id, o.id), nil
+		}
+	}
+	var ov []*rule
+	for _, o := range others {
+		if _, found, err := algebra.Intersect(c.nfa(r.m), c.nfa(o.m)); err != nil || found {
+			ov = append(ov, o)
+		}
+	}
+	if ok, err := pr.covered(r, ov); err != nil || !ok {
+		return plain, err
+	}
+	if len(ov) <= maxMinimize {
+		for i := len(ov) - 1; i >= 0 && len(ov) > 1; i-- {
+			rest := slices.Delete(slices.Clone(ov), i, i+1)
+			ok, err := pr.covered(r, rest)
+			if err != nil {
+				return "", err
+			}
+			if ok {
+				ov = rest
+			}
+		}
+	}
+	ids := make([]string, 0, maxNamed)
+	for _, o := range ov[:min(len(ov), maxNamed)] {
+		ids = append(ids, o.id)
+	}
+	by := strings.Join(ids, ", ")
+	if n := len(ov) - len(ids); n > 0 {
+		by += fmt.Sprintf(" and %d more rules of its kind", n)
+	}
+	return fmt.Sprintf("%s is redundant: every value it matches is matched by %s", r.id, by), nil
 }
 
 // lintDomains are the domains a lint question about value i of shape s is

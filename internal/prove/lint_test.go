@@ -1,10 +1,12 @@
 package prove_test
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	"polc.dev/polc/internal/diag"
 	. "polc.dev/polc/internal/prove"
 )
 
@@ -119,5 +121,50 @@ func TestLintFacetEmptied(t *testing.T) {
 	}
 	if got := lint(t, policies, "reader", "org"); len(got) != 0 {
 		t.Errorf("got %q", got)
+	}
+}
+
+// TestLintRedundantDeclaredOrder: of rules that make each other
+// removable, the first declared is kept (Policy.Declared) and the later
+// ones reported, naming a minimal set of rules that cover them: "/z/*",
+// declared last, is matched by "/z/?" and "/z/??*" together (a clean
+// path has no empty segment); "/**/b" overlaps it and is not named. By
+// id, "/z/*" comes first and is kept.
+func TestLintRedundantDeclaredOrder(t *testing.T) {
+	denies := []string{"/z/?", "/**/b", "/z/??*", "/z/*"}
+	snaps := compileDecls(t, map[string]any{"p": base(map[string]any{
+		"actions":    map[string]any{"allow": []string{"write_file"}},
+		"filesystem": map[string]any{"write": []string{"/**"}, "deny": denies},
+	})})
+	redundant := func(declared map[string]int) []string {
+		pr := prover(t, snaps)
+		pr.Policies["p"].Declared = declared
+		fs, err := pr.Lint(pr.Policies["p"], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range fs {
+			if f.Code == CodeRedundant {
+				out = append(out, f.Message)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	pos := map[string]diag.Pos{}
+	for i, d := range denies {
+		pos["filesystem.deny:"+d] = diag.Pos{File: "p.cue", Line: 7, Col: 10 + 8*i}
+	}
+	got := redundant(DeclaredOrder(pos))
+	want := []string{"filesystem.deny:/z/* is redundant: every value it matches is matched by filesystem.deny:/z/?, filesystem.deny:/z/??*"}
+	if !slices.Equal(got, want) {
+		t.Errorf("declared order: got %q, want %q", got, want)
+	}
+	got = redundant(nil)
+	want = []string{"filesystem.deny:/z/? is redundant: every value it matches is matched by filesystem.deny:/z/*",
+		"filesystem.deny:/z/??* is redundant: every value it matches is matched by filesystem.deny:/z/*"}
+	if !slices.Equal(got, want) {
+		t.Errorf("by id: got %q, want %q", got, want)
 	}
 }

@@ -72,7 +72,12 @@ type Policy struct {
 	// Engine, when set, is the OPA engine that decides this policy in
 	// confirmation (a bundle of its own version); else the Prover's.
 	Engine Engine
-	dec    *decision.Policy
+	// Declared ranks the rules the policy declares by where they are
+	// written (rule id → rank): of rules that make each other redundant,
+	// Lint keeps the first declared. Rules without a rank come after the
+	// ranked ones, by id; nil ranks none.
+	Declared map[string]int
+	dec      *decision.Policy
 
 	rules []*rule
 	// need[f]: a value of facet f that no grant allows denies (its gate is
@@ -296,6 +301,25 @@ type sets struct {
 	// with shell and no argv, under a policy with no shell grant whose
 	// shell facet is not advisory).
 	shellDenied bool
+}
+
+// reads reports whether a rule of id is among the sets.
+func (st *sets) reads(id string) bool {
+	has := func(rs []*rule) bool { return slices.ContainsFunc(rs, func(r *rule) bool { return r.id == id }) }
+	if has(st.actionGrants) || has(st.actionBlocks) || has(st.actionEsc) {
+		return true
+	}
+	for _, v := range st.values {
+		if has(v.blocks) || has(v.esc) {
+			return true
+		}
+		for _, g := range v.grants {
+			if has(g) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // valueSets is what a policy's rules do to one value of a shape.

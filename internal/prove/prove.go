@@ -188,14 +188,7 @@ func (pr *Prover) check(ctx context.Context, kind string, pattern RequestPattern
 				claim = func(d []string) bool { return d[0] == decision.Allow }
 			}
 		case NeverAllowsBeyond:
-			ok := this.ok(s)
-			for _, d := range other.denied(s) {
-				cases = append(cases, ok.and(d))
-			}
-			allowed := this.allowed(s)
-			for _, e := range other.escalated(s) {
-				cases = append(cases, allowed.and(e))
-			}
+			cases = beyondCases(this, other, s)
 			claim = func(d []string) bool { return rank(d[0]) > rank(d[1]) }
 		}
 		for _, c := range cases {
@@ -215,6 +208,23 @@ func (pr *Prover) check(ctx context.Context, kind string, pattern RequestPattern
 		return Result{Status: Undecided, Reason: undecided}, nil
 	}
 	return Result{Status: Holds}, nil
+}
+
+// beyondCases are the conditions of which each makes this treat a
+// request of shape s more permissively than other, and one holds whenever
+// it does: this lets it through where other denies it, or allows it where
+// other escalates it.
+func beyondCases(this, other *Policy, s shape) []cond {
+	var cases []cond
+	ok := this.ok(s)
+	for _, d := range other.denied(s) {
+		cases = append(cases, ok.and(d))
+	}
+	allowed := this.allowed(s)
+	for _, e := range other.escalated(s) {
+		cases = append(cases, allowed.and(e))
+	}
+	return cases
 }
 
 func rank(disposition string) int {

@@ -21,8 +21,9 @@ import (
 // is normalized and decided again here, and must match the property's
 // pattern by an independent matcher (matches); for each property that
 // holds, random action requests — of every built-in action and of
-// registered ones, with several facets, shell control, redirections —
-// must show no violation.
+// registered ones, with several facets, shell control, redirections,
+// commands of shell control alone — must show no violation, and each must
+// be of a structure the prover's shapes model (Unmodelled).
 
 type gen struct{ policygen.Gen }
 
@@ -183,8 +184,13 @@ func (g gen) request(rp RequestPattern, pol map[string]any) normalize.ActionRequ
 				h, port, _ := strings.Cut(g.host(rp, pol), ":")
 				c += " > /dev/tcp/" + h + "/" + port
 			}
-			if g.Chance(0.1) {
+			switch {
+			case g.Chance(0.1):
 				c = "> " + squote(g.path(rp, pol))
+			case g.Chance(0.1):
+				// Shell control and no program: redirections alone, a
+				// bare or exported assignment.
+				c = g.Pick("> /dev/null", "2>&1", ">/dev/stderr", g.Pick(envs...)+"=1", "export "+g.Pick(envs...)+"=1")
 			}
 			cmds = append(cmds, c)
 		}
@@ -409,6 +415,9 @@ func randomProve(t *testing.T, seed uint64, nPolicies, perProperty int) (request
 					n, nerr := normalizer.Normalize(req)
 					if nerr != nil || (prop.Kind != NeverAllowsBeyond && !matches(prop.Pattern, n)) {
 						continue
+					}
+					if miss := Unmodelled(n); len(miss) > 0 {
+						t.Fatalf("%+v (action %s): no shape models %s", req, n.Action, strings.Join(miss, "; "))
 					}
 					checked++
 					dThis, _ := native[s.Name].Evaluate(n)

@@ -14,7 +14,8 @@ import (
 // A shape is one kind of request the normalizer produces, with the fewest
 // facets: an action and at most one target value (an edit_file path is
 // read and written; a bash redirection or assignment comes with shell
-// control). Adding facets to a request only adds matches: more deny
+// control; a bash command of redirections alone, "> /dev/null", carries
+// shell control and no value at all). Adding facets to a request only adds matches: more deny
 // matches, more facets to grant, more approvals. So a request that is not
 // denied (or is allowed) stays so when facets are taken away, and a
 // request that some facet denies or escalates keeps that facet in a
@@ -36,7 +37,8 @@ type shape struct {
 	shell    bool
 	resource bool
 	// via is how a witness presents the value: "file", "redirect",
-	// "devtcp", "assign", "url", "argv", "mcp", "hint".
+	// "devtcp", "assign", "url", "argv", "mcp", "hint", or "shell" for
+	// shell control without a value.
 	via string
 }
 
@@ -54,9 +56,21 @@ func (s shape) action() string {
 
 var builtins = []string{"bash", "edit_file", "http_get", "mcp", "read_file", "write_file"}
 
+// shapes are the shapes questions are asked over. The normalizer's
+// requests are (TestShapesCoverNormalizer derives them from its output):
+// bash — argvs, with shell control or not; environment names, after an
+// assignment before a program (no shell control) or alone or exported
+// (shell control); paths a redirection opens (read, write, both for
+// "<>") and /dev/tcp hosts, with shell control; or shell control alone
+// ("> /dev/null", "2>&1", "export"); read_file, write_file, edit_file:
+// one path; http_get: one host; mcp: a tool, with a resource or not; an
+// action a runtime registers: any union of what its hints present, or
+// nothing. Each such request holds, for every reason a policy has to
+// decide it, a request of one of these shapes made of part of it.
 func shapes() []shape {
 	one := func(a atom) []atom { return []atom{a} }
 	out := []shape{
+		{builtin: "bash", shell: true, via: "shell"},
 		{builtin: "bash", atoms: one(atomArgv), via: "argv"},
 		{builtin: "bash", atoms: one(atomArgv), shell: true, via: "argv"},
 		{builtin: "bash", atoms: one(atomPath), access: []string{"read"}, shell: true, via: "redirect"},
@@ -73,6 +87,7 @@ func shapes() []shape {
 	}
 	custom := []shape{
 		{atoms: nil, via: "hint"},
+		{atoms: nil, shell: true, via: "shell"},
 		{atoms: one(atomPath), access: []string{"read"}, via: "hint"},
 		{atoms: one(atomPath), access: []string{"write"}, via: "hint"},
 		{atoms: one(atomPath), access: []string{"execute"}, via: "hint"},
@@ -182,6 +197,9 @@ func (s shape) describe() string {
 	if name == "" {
 		name = "a registered action"
 	}
+	if s.via == "shell" {
+		name += " (shell control only)"
+	}
 	return name
 }
 
@@ -263,6 +281,11 @@ func (w Witness) Request() (normalize.ActionRequest, *normalize.Catalog, error) 
 		return strings.Join(ws, " ")
 	}
 	switch {
+	case len(s.atoms) == 0 && s.shell:
+		// Shell control and nothing the policy judges: a redirection
+		// to /dev/null opens nothing (normalize's redirectFacets).
+		arg("command", "> /dev/null")
+		hints.Command = "command"
 	case len(s.atoms) == 0:
 	case s.atoms[0] == atomPath:
 		ws, path := pathOf(w.values[0])

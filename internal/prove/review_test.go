@@ -53,12 +53,14 @@ func bashReq(cmd string) normalize.ActionRequest {
 		Arguments: map[string]any{"command": cmd}}
 }
 
-// TestAttackProveShellOnlyBash: a bash command that runs no program and
+// TestShellControlOnlyBash: a bash command that runs no program and
 // opens no file ("> /dev/null", "2>&1") has shell control and no other
 // facet. Under a policy with any shell-allowing subprocess grant, it is
-// allowed (even under actions.deny "bash:*", which reads argvs), yet no
-// shape of prove models it: `never: bash` is reported as holding.
-func TestAttackProveShellOnlyBash(t *testing.T) {
+// allowed (even under actions.deny "bash:*", which reads argvs), so
+// `never: bash` and `always_escalates: bash` fail: the prover models such
+// requests as a shape of their own (shell control and no value), which
+// it once lacked and answered both as holding.
+func TestShellControlOnlyBash(t *testing.T) {
 	snaps := compileDecls(t, map[string]any{"p": base(map[string]any{
 		"actions":    map[string]any{"allow": []string{"bash"}, "deny": []string{"bash:*"}},
 		"subprocess": map[string]any{"mode": "allowlist", "allow": []string{"true"}, "shell": "allow"},
@@ -78,12 +80,13 @@ func TestAttackProveShellOnlyBash(t *testing.T) {
 	}
 }
 
-// TestAttackProveShellOnlyBeyondAndVet: the same gap in the two-policy
-// question and in vet. With the shell-allowing grant, "> /dev/null" is
+// TestShellControlOnlyBeyondAndVet: shell control alone in the
+// two-policy question and in vet. With the shell-allowing grant, "> /dev/null" is
 // allowed; without it, denied (not_allowed:shell). So the grant decides a
-// request (vet must not call it never effective), and the policy with it
-// allows beyond the one without it.
-func TestAttackProveShellOnlyBeyondAndVet(t *testing.T) {
+// request (vet must not call it never effective, though every argv it
+// allows is denied), and the policy with it allows beyond the one
+// without it.
+func TestShellControlOnlyBeyondAndVet(t *testing.T) {
 	with := base(map[string]any{
 		"actions":    map[string]any{"allow": []string{"bash"}, "deny": []string{"bash:*"}},
 		"subprocess": map[string]any{"mode": "allowlist", "allow": []string{"true"}, "shell": "allow"},
@@ -114,12 +117,12 @@ func TestAttackProveShellOnlyBeyondAndVet(t *testing.T) {
 	}
 }
 
-// TestAttackProveRedundantGrantSetsFacetGate: a facet's "not allowed"
-// belongs to the strictest gate holding one of its grants. A grant covered
-// by an advisory one is the only hard one of its facet: vet calls it
-// redundant, yet removing it moves path_read to the advisory gate, and a
-// read of /etc/passwd goes from deny to allow.
-func TestAttackProveRedundantGrantSetsFacetGate(t *testing.T) {
+// TestLintRedundantGrantSetsFacetGate: a facet's "not allowed" belongs
+// to the strictest gate holding one of its grants. A grant covered by an
+// advisory one is the only hard one of its facet: removing it moves
+// path_read to the advisory gate, and a read of /etc/passwd goes from
+// deny to allow, so vet must not call it redundant (it once did).
+func TestLintRedundantGrantSetsFacetGate(t *testing.T) {
 	pol := func(reads ...string) map[string]any {
 		return base(map[string]any{
 			"actions":    map[string]any{"allow": []string{"read_file"}},
@@ -147,13 +150,12 @@ func TestAttackProveRedundantGrantSetsFacetGate(t *testing.T) {
 	}
 }
 
-// TestAttackProveRedundantMutual: two denies of different spelling and
-// one meaning (a clean path has no empty segment, so "/x/*" and "/x/?*"
-// match the same paths). vet reports each redundant, each naming the
-// other: an author who follows both warnings removes the deny. Of two
-// rules of one pattern only the second is reported (docs/prove.md); two
-// of one language should be treated alike.
-func TestAttackProveRedundantMutual(t *testing.T) {
+// TestLintRedundantMutual: two denies of different spelling and one
+// meaning (a clean path has no empty segment, so "/x/*" and "/x/?*" match
+// the same paths). vet once reported each redundant, each naming the
+// other: an author who followed both warnings removed the deny. At most
+// one of them may be reported, as of two rules of one pattern.
+func TestLintRedundantMutual(t *testing.T) {
 	pol := func(denies ...string) map[string]any {
 		return base(map[string]any{
 			"actions":    map[string]any{"allow": []string{"write_file"}},
@@ -182,11 +184,11 @@ func TestAttackProveRedundantMutual(t *testing.T) {
 	}
 }
 
-// TestAttackProveRedundantNamesNonCovers: the message says "every value
-// it matches is matched by A, B, C", but names the first rules that
-// overlap, which need not cover: /x/a is matched by none of the three
-// named, only by /x/** (not named).
-func TestAttackProveRedundantNamesNonCovers(t *testing.T) {
+// TestLintRedundantNamesCovers: the message says "every value it matches
+// is matched by A, B, C": the rules named must cover. It once named the
+// first rules that overlap, which need not: /x/a is matched by none of
+// /x/!*, /x/#* and /x/%*, only by /x/**.
+func TestLintRedundantNamesCovers(t *testing.T) {
 	snaps := compileDecls(t, map[string]any{"p": base(map[string]any{
 		"actions":    map[string]any{"allow": []string{"write_file"}},
 		"filesystem": map[string]any{"write": []string{"/**"}, "deny": []string{"/x/*", "/x/!*", "/x/#*", "/x/%*", "/x/**"}},
@@ -203,12 +205,13 @@ func TestAttackProveRedundantNamesNonCovers(t *testing.T) {
 	}
 }
 
-// TestAttackProveNeverEffectiveGrantSetsFacetGate: the same root as
-// TestAttackProveRedundantGrantSetsFacetGate for rule_never_effective: a
-// grant two denies cover together is "never effective", yet it is the
-// only hard grant of path_read, and removing it makes path_read advisory:
-// read_file /etc/passwd goes from deny to allow.
-func TestAttackProveNeverEffectiveGrantSetsFacetGate(t *testing.T) {
+// TestLintNeverEffectiveGrantSetsFacetGate: the same root as
+// TestLintRedundantGrantSetsFacetGate for rule_never_effective: a grant
+// two denies cover together can allow nothing, yet it is the only hard
+// grant of path_read, and removing it makes path_read advisory:
+// read_file /etc/passwd goes from deny to allow, so vet must not report
+// it.
+func TestLintNeverEffectiveGrantSetsFacetGate(t *testing.T) {
 	pol := func(reads ...string) map[string]any {
 		return base(map[string]any{
 			"actions":    map[string]any{"allow": []string{"read_file"}},
@@ -244,14 +247,14 @@ var blowupDenies = []string{"/**/*a*ie*/**", "/**/*a*ok*/**", "/**/*b*bb*/**", "
 	"/**/*hc*kda*/**", "/**/*hd*eih*/**", "/**/*ii*nae*/**", "/**/*ip*loo*/**", "/**/*ipj*nj*/**", "/**/*j*gb*/**", "/**/*lf*a*/**",
 	"/**/*lfo*ll*/**", "/**/*nf*fhh*/**", "/**/*ob*me*/**", "/**/*of*oh*/**", "/**/*op*hkf*/**"}
 
-// TestAttackProveLintBlowup: vet's findings for a policy of 25 such
-// denies take about 20 s (50 denies: over 30 s and 0.8 GB; 200: over 4
-// minutes and 10 GB before being killed), where docs/prove.md promises a
-// few seconds for 2,000 rules and a bounded search that answers
-// "undecided" rather than running away. The lint runs in a child
+// TestLintBoundedOnAdversarialDenies: vet's findings for a policy of 25
+// such denies took about 20 s before the antichain search and the work
+// budget (50 denies: over 30 s and 0.8 GB; 200: over 4 minutes and 10 GB
+// before being killed); docs/prove.md promises a bounded search that
+// answers "undecided" rather than running away. The lint runs in a child
 // process so that a run past the limit is killed, not leaked, and checks
 // its peak memory there.
-func TestAttackProveLintBlowup(t *testing.T) {
+func TestLintBoundedOnAdversarialDenies(t *testing.T) {
 	snaps := compileDecls(t, map[string]any{"p": base(map[string]any{
 		"actions":    map[string]any{"allow": []string{"write_file"}},
 		"filesystem": map[string]any{"write": []string{"/**"}, "deny": blowupDenies},
@@ -268,7 +271,7 @@ func TestAttackProveLintBlowup(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestAttackProveLintBlowup$", "-test.count=1")
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestLintBoundedOnAdversarialDenies$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "POLC_ATTACK_LINT_CHILD=1")
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
