@@ -305,6 +305,7 @@ func (pr *Prover) removable(p *Policy, cands []candidate, ask func(), bounded fu
 					left = append(left, o)
 				}
 			}
+			ask()
 			msg, err := pr.redundantMessage(cd.r, left)
 			if err != nil {
 				return nil, err
@@ -553,13 +554,21 @@ func (pr *Prover) redundantMessage(r *rule, others []*rule) (string, error) {
 			ov = append(ov, o)
 		}
 	}
-	if ok, err := pr.covered(r, ov); err != nil || !ok {
-		return plain, err
+	// The finding stands on its own check (removable); naming what covers
+	// the rule is a further search, which the budget may cut short: the
+	// plain message then says what is known.
+	if ok, err := pr.covered(r, ov); errors.Is(err, algebra.ErrTooLarge) || err == nil && !ok {
+		return plain, nil
+	} else if err != nil {
+		return "", err
 	}
 	if len(ov) <= maxMinimize {
 		for i := len(ov) - 1; i >= 0 && len(ov) > 1; i-- {
 			rest := slices.Delete(slices.Clone(ov), i, i+1)
 			ok, err := pr.covered(r, rest)
+			if errors.Is(err, algebra.ErrTooLarge) {
+				break // ov covers it: named as it is, unminimized
+			}
 			if err != nil {
 				return "", err
 			}
