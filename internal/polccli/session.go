@@ -193,8 +193,11 @@ func openSession(e *env, p *runParams, needActions bool) (_ *session, err error)
 					return
 				}
 				// An abandoned close must not then wait on the
-				// store's retries (docs/serve.md).
-				if err := store.CloseContext(s.stop); err != nil {
+				// store's retries (docs/serve.md), nor any close
+				// longer than its stores' time.
+				ctx, cancel := context.WithTimeout(s.stop, closeStoreTime)
+				defer cancel()
+				if err := store.CloseContext(ctx); err != nil {
 					fmt.Fprintf(s.e.stderr, "polc: %v\n", err)
 				}
 			})
