@@ -82,25 +82,10 @@ func TestScanWaitsForGroupsInFlight(t *testing.T) {
 	dsn := pgtest.Schema(t)
 	a := openEvidenceAt(t, dsn, pgstore.EvidenceOptions{})
 	b := openEvidenceAt(t, dsn, pgstore.EvidenceOptions{})
-	inA, releaseA := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(releaseA) }) }
-	t.Cleanup(release) // before the stores close (cleanups run in reverse)
-	pgstore.SetBeforeCommit(a, func(int) {
-		close(inA)
-		<-releaseA
-	})
 	ids := storetest.NewIDs("00000010")
 	ctx := context.Background()
 	ca, cb := ids.Next(), ids.Next()
-	opA := ids.Next()
-	ra, err := chain.Seal(storetest.Draft(ids, ca, &opA, storetest.Bound()), 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doneA := make(chan error, 1)
-	go func() { _, err := a.Append(ctx, ra); doneA <- err }()
-	<-inA // a's record is inserted, its transaction open
+	ra, release, doneA := heldAppend(t, a, ids, ca) // a's record is inserted, its transaction open
 	rb := storetest.AppendN(t, b, ids, cb, 1)[0]
 	scanned := make(chan chain.ProjectionPage, 1)
 	go func() {
@@ -123,4 +108,30 @@ func TestScanWaitsForGroupsInFlight(t *testing.T) {
 	if len(p.Receipts) != 2 || p.Receipts[0].RecordID != ra.RecordID || p.Receipts[1].RecordID != rb.RecordID {
 		t.Fatalf("scan: %+v, want a's record then b's", p.Receipts)
 	}
+}
+
+// heldAppend appends the first record of a new chain to s in a goroutine
+// and returns once the record is inserted and its group's transaction is
+// held open before COMMIT; release lets it commit (it is also released at
+// the test's end, before the stores close: cleanups run in reverse), and
+// done receives the append's result.
+func heldAppend(t *testing.T, s *pgstore.Evidence, ids *storetest.IDs, chainID string) (r *chain.Record, release func(), done <-chan error) {
+	t.Helper()
+	in, held := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(held) }) }
+	t.Cleanup(release)
+	pgstore.SetBeforeCommit(s, func(int) {
+		close(in)
+		<-held
+	})
+	op := ids.Next()
+	r, err := chain.Seal(storetest.Draft(ids, chainID, &op, storetest.Bound()), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := make(chan error, 1)
+	go func() { _, err := s.Append(context.Background(), r); d <- err }()
+	<-in
+	return r, release, d
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,25 +46,10 @@ func TestSearchPathReachingAnotherSchemasStoreRefused(t *testing.T) {
 		return
 	}
 	t.Cleanup(func() { b.Close() })
-	inB, releaseB := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(releaseB) }) }
-	t.Cleanup(release)
-	pgstore.SetBeforeCommit(b, func(int) {
-		close(inB)
-		<-releaseB
-	})
 	ids := storetest.NewIDs("000000a5")
 	ctx := context.Background()
 	cb, ca := ids.Next(), ids.Next()
-	op := ids.Next()
-	rb, err := chain.Seal(storetest.Draft(ids, cb, &op, storetest.Bound()), 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doneB := make(chan error, 1)
-	go func() { _, err := b.Append(ctx, rb); doneB <- err }()
-	<-inB // b's record holds its position, uncommitted
+	rb, release, doneB := heldAppend(t, b, ids, cb) // b's record holds its position, uncommitted
 	storetest.AppendN(t, a, ids, ca, 1)
 	scanned := make(chan chain.ProjectionPage, 1)
 	go func() {

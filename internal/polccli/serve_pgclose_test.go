@@ -23,12 +23,7 @@ import (
 // exits promptly with 1, saying that task_closed was not acknowledged
 // (docs/serve.md "Shutdown").
 func TestServeSignalsWithPostgresGone(t *testing.T) {
-	dsn, pgdir := pgtest.Private(t)
-	dir := t.TempDir()
-	compileDemo(t, dir)
-	os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(
-		"snapshot: out/snapshots/demo-agent.json\nprofile: certifiable\nworkspace: ws\nprincipal: agent:demo\ntenant: acme\n"), 0o644)
-	os.MkdirAll(filepath.Join(dir, "ws"), 0o755)
+	dsn, pgdir, dir := pgSession(t)
 	sock := filepath.Join(dir, "polc.sock")
 	cmd := polcCommand(dir, "serve", "session.yaml", "--listen", "unix:"+sock, "--evidence", dsn, "--state", dsn, "--cert", "cert.json")
 	stderr := &lockedBuffer{}
@@ -62,9 +57,7 @@ func TestServeSignalsWithPostgresGone(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("execute: %d\n%s", resp.StatusCode, stderr.String())
 	}
-	if out, err := exec.Command("bash", pgtest.Script(t), "stop", pgdir).CombinedOutput(); err != nil {
-		t.Fatalf("scripts/pg.sh stop: %v\n%s", err, out)
-	}
+	stopPG(t, pgdir)
 	cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(time.Second) // the close is waiting on the lost server
 	start := time.Now()
@@ -93,18 +86,11 @@ func TestServeSignalsWithPostgresGone(t *testing.T) {
 // the stopped server; a second abandons it well before the close's own
 // bound (its grace and the stores' time), exit 1, no certificate.
 func TestMCPSignalsWithPostgresGone(t *testing.T) {
-	dsn, pgdir := pgtest.Private(t)
-	dir := t.TempDir()
-	compileDemo(t, dir)
-	os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(
-		"snapshot: out/snapshots/demo-agent.json\nprofile: certifiable\nworkspace: ws\nprincipal: agent:demo\ntenant: acme\n"), 0o644)
-	os.MkdirAll(filepath.Join(dir, "ws"), 0o755)
+	dsn, pgdir, dir := pgSession(t)
 	cs, cmd, stderr := connectStdio(t, dir, "session.yaml", "--evidence", dsn, "--state", dsn, "--cert", "cert.json")
 	t.Cleanup(func() { cmd.Process.Kill() })
 	callAll(t, cs, []mcpCall{{tool: "write_file", args: map[string]any{"path": "notes/a.txt", "content": "x\n"}, kind: "succeeded"}})
-	if out, err := exec.Command("bash", pgtest.Script(t), "stop", pgdir).CombinedOutput(); err != nil {
-		t.Fatalf("scripts/pg.sh stop: %v\n%s", err, out)
-	}
+	stopPG(t, pgdir)
 	cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(time.Second) // the close is waiting on the lost server
 	start := time.Now()
@@ -127,4 +113,26 @@ func TestMCPSignalsWithPostgresGone(t *testing.T) {
 		t.Error("a certificate was written for a chain whose task_closed was not acknowledged")
 	}
 	t.Logf("exited %v after the second SIGTERM", time.Since(start).Round(time.Millisecond))
+}
+
+// pgSession is a certifiable session of the demo agent in a new temporary
+// dir, session.yaml, whose stores will be the private PostgreSQL server
+// dsn (its data dir pgdir, for stopPG).
+func pgSession(t *testing.T) (dsn, pgdir, dir string) {
+	t.Helper()
+	dsn, pgdir = pgtest.Private(t)
+	dir = t.TempDir()
+	compileDemo(t, dir)
+	os.WriteFile(filepath.Join(dir, "session.yaml"), []byte(
+		"snapshot: out/snapshots/demo-agent.json\nprofile: certifiable\nworkspace: ws\nprincipal: agent:demo\ntenant: acme\n"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "ws"), 0o755)
+	return dsn, pgdir, dir
+}
+
+// stopPG stops the private server of pgdir under a running session.
+func stopPG(t *testing.T, pgdir string) {
+	t.Helper()
+	if out, err := exec.Command("bash", pgtest.Script(t), "stop", pgdir).CombinedOutput(); err != nil {
+		t.Fatalf("scripts/pg.sh stop: %v\n%s", err, out)
+	}
 }
